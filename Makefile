@@ -1,0 +1,33 @@
+# dfd — make test | make run | make lint | make bench
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test test-fast lint run bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
+test: $(STAMP)
+	$(BIN)/ruff check functions scripts tests
+	$(BIN)/ruff format --check functions scripts tests
+	$(BIN)/mypy
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/pytest tests/unit tests/integration $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check functions scripts tests
+	$(BIN)/ruff format --check functions scripts tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,48 @@
+"""Wiring: settings → clients → adapters → domain services, built once per process on first use."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from dfd import aws
+from dfd.adapters.dynamo import Repository
+from dfd.adapters.s3 import ObjectStore
+from dfd.config import settings
+from dfd.ingest import Ingestor
+from dfd.queries import Queries
+from dfd.uploads import UploadService
+
+
+@cache
+def repository() -> Repository:
+    return Repository(aws.dynamodb(), settings())
+
+
+@cache
+def queries() -> Queries:
+    return Queries(settings(), repository(), ObjectStore(aws.s3()))
+
+
+@cache
+def upload_service() -> UploadService:
+    return UploadService(settings(), repository(), ObjectStore(aws.s3()))
+
+
+@cache
+def ingestor() -> Ingestor:
+    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3()))
+
+
+def reset() -> None:
+    """Forget every cached client and service (tests and the local stack change the environment)."""
+    for factory in (
+        repository,
+        queries,
+        upload_service,
+        ingestor,
+        settings,
+        aws.dynamodb,
+        aws.s3,
+        aws.s3_ingest,
+    ):
+        factory.cache_clear()

@@ -1,0 +1,85 @@
+"""Domain errors. Each carries its HTTP status and a stable code; http.py maps them in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DfdError(Exception):
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+    def to_body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            error["details"] = self.details
+        return {"error": error}
+
+
+class BadRequest(DfdError):
+    status = 400
+    code = "bad_request"
+
+
+class ValidationFailed(BadRequest):
+    code = "validation_error"
+
+
+class PayloadTooLarge(DfdError):
+    status = 413
+    code = "payload_too_large"
+
+
+class NotFound(DfdError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(DfdError):
+    status = 409
+    code = "conflict"
+
+
+class NotReady(Conflict):
+    code = "not_ready"
+
+
+class ServiceUnavailable(DfdError):
+    """A dependency is throttling or unavailable: the request may be retried."""
+
+    status = 503
+    code = "service_unavailable"
+
+
+class InvalidEvent(DfdError):
+    """An ingest event that can never be processed (malformed); it touches no state."""
+
+    status = 400
+    code = "invalid_event"
+
+
+class ObjectNotFound(DfdError):
+    """The S3 object does not exist (deleted duplicate, never uploaded)."""
+
+    status = 404
+    code = "object_not_found"
+
+
+class ObjectChanged(DfdError):
+    """The object changed while it was read (412): a newer event follows."""
+
+    status = 409
+    code = "object_changed"
+
+
+class TransactionRetryable(ServiceUnavailable):
+    """A transaction was cancelled by a conflict or throttling and may be retried."""
+
+    code = "transaction_conflict"

@@ -1,0 +1,94 @@
+"""Incoming ingest payloads → the objects they name.
+
+Shapes: an S3 notification document ({"Records": [...]}, also the body of an SQS message), an EventBridge
+"Object Created" event, a minimal hand-written record (only s3.bucket.name and s3.object.key), and the
+s3:TestEvent S3 sends when a notification is configured (names no object).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote_plus
+
+from dfd.errors import InvalidEvent
+
+MAX_KEY_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    bucket: str
+    key: str
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidEvent(f"{what} is missing or not a non-empty string")
+    return value
+
+
+def _decoded_key(raw: Any) -> str:
+    key = unquote_plus(_text(raw, "s3.object.key"))
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise InvalidEvent("s3.object.key is longer than 1024 bytes")
+    return key
+
+
+def _from_record(record: Any) -> ObjectRef | None:
+    if not isinstance(record, Mapping):
+        raise InvalidEvent("a record is not an object")
+    name = record.get("eventName")
+    if name is not None and not str(name).startswith(("ObjectCreated:", "s3:ObjectCreated:")):
+        return None  # removals, restores, replication: nothing to ingest
+    s3 = record.get("s3")
+    if not isinstance(s3, Mapping):
+        raise InvalidEvent("record has no s3 section")
+    bucket, obj = s3.get("bucket"), s3.get("object")
+    if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
+        raise InvalidEvent("record needs s3.bucket.name and s3.object.key")
+    return ObjectRef(_text(bucket.get("name"), "s3.bucket.name"), _decoded_key(obj.get("key")))
+
+
+def refs_from_payload(payload: Any) -> list[ObjectRef]:
+    """Objects named by one payload (possibly none: a TestEvent, a removal). InvalidEvent when malformed."""
+    if not isinstance(payload, Mapping):
+        raise InvalidEvent("event is not a JSON object")
+    if payload.get("Event") == "s3:TestEvent":
+        return []
+    if "detail-type" in payload or payload.get("source") == "aws.s3":
+        if payload.get("detail-type") != "Object Created":
+            return []
+        detail = payload.get("detail")
+        if not isinstance(detail, Mapping):
+            raise InvalidEvent("EventBridge event has no detail")
+        bucket, obj = detail.get("bucket"), detail.get("object")
+        if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
+            raise InvalidEvent("EventBridge detail needs bucket.name and object.key")
+        return [ObjectRef(_text(bucket.get("name"), "detail.bucket.name"), _decoded_key(obj.get("key")))]
+    records = payload.get("Records")
+    if not isinstance(records, list) or not records:
+        raise InvalidEvent("event has neither Records nor an EventBridge detail")
+    return [ref for ref in (_from_record(r) for r in records) if ref is not None]
+
+
+def refs_from_message_body(body: str | None) -> list[ObjectRef]:
+    """The body of an SQS message from the ingest queue (an S3 notification, or EventBridge via a rule)."""
+    if not body:
+        raise InvalidEvent("SQS message body is empty")
+    try:
+        payload = json.loads(body)
+    except ValueError as error:
+        raise InvalidEvent(f"SQS message body is not JSON: {error}") from None
+    return refs_from_payload(payload)
+
+
+def is_sqs_batch(event: Any) -> bool:
+    records = event.get("Records") if isinstance(event, Mapping) else None
+    return (
+        bool(records)
+        and isinstance(records, list)
+        and all(isinstance(r, Mapping) and r.get("eventSource") == "aws:sqs" for r in records)
+    )

@@ -1,0 +1,24 @@
+"""GET /admin/hashes?limit=&last_evaluated_key=: one page of stored files and an opaque next token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfd import deps
+from dfd.config import settings
+from dfd.http import json_response, lambda_entry, make_app
+
+settings()
+app = make_app()
+
+
+@app.get("/admin/hashes")
+def list_hashes() -> Any:
+    event = app.current_event
+    page = deps.queries().hashes(
+        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key")
+    )
+    return json_response(200, page)
+
+
+handler = lambda_entry(app)

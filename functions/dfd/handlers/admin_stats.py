@@ -1,0 +1,20 @@
+"""GET /admin/stats: the global counters, summed over the shards in ONE BatchGetItem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfd import deps
+from dfd.config import settings
+from dfd.http import json_response, lambda_entry, make_app
+
+settings()
+app = make_app()
+
+
+@app.get("/admin/stats")
+def get_stats() -> Any:
+    return json_response(200, deps.queries().stats())
+
+
+handler = lambda_entry(app)

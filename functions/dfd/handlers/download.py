@@ -1,0 +1,20 @@
+"""GET /download/{id}: a short-lived presigned GET of the stored object, named after the upload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfd import deps
+from dfd.config import settings
+from dfd.http import json_response, lambda_entry, make_app
+
+settings()
+app = make_app()
+
+
+@app.get("/download/<id>")
+def get_download(id: str) -> Any:
+    return json_response(200, deps.queries().download(id))
+
+
+handler = lambda_entry(app)

@@ -1,0 +1,20 @@
+"""GET /metadata/{id}: a stored file (64-hex id) or an upload's status (upload id)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfd import deps
+from dfd.config import settings
+from dfd.http import json_response, lambda_entry, make_app
+
+settings()
+app = make_app()
+
+
+@app.get("/metadata/<id>")
+def get_metadata(id: str) -> Any:
+    return json_response(200, deps.queries().metadata(id))
+
+
+handler = lambda_entry(app)

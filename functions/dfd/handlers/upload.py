@@ -1,0 +1,39 @@
+"""POST /upload → 201 presigned PUT, or 409 when the content is already stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from dfd import deps
+from dfd.config import settings
+from dfd.http import json_body, json_response, make_app
+from dfd.observability import logger, metrics, tracer
+from dfd.uploads import parse_request
+
+settings()  # fail fast on a broken configuration
+app = make_app()
+
+
+@app.post("/upload")
+def create_upload() -> Any:
+    request = parse_request(json_body(app), settings().max_upload_bytes)
+    answer = deps.upload_service().create(request)
+    if answer.status == 409:
+        metrics.add_metric(name="DuplicatesAvoidedPrecheck", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name="BytesSaved", unit=MetricUnit.Bytes, value=answer.body["file"]["size"])
+        logger.info("precheck duplicate", extra={"hash": request.sha256, "outcome": "duplicate"})
+    else:
+        metrics.add_metric(name="UploadsIssued", unit=MetricUnit.Count, value=1)
+        logger.info("upload issued", extra={"upload_id": answer.body["upload_id"], "size": request.size})
+    return json_response(answer.status, answer.body)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,85 @@
+"""The HTTP side shared by every API function: resolver, CORS, and the ONE error → HTTP mapping."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response, content_types
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from dfd.errors import BadRequest, DfdError, NotFound
+from dfd.observability import logger, tracer
+
+
+def json_response(status: int, body: Any) -> Response[str]:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, separators=(",", ":")),
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def error_response(error: DfdError) -> Response[str]:
+    return json_response(error.status, error.to_body())
+
+
+def cors_config() -> CORSConfig:
+    origins = [o.strip() for o in os.environ.get("ALLOWED_ORIGINS", "*").split(",") if o.strip()] or ["*"]
+    return CORSConfig(
+        allow_origin=origins[0],
+        extra_origins=origins[1:],
+        allow_headers=["Content-Type", "Authorization"],
+        max_age=600,
+    )
+
+
+def make_app() -> APIGatewayHttpResolver:
+    app = APIGatewayHttpResolver(cors=cors_config())
+
+    @app.exception_handler(DfdError)  # type: ignore[untyped-decorator]
+    def _domain_error(error: DfdError) -> Response[str]:
+        log = logger.warning if error.status < 500 else logger.error
+        log("request failed", extra={"status": error.status, "code": error.code, "error": error.message})
+        return error_response(error)
+
+    @app.not_found
+    def _not_found(_: Exception) -> Response[str]:
+        return error_response(NotFound("no such route"))
+
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
+    def _unexpected(error: Exception) -> Response[str]:
+        logger.exception("unhandled error", extra={"error_type": type(error).__name__})
+        return error_response(DfdError("internal error; the request id is in the logs"))
+
+    return app
+
+
+def json_body(app: APIGatewayHttpResolver) -> Any:
+    """The request's JSON body; BadRequest (400) for a missing, non-UTF-8 or non-JSON body."""
+    event = app.current_event
+    try:
+        raw = event.decoded_body
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid UTF-8", code="invalid_json") from None
+    if not raw:
+        raise BadRequest("request body is required (JSON object)", code="invalid_json")
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        raise BadRequest(f"request body is not valid JSON: {error}", code="invalid_json") from None
+
+
+def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """The Lambda handler of an HTTP function: correlation id, tracing, then the resolver."""
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @tracer.capture_lambda_handler
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return app.resolve(event, context)
+
+    return handler

@@ -1,0 +1,247 @@
+"""The ingest decision: one object version → stored (new content) or duplicate, exactly once.
+
+Flow per object (see the design brief):
+  1. GET the object (ChecksumMode ENABLED): its headers identify the version (VersionId or ETag) → event key,
+     and may carry S3's verified full-object SHA-256 — then the body is never read.
+  2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
+  3. ONE consistent BatchGetItem: the event record, the file record for the hash, the upload record.
+  4. ONE TransactWriteItems keyed on the event and the content (new or duplicate), counters included.
+  5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable).
+Cancellation reasons drive the retries: event already recorded → replay; file appeared → duplicate;
+file is this very object → canonical (never deleted); conflicts/throttling → backoff.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from dfd import clock
+from dfd.adapters.dynamo import CancelledTransaction, Item, Repository
+from dfd.adapters.s3 import ObjectInfo, ObjectStore, OpenedObject
+from dfd.config import Settings
+from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
+from dfd.events import ObjectRef
+from dfd.hashing import sha256_of_chunks
+from dfd.ids import event_key, filename_from_key, upload_id_from_key, version_token
+
+MAX_ATTEMPTS = 8
+
+
+class Outcome(StrEnum):
+    STORED = "stored"  # new content: this object is now the canonical copy
+    DUPLICATE = "duplicate"  # content already stored elsewhere: counted, bytes deleted
+    REPLAY = "replay"  # this object version was already ingested: nothing changed
+    CANONICAL = "canonical"  # the event names the stored copy itself: nothing changed, nothing deleted
+    IGNORED = "ignored"  # not ours: other bucket, outside the prefix
+    GONE = "gone"  # the object no longer exists (deleted duplicate, never uploaded)
+    SUPERSEDED = "superseded"  # the object changed while read: the newer version's event follows
+
+
+@dataclass
+class IngestResult:
+    outcome: Outcome
+    bucket: str
+    key: str
+    hash: str | None = None
+    size: int | None = None
+    upload_id: str | None = None
+    event_key: str | None = None
+    bytes_saved: int = 0
+    deleted: bool = False
+    hashed_bytes: int = 0
+    attempts: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def log_keys(self) -> dict[str, Any]:
+        keys = {
+            "outcome": str(self.outcome),
+            "bucket": self.bucket,
+            "key": self.key,
+            "hash": self.hash,
+            "size": self.size,
+            "upload_id": self.upload_id,
+            "event_key": self.event_key,
+            "bytes_saved": self.bytes_saved,
+            "deleted": self.deleted,
+            "hashed_bytes": self.hashed_bytes,
+            "attempts": self.attempts,
+        }
+        return {k: v for k, v in keys.items() if v is not None} | self.detail
+
+
+class Ingestor:
+    def __init__(
+        self,
+        settings: Settings,
+        repo: Repository,
+        objects: ObjectStore,
+        *,
+        now: Callable[[], Any] = clock.now,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        after_commit: Callable[[IngestResult], None] | None = None,
+    ) -> None:
+        self._s = settings
+        self._repo = repo
+        self._objects = objects
+        self._now = now
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        # test seam: runs between the commit and the delete (crash injection)
+        self._after_commit = after_commit
+
+    # ------------------------------------------------------------------ entry point
+    def ingest(self, ref: ObjectRef) -> IngestResult:
+        result = IngestResult(Outcome.IGNORED, ref.bucket, ref.key)
+        if ref.bucket != self._s.bucket:
+            result.detail["reason"] = "other bucket"
+            return result
+        if not ref.key.startswith(self._s.upload_prefix) or ref.key.endswith("/"):
+            result.detail["reason"] = "outside the upload prefix"
+            return result
+        try:
+            opened = self._objects.open(ref.bucket, ref.key)
+        except ObjectNotFound:
+            result.outcome = Outcome.GONE
+            return result
+        with opened:
+            info = opened.info
+            result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
+            result.upload_id = upload_id_from_key(self._s.upload_prefix, info.key)
+            result.size = info.size
+            try:
+                result.hash, result.hashed_bytes = self._digest(opened)
+            except ObjectChanged:
+                result.outcome = Outcome.SUPERSEDED
+                return result
+        self._decide_and_commit(info, result)
+        return result
+
+    def _digest(self, opened: OpenedObject) -> tuple[str, int]:
+        info = opened.info
+        if info.checksum_sha256:
+            return info.checksum_sha256, 0  # verified by S3 on upload: the body is never read
+        chunks: Iterable[bytes]
+        if info.size > self._s.parallel_threshold and self._s.parallel_workers > 1:
+            chunks = self._objects.parallel_chunks(opened, self._s.parallel_part_size, self._s.parallel_workers)
+        else:
+            chunks = opened.chunks()
+        digest, count = sha256_of_chunks(chunks)
+        if count != info.size:
+            raise ObjectChanged(f"read {count} bytes of {info.key}, expected {info.size}")
+        return digest, count
+
+    # ------------------------------------------------------------------ decision
+    def _decide_and_commit(self, info: ObjectInfo, result: IngestResult) -> None:
+        assert result.hash is not None and result.event_key is not None
+        state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id)
+        if state.event is not None:
+            self._replayed(info, state.event, result)
+            return
+        upload = state.upload
+        known = state.file
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            result.attempts = attempt
+            if known is not None and known.get("s3_key") == info.key:
+                # the event names the stored copy itself (its event record has expired): change nothing
+                result.outcome = Outcome.CANONICAL
+                return
+            duplicate = known is not None
+            items = self._plan(info, result, upload, known)
+            try:
+                self._repo.transact(items)
+            except CancelledTransaction as cancelled:
+                if cancelled.failed(0):
+                    event = cancelled.item(0) or self._repo.get_event(result.event_key)
+                    self._replayed(info, event or {"outcome": "unknown"}, result)
+                    return
+                if cancelled.failed(1):
+                    # new: the file appeared (lost a race) → redo as duplicate; duplicate: the file vanished
+                    # (→ new) or is this very object (→ canonical). The next plan follows what is there now.
+                    known = cancelled.item(1) or self._repo.get_file(result.hash, consistent=True)
+                    continue
+                self._backoff(attempt)
+                continue
+            except ServiceUnavailable:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                self._backoff(attempt)
+                continue
+            result.outcome = Outcome.DUPLICATE if duplicate else Outcome.STORED
+            if duplicate:
+                result.bytes_saved = info.size
+                if self._after_commit:
+                    self._after_commit(result)
+                result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
+            return
+        raise ServiceUnavailable(f"ingest of {info.key} did not commit after {MAX_ATTEMPTS} attempts")
+
+    def _backoff(self, attempt: int) -> None:
+        self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
+
+    def _replayed(self, info: ObjectInfo, event: Item, result: IngestResult) -> None:
+        """This object version was ingested before: change nothing, but finish a duplicate's delete."""
+        result.outcome = Outcome.REPLAY
+        result.detail["recorded_outcome"] = event.get("outcome")
+        if event.get("outcome") == Outcome.DUPLICATE:
+            result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
+
+    def _plan(self, info: ObjectInfo, result: IngestResult, upload: Item | None, known: Item | None) -> list[Any]:
+        assert result.hash is not None and result.event_key is not None
+        now = self._now()
+        stamp = clock.iso(now)
+        duplicate = known is not None
+        filename = (upload or {}).get("filename") or filename_from_key(info.key)
+        content_type = (upload or {}).get("content_type") or info.content_type or "application/octet-stream"
+        repo = self._repo
+        event = {
+            "event_key": result.event_key,
+            "outcome": str(Outcome.DUPLICATE if duplicate else Outcome.STORED),
+            "hash": result.hash,
+            "bucket": info.bucket,
+            "key": info.key,
+            "etag": info.etag,
+            "size": info.size,
+            "upload_id": result.upload_id,
+            "processed_at": stamp,
+            "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
+        }
+        items = [repo.put_event_item(event)]
+        shard = self._s.shard_ids[self._rng.randrange(self._s.counter_shards)]
+        if duplicate:
+            items.append(repo.count_duplicate_file_item(result.hash, info.key, stamp))
+            deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": info.size}
+        else:
+            record = {
+                "hash": result.hash,
+                "size": info.size,
+                "content_type": content_type,
+                "filename": filename,
+                "s3_key": info.key,
+                "bucket": info.bucket,
+                "etag": info.etag,
+                "created_at": stamp,
+                "last_upload_at": stamp,
+                "upload_count": 1,
+                "first_upload_id": result.upload_id,
+            }
+            items.append(repo.put_new_file_item(record))
+            deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": info.size}
+        if result.upload_id is not None:
+            fields = {
+                "status": event["outcome"],
+                "hash": result.hash,
+                "size": info.size,
+                "processed_at": stamp,
+                "s3_key": info.key,
+                "bucket": info.bucket,
+            }
+            defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
+            items.append(repo.finish_upload_item(result.upload_id, fields, defaults))
+        items.append(repo.add_counters_item(shard, deltas))
+        return items

@@ -1,0 +1,156 @@
+"""POST /upload: validate the request, answer known content at once (409), else issue a presigned PUT."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dfd import clock
+from dfd.adapters.dynamo import CancelledTransaction, Repository
+from dfd.adapters.s3 import ObjectStore
+from dfd.config import Settings
+from dfd.errors import PayloadTooLarge, ValidationFailed
+from dfd.hashing import hex_to_b64
+from dfd.ids import HASH_RE, clean_filename, new_upload_id, object_key, valid_content_type
+from dfd.views import file_view
+
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+_FIELDS = {"filename", "size", "content_type", "sha256"}
+
+
+@dataclass(frozen=True)
+class UploadRequest:
+    filename: str
+    size: int
+    content_type: str
+    sha256: str | None
+
+
+def parse_request(body: Any, max_bytes: int) -> UploadRequest:
+    """Validate a POST /upload body; ValidationFailed (400) or PayloadTooLarge (413)."""
+    if not isinstance(body, Mapping):
+        raise ValidationFailed("request body must be a JSON object")
+    unknown = sorted(set(body) - _FIELDS)
+    if unknown:
+        raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
+    raw_name = body.get("filename")
+    if not isinstance(raw_name, str) or not 1 <= len(raw_name) <= 255:
+        raise ValidationFailed("filename must be a string of 1 to 255 characters", details={"field": "filename"})
+    try:
+        filename = clean_filename(raw_name)
+    except ValueError as error:
+        raise ValidationFailed(str(error), details={"field": "filename"}) from None
+    size = body.get("size")
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise ValidationFailed("size must be an integer number of bytes", details={"field": "size"})
+    if size < 1:
+        raise ValidationFailed("size must be at least 1 byte", details={"field": "size"})
+    if size > max_bytes:
+        raise PayloadTooLarge(f"size {size} exceeds the limit of {max_bytes} bytes", details={"limit": max_bytes})
+    content_type = body.get("content_type", DEFAULT_CONTENT_TYPE)
+    if content_type is None:
+        content_type = DEFAULT_CONTENT_TYPE
+    if not isinstance(content_type, str) or not valid_content_type(content_type):
+        raise ValidationFailed("content_type must be a MIME type like text/plain", details={"field": "content_type"})
+    sha256 = body.get("sha256")
+    if sha256 is not None and (not isinstance(sha256, str) or not HASH_RE.match(sha256)):
+        raise ValidationFailed("sha256 must be 64 lowercase hex characters", details={"field": "sha256"})
+    return UploadRequest(filename, size, content_type, sha256)
+
+
+@dataclass(frozen=True)
+class UploadAnswer:
+    status: int
+    body: dict[str, Any]
+
+
+class UploadService:
+    def __init__(
+        self,
+        settings: Settings,
+        repo: Repository,
+        objects: ObjectStore,
+        *,
+        now: Callable[[], Any] = clock.now,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._s = settings
+        self._repo = repo
+        self._objects = objects
+        self._now = now
+        self._rng = rng or random.Random()
+
+    def create(self, request: UploadRequest) -> UploadAnswer:
+        if request.sha256:
+            duplicate = self._precheck(request.sha256)
+            if duplicate is not None:
+                return duplicate
+        return self._issue(request)
+
+    def _precheck(self, digest: str) -> UploadAnswer | None:
+        """Known content: count a duplicate avoided, crediting the STORED size, in one transaction."""
+        for _ in range(3):
+            stored = self._repo.get_file(digest, consistent=True)
+            if stored is None:
+                return None
+            stamp = clock.iso(self._now())
+            shard = self._s.shard_ids[self._rng.randrange(self._s.counter_shards)]
+            deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": int(stored["size"])}
+            try:
+                self._repo.transact(
+                    [
+                        self._repo.count_duplicate_file_item(digest, None, stamp),
+                        self._repo.add_counters_item(shard, deltas),
+                    ]
+                )
+            except CancelledTransaction:
+                continue  # the record vanished between read and write: look again
+            stored["upload_count"] = int(stored.get("upload_count", 0)) + 1
+            return UploadAnswer(409, {"duplicate": True, "file": file_view(stored)})
+        return None
+
+    def _issue(self, request: UploadRequest) -> UploadAnswer:
+        now = self._now()
+        upload_id = new_upload_id()
+        key = object_key(self._s.upload_prefix, upload_id)
+        expires_in = self._s.upload_url_expires
+        url, headers = self._objects.presign_put(
+            self._s.bucket,
+            key,
+            size=request.size,
+            content_type=request.content_type,
+            checksum_b64=hex_to_b64(request.sha256) if request.sha256 else None,
+            expires_in=expires_in,
+        )
+        expires_at = clock.iso(clock.plus(now, seconds=expires_in))
+        record = {
+            "upload_id": upload_id,
+            "status": "pending",
+            "filename": request.filename,
+            "size": request.size,
+            "content_type": request.content_type,
+            "sha256": request.sha256,
+            "s3_key": key,
+            "bucket": self._s.bucket,
+            "created_at": clock.iso(now),
+            "expires_at": expires_at,
+            "reconcile_after": clock.iso(clock.plus(now, seconds=self._s.reconcile_grace_seconds)),
+            "pending_shard": f"p#{self._rng.randrange(self._s.pending_shards)}",
+            "ttl": clock.epoch(clock.plus(now, days=self._s.upload_ttl_days)),
+        }
+        self._repo.put_upload(record)
+        return UploadAnswer(
+            201,
+            {
+                "upload_id": upload_id,
+                "upload_url": url,
+                "method": "PUT",
+                "headers": headers,
+                "key": key,
+                "bucket": self._s.bucket,
+                "expires_in": expires_in,
+                "expires_at": expires_at,
+            },
+        )

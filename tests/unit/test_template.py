@@ -1,0 +1,619 @@
+"""Static checks of template.yaml: cfn-lint clean, routes and handlers, least privilege, queue/table settings.
+
+No network, no AWS: the template is read with a plain YAML loader that keeps CloudFormation short tags
+(!Ref, !Sub, !GetAtt, ...) as unevaluated `Tag` nodes - the same way the local stack reads it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+ROUTES = {
+    ("POST", "/upload"): "UploadFunction",
+    ("GET", "/metadata/{id}"): "MetadataFunction",
+    ("GET", "/download/{id}"): "DownloadFunction",
+    ("GET", "/admin/stats"): "AdminStatsFunction",
+    ("GET", "/admin/hashes"): "AdminHashesFunction",
+}
+HANDLERS = {
+    "UploadFunction": "dfd.handlers.upload.handler",
+    "MetadataFunction": "dfd.handlers.metadata.handler",
+    "DownloadFunction": "dfd.handlers.download.handler",
+    "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
+    "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
+    "IngestFunction": "dfd.handlers.ingest.handler",
+}
+API_FUNCTIONS = sorted(set(ROUTES.values()))
+
+OBJECTS = "${FilesBucket.Arn}/${UploadPrefix}*"
+# Exactly what each function may do, as (action, resource) pairs; resources are shown by _describe().
+PERMISSIONS: dict[str, set[tuple[str, str]]] = {
+    "UploadFunction": {
+        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:PutItem", "UploadsTable.Arn"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("s3:PutObject", OBJECTS),
+    },
+    "MetadataFunction": {
+        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:GetItem", "UploadsTable.Arn"),
+    },
+    "DownloadFunction": {
+        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("s3:GetObject", OBJECTS),
+    },
+    "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
+    "IngestFunction": {
+        ("s3:GetObject", OBJECTS),
+        ("s3:DeleteObject", OBJECTS),
+        ("s3:ListBucket", "FilesBucket.Arn"),
+        *{
+            (f"dynamodb:{action}", f"{table}.Arn")
+            for action in ("BatchGetItem", "GetItem", "PutItem")
+            for table in ("EventsTable", "FilesTable")
+        },
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("dynamodb:ConditionCheckItem", "FilesTable.Arn"),
+    },
+}
+# Actions AWS only authorizes on Resource "*" (X-Ray comes from `Tracing: Active` as a managed policy; the
+# log-delivery actions are what Step Functions logging needs). Nothing else may use "*".
+STAR_RESOURCE_ONLY = {
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+}
+# (logical id, hash key, TTL attribute or None)
+TABLES = [
+    ("FilesTable", "hash", None),
+    ("CountersTable", "counter_id", None),
+    ("UploadsTable", "upload_id", "ttl"),
+    ("EventsTable", "event_key", "ttl"),
+]
+RETAINED = ["FilesTable", "CountersTable", "FilesBucket"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# A small YAML loader for CloudFormation short tags
+# --------------------------------------------------------------------------------------------------------
+@dataclass
+class Tag:
+    """An unevaluated CloudFormation short-form intrinsic: `!Sub "x"` -> Tag("Sub", "x")."""
+
+    name: str
+    value: Any
+
+
+class CfnLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that turns every `!Name` tag into a Tag node instead of failing."""
+
+
+def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Tag:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    return Tag(suffix, value)
+
+
+CfnLoader.add_multi_constructor("!", _construct_tag)
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    loader = CfnLoader(path.read_text(encoding="utf-8"))
+    try:
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
+    assert isinstance(data, dict), f"{path} is not a YAML mapping"
+    return data
+
+
+@cache
+def _template() -> dict[str, Any]:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return _template()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------------
+def _intrinsic(node: Any) -> tuple[str, Any] | None:
+    """("Ref" | "Sub" | "GetAtt" | ..., value) for a short tag or a long-form {"Fn::X": ...} mapping."""
+    if isinstance(node, Tag):
+        return node.name, node.value
+    if isinstance(node, dict) and len(node) == 1:
+        (key, value) = next(iter(node.items()))
+        if key == "Ref":
+            return "Ref", value
+        if isinstance(key, str) and key.startswith("Fn::"):
+            return key[4:], value
+    return None
+
+
+def _describe(node: Any) -> str:
+    """A readable form of a policy resource: 'X.Arn' for GetAtt, the template string for Sub, 'Ref(X)'."""
+    found = _intrinsic(node)
+    if found is None:
+        return str(node)
+    name, value = found
+    if name == "GetAtt":
+        return value if isinstance(value, str) else ".".join(value)
+    if name == "Sub":
+        return value if isinstance(value, str) else f"Sub({value[0]})"
+    if name == "Ref":
+        return f"Ref({value})"
+    return f"{name}({value!r})"
+
+
+def _is_ref(node: Any, target: str) -> bool:
+    return _intrinsic(node) == ("Ref", target)
+
+
+def _is_getatt(node: Any, target: str) -> bool:
+    found = _intrinsic(node)
+    return found is not None and found[0] == "GetAtt" and _describe(node) == target
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _resources(template: dict[str, Any], type_: str | None = None) -> dict[str, dict[str, Any]]:
+    resources: dict[str, dict[str, Any]] = template["Resources"]
+    return {k: v for k, v in resources.items() if type_ is None or v.get("Type") == type_}
+
+
+def _functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return _resources(template, "AWS::Serverless::Function")
+
+
+def _function_props(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    """Function properties over the Globals (shallow, enough for scalar settings)."""
+    globals_ = template.get("Globals", {}).get("Function", {})
+    return {**globals_, **template["Resources"][logical_id]["Properties"]}
+
+
+def _param_value(template: dict[str, Any], node: Any) -> Any:
+    """A literal, or the Default of the parameter a !Ref points at."""
+    found = _intrinsic(node)
+    if found is not None and found[0] == "Ref":
+        return template["Parameters"][found[1]]["Default"]
+    return node
+
+
+def _statements(policy_holder: Any) -> list[dict[str, Any]]:
+    statements = policy_holder.get("Statement", []) if isinstance(policy_holder, dict) else []
+    return _as_list(statements)
+
+
+def _all_policy_statements(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every statement of every policy document anywhere in the template (IAM and resource policies)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, Tag):
+        return _all_policy_statements(node.value, where)
+    if isinstance(node, dict):
+        statement = node.get("Statement")
+        if isinstance(statement, list | dict) and ("Version" in node or where.endswith("Policies")):
+            found.extend((where, s) for s in _as_list(statement) if isinstance(s, dict))
+        for key, value in node.items():
+            found.extend(_all_policy_statements(value, f"{where}/{key}"))
+    elif isinstance(node, list):
+        for value in node:
+            found.extend(_all_policy_statements(value, where))
+    return found
+
+
+def _tags_used(node: Any) -> set[str]:
+    """Names of all intrinsics used inside a node."""
+    found = _intrinsic(node)
+    names: set[str] = set()
+    if found is not None:
+        names.add(found[0])
+        node = found[1]
+    if isinstance(node, dict):
+        for value in node.values():
+            names |= _tags_used(value)
+    elif isinstance(node, list):
+        for value in node:
+            names |= _tags_used(value)
+    return names
+
+
+# --------------------------------------------------------------------------------------------------------
+# cfn-lint
+# --------------------------------------------------------------------------------------------------------
+def test_cfn_lint_reports_no_errors() -> None:
+    from cfnlint.api import ManualArgs, lint_file
+
+    matches = lint_file(TEMPLATE, config=ManualArgs())
+    findings = "\n".join(f"{m.rule.id} line {m.linenumber}: {m.message}" for m in matches)
+    errors = [m for m in matches if m.rule.id.startswith("E")]
+    assert not errors, f"cfn-lint errors in {TEMPLATE.name}:\n{findings}"
+
+
+def test_template_is_sam_and_plain_yaml_readable(template: dict[str, Any]) -> None:
+    assert template["Transform"] == "AWS::Serverless-2016-10-31"
+    assert template["AWSTemplateFormatVersion"] == "2010-09-09"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Routes, handlers, function settings
+# --------------------------------------------------------------------------------------------------------
+def test_routes_map_to_one_function_each(template: dict[str, Any]) -> None:
+    routes: dict[tuple[str, str], str] = {}
+    for logical_id, resource in _functions(template).items():
+        for event in resource["Properties"].get("Events", {}).values():
+            if event["Type"] != "HttpApi":
+                continue
+            props = event["Properties"]
+            assert _is_ref(props.get("ApiId"), "HttpApi"), f"{logical_id} route is not on HttpApi"
+            route = (props["Method"].upper(), props["Path"])
+            assert route not in routes, f"{route} is served twice"
+            routes[route] = logical_id
+    assert routes == ROUTES
+    assert _resources(template)["HttpApi"]["Type"] == "AWS::Serverless::HttpApi"
+
+
+def test_functions_are_exactly_the_expected_ones(template: dict[str, Any]) -> None:
+    assert set(_functions(template)) == set(HANDLERS)
+
+
+@pytest.mark.parametrize("logical_id", sorted(HANDLERS))
+def test_handler_strings(template: dict[str, Any], logical_id: str) -> None:
+    assert _function_props(template, logical_id)["Handler"] == HANDLERS[logical_id]
+
+
+@pytest.mark.parametrize("logical_id", sorted(HANDLERS))
+def test_handler_resolves_to_a_module_under_code_uri(template: dict[str, Any], logical_id: str) -> None:
+    props = _function_props(template, logical_id)
+    module, _, attribute = props["Handler"].rpartition(".")
+    source = ROOT / props["CodeUri"] / Path(*module.split(".")).with_suffix(".py")
+    assert source.is_file(), f"{logical_id}: {props['Handler']} -> {source.relative_to(ROOT)} does not exist"
+    defined: set[str] = set()
+    for statement in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            defined.add(statement.name)
+        elif isinstance(statement, ast.Assign):
+            defined |= {t.id for t in statement.targets if isinstance(t, ast.Name)}
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            defined.add(statement.target.id)
+        elif isinstance(statement, ast.ImportFrom):
+            defined |= {alias.asname or alias.name for alias in statement.names}
+    assert attribute in defined, f"{source.relative_to(ROOT)} defines no top-level {attribute!r}"
+
+
+@pytest.mark.parametrize("logical_id", sorted(HANDLERS))
+def test_function_runtime_settings(template: dict[str, Any], logical_id: str) -> None:
+    props = _function_props(template, logical_id)
+    assert props["CodeUri"] == "functions/"
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+    assert props["Tracing"] == "Active"
+    if logical_id == "IngestFunction":
+        assert props["Timeout"] == 300
+        assert _param_value(template, props["MemorySize"]) == 1769  # one full vCPU: hashing is CPU bound
+    else:
+        assert props["Timeout"] == 10
+        assert props["MemorySize"] == 256
+
+
+def test_every_function_gets_the_settings_environment(template: dict[str, Any]) -> None:
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    expected_refs = {
+        "DDB_TABLE": "FilesTable",
+        "DDB_COUNTERS_TABLE": "CountersTable",
+        "UPLOADS_TABLE": "UploadsTable",
+        "EVENTS_TABLE": "EventsTable",
+        "S3_BUCKET": "FilesBucket",
+        "UPLOAD_PREFIX": "UploadPrefix",
+        "COUNTER_SHARDS": "CounterShards",
+        "PENDING_SHARDS": "PendingShards",
+        "MAX_UPLOAD_BYTES": "MaxUploadBytes",
+        "POWERTOOLS_METRICS_NAMESPACE": "MetricsNamespace",
+        "POWERTOOLS_LOG_LEVEL": "LogLevel",
+    }
+    for name, target in expected_refs.items():
+        assert _is_ref(env.get(name), target), f"{name} should be !Ref {target}, got {env.get(name)!r}"
+    assert env["POWERTOOLS_SERVICE_NAME"] == "dfd"
+    assert _intrinsic(env["ALLOWED_ORIGINS"]) == ("Join", [",", Tag("Ref", "AllowedOrigins")])
+    assert _intrinsic(env["TOKEN_SECRET"]) == (
+        "Select",
+        [2, Tag("Split", ["/", Tag("Ref", "AWS::StackId")])],
+    )
+    for logical_id in HANDLERS:
+        local = template["Resources"][logical_id]["Properties"].get("Environment", {}).get("Variables", {})
+        assert not set(local) & set(env), f"{logical_id} overrides global variables {set(local) & set(env)}"
+
+
+def test_parameters_and_defaults(template: dict[str, Any]) -> None:
+    params = template["Parameters"]
+    defaults = {
+        "AllowedOrigins": "*",
+        "UploadPrefix": "uploads/",
+        "CounterShards": 16,
+        "PendingShards": 4,
+        "MaxUploadBytes": 5368709120,
+        "LogLevel": "INFO",
+        "MetricsNamespace": "dfd",
+        "IngestMemorySize": 1769,
+        "IngestMaxConcurrency": 50,
+    }
+    assert {name: params[name]["Default"] for name in defaults} == defaults
+    assert params["AllowedOrigins"]["Type"] == "CommaDelimitedList"
+    assert "INFO" in params["LogLevel"]["AllowedValues"]
+    # Stats reads every shard in ONE BatchGetItem (100 keys at most).
+    assert params["CounterShards"]["MaxValue"] <= 100
+
+
+# --------------------------------------------------------------------------------------------------------
+# IAM: least privilege
+# --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("logical_id", sorted(PERMISSIONS))
+def test_function_policy_grants_exactly_what_it_needs(template: dict[str, Any], logical_id: str) -> None:
+    policies = template["Resources"][logical_id]["Properties"].get("Policies", [])
+    granted: set[tuple[str, str]] = set()
+    for policy in _as_list(policies):
+        assert isinstance(policy, dict) and set(policy) == {"Statement"}, (
+            f"{logical_id}: only inline Statement policies (no managed policies or SAM templates): {policy!r}"
+        )
+        for statement in _statements(policy):
+            assert statement["Effect"] == "Allow"
+            assert "NotAction" not in statement and "NotResource" not in statement
+            for action in _as_list(statement["Action"]):
+                for resource in _as_list(statement["Resource"]):
+                    granted.add((action, _describe(resource)))
+    assert granted == PERMISSIONS[logical_id], (
+        f"{logical_id}: extra {sorted(granted - PERMISSIONS[logical_id])}, "
+        f"missing {sorted(PERMISSIONS[logical_id] - granted)}"
+    )
+
+
+def test_no_allow_statement_uses_wildcards(template: dict[str, Any]) -> None:
+    statements = _all_policy_statements(template["Resources"])
+    assert statements, "no policy statements found: the walker is broken"
+    for where, statement in statements:
+        if statement.get("Effect") != "Allow":
+            continue  # Deny with a wildcard (e.g. deny non-TLS s3:*) only narrows access
+        actions = [a for a in _as_list(statement.get("Action", [])) if isinstance(a, str)]
+        assert "NotAction" not in statement, f"{where}: NotAction in an Allow statement"
+        for action in actions:
+            assert "*" not in action, f"{where}: Allow of wildcard action {action!r}"
+        if "*" in _as_list(statement.get("Resource", [])):
+            assert set(actions) <= STAR_RESOURCE_ONLY, f"{where}: Resource '*' for {actions}"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Ingest: queue, DLQ, event source
+# --------------------------------------------------------------------------------------------------------
+def _sqs_events(template: dict[str, Any]) -> list[dict[str, Any]]:
+    events = template["Resources"]["IngestFunction"]["Properties"]["Events"].values()
+    return [e["Properties"] for e in events if e["Type"] == "SQS"]
+
+
+def test_ingest_event_source(template: dict[str, Any]) -> None:
+    (event,) = _sqs_events(template)
+    assert _is_getatt(event["Queue"], "IngestQueue.Arn")
+    assert event["BatchSize"] == 10
+    assert event["MaximumBatchingWindowInSeconds"] == 1
+    assert "ReportBatchItemFailures" in event["FunctionResponseTypes"]
+    assert _param_value(template, event["ScalingConfig"]["MaximumConcurrency"]) == 50
+
+
+def test_queue_visibility_covers_six_ingest_timeouts(template: dict[str, Any]) -> None:
+    timeout = _param_value(template, _function_props(template, "IngestFunction")["Timeout"])
+    queue = _resources(template)["IngestQueue"]
+    assert queue["Type"] == "AWS::SQS::Queue"
+    visibility = queue["Properties"]["VisibilityTimeout"]
+    assert visibility >= 6 * timeout, f"VisibilityTimeout {visibility} < 6 x IngestFunction Timeout {timeout}"
+
+
+def test_queues_redrive_and_encryption(template: dict[str, Any]) -> None:
+    queue = template["Resources"]["IngestQueue"]["Properties"]
+    dlq = template["Resources"]["IngestDLQ"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+    assert _is_getatt(queue["RedrivePolicy"]["deadLetterTargetArn"], "IngestDLQ.Arn")
+    assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
+
+
+def test_queue_policy_lets_only_this_bucket_send(template: dict[str, Any]) -> None:
+    policy = template["Resources"]["IngestQueuePolicy"]
+    assert policy["Type"] == "AWS::SQS::QueuePolicy"
+    assert [_is_ref(q, "IngestQueue") for q in policy["Properties"]["Queues"]] == [True]
+    statements = _statements(policy["Properties"]["PolicyDocument"])
+    (allow,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert _as_list(allow["Action"]) == ["sqs:SendMessage"]
+    assert _is_ref(allow["Condition"]["StringEquals"]["aws:SourceAccount"], "AWS::AccountId")
+    source_arn = _intrinsic(allow["Condition"]["ArnEquals"]["aws:SourceArn"])
+    bucket_name = _intrinsic(template["Resources"]["FilesBucket"]["Properties"]["BucketName"])
+    assert source_arn is not None and bucket_name is not None
+    assert source_arn[0] == bucket_name[0] == "Sub"
+    # Same name expression as the bucket (the bucket cannot be referenced: it depends on this policy).
+    assert source_arn[1] == ["arn:${AWS::Partition}:s3:::" + bucket_name[1][0], bucket_name[1][1]], (
+        f"aws:SourceArn {source_arn[1]!r} does not match BucketName {bucket_name[1]!r}"
+    )
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Storage
+# --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("logical_id", "hash_key", "ttl"), TABLES)
+def test_tables(template: dict[str, Any], logical_id: str, hash_key: str, ttl: str | None) -> None:
+    table = template["Resources"][logical_id]
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    props = table["Properties"]
+    assert "TableName" not in props, "let CloudFormation name the table"
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert props["KeySchema"] == [{"AttributeName": hash_key, "KeyType": "HASH"}]
+    assert {"AttributeName": hash_key, "AttributeType": "S"} in props["AttributeDefinitions"]
+    if ttl is None:
+        assert "TimeToLiveSpecification" not in props
+    else:
+        assert props["TimeToLiveSpecification"] == {"AttributeName": ttl, "Enabled": True}
+
+
+def test_uploads_pending_index(template: dict[str, Any]) -> None:
+    props = template["Resources"]["UploadsTable"]["Properties"]
+    (index,) = props["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "PendingIndex"
+    assert index["KeySchema"] == [
+        {"AttributeName": "pending_shard", "KeyType": "HASH"},
+        {"AttributeName": "reconcile_after", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {"ProjectionType": "ALL"}
+    attributes = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+    assert attributes == {"upload_id": "S", "pending_shard": "S", "reconcile_after": "S"}
+
+
+@pytest.mark.parametrize("logical_id", RETAINED)
+def test_data_survives_the_stack(template: dict[str, Any], logical_id: str) -> None:
+    resource = template["Resources"][logical_id]
+    assert resource["DeletionPolicy"] == "Retain"
+    assert resource["UpdateReplacePolicy"] == "Retain"
+
+
+def test_bucket(template: dict[str, Any]) -> None:
+    bucket = template["Resources"]["FilesBucket"]
+    assert bucket["Type"] == "AWS::S3::Bucket"
+    assert "IngestQueuePolicy" in _as_list(bucket["DependsOn"])
+    props = bucket["Properties"]
+    assert set(props["PublicAccessBlockConfiguration"].values()) == {True}
+    assert len(props["PublicAccessBlockConfiguration"]) == 4
+    assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    (encryption,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled"
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+
+    (cors,) = props["CorsConfiguration"]["CorsRules"]
+    assert set(cors["AllowedMethods"]) == {"PUT", "GET", "HEAD"}
+    assert _is_ref(cors["AllowedOrigins"], "AllowedOrigins")
+    assert cors["AllowedHeaders"] == ["*"]
+    assert set(cors["ExposedHeaders"]) == {"ETag", "x-amz-checksum-sha256"}
+    assert cors["MaxAge"] == 3000
+
+    (notification,) = props["NotificationConfiguration"]["QueueConfigurations"]
+    assert notification["Event"] == "s3:ObjectCreated:*"
+    assert _is_getatt(notification["Queue"], "IngestQueue.Arn")
+    (key_rule,) = notification["Filter"]["S3Key"]["Rules"]
+    assert key_rule["Name"] == "prefix"
+    assert _is_ref(key_rule["Value"], "UploadPrefix")
+
+
+def test_bucket_name_is_computed_lowercase_and_unique_per_stack(template: dict[str, Any]) -> None:
+    found = _intrinsic(template["Resources"]["FilesBucket"]["Properties"]["BucketName"])
+    assert found is not None and found[0] == "Sub"
+    pattern, variables = found[1]
+    assert "${AWS::AccountId}" in pattern and "${AWS::Region}" in pattern
+    assert variables and all("AWS::StackId" in repr(v) for v in variables.values()), "no per-stack fragment"
+    # Worst case: a 14-character region and a stack-id fragment of up to 8 lowercase hex digits.
+    sample = pattern.replace("${AWS::AccountId}", "123456789012").replace("${AWS::Region}", "ap-southeast-2")
+    for name in variables:
+        sample = sample.replace("${" + name + "}", "0123abcd")
+    assert re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", sample), f"invalid bucket name {sample!r}"
+
+
+def test_bucket_policy_is_tls_only(template: dict[str, Any]) -> None:
+    (policy,) = _resources(template, "AWS::S3::BucketPolicy").values()
+    assert _is_ref(policy["Properties"]["Bucket"], "FilesBucket")
+    (statement,) = _statements(policy["Properties"]["PolicyDocument"])
+    assert statement["Effect"] == "Deny"
+    assert statement["Principal"] == "*"
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert {_describe(r) for r in _as_list(statement["Resource"])} == {"FilesBucket.Arn", "${FilesBucket.Arn}/*"}
+
+
+# --------------------------------------------------------------------------------------------------------
+# HTTP API, outputs, and what the local stack reads
+# --------------------------------------------------------------------------------------------------------
+def test_http_api_cors(template: dict[str, Any]) -> None:
+    cors = template["Resources"]["HttpApi"]["Properties"]["CorsConfiguration"]
+    assert _is_ref(cors["AllowOrigins"], "AllowedOrigins")
+    assert cors["AllowMethods"] == ["GET", "POST", "OPTIONS"]
+    assert [h.lower() for h in cors["AllowHeaders"]] == ["content-type", "authorization"]
+    assert cors["MaxAge"] == 600
+
+
+def test_outputs(template: dict[str, Any]) -> None:
+    expected = {
+        "ApiUrl",
+        "BucketName",
+        "FilesTableName",
+        "CountersTableName",
+        "UploadsTableName",
+        "EventsTableName",
+        "IngestQueueUrl",
+        "IngestDLQUrl",
+    }
+    assert expected <= set(template["Outputs"])
+    outputs = {name: template["Outputs"][name]["Value"] for name in expected - {"ApiUrl"}}
+    refs = {name: _intrinsic(value) for name, value in outputs.items()}
+    assert refs == {
+        "BucketName": ("Ref", "FilesBucket"),
+        "FilesTableName": ("Ref", "FilesTable"),
+        "CountersTableName": ("Ref", "CountersTable"),
+        "UploadsTableName": ("Ref", "UploadsTable"),
+        "EventsTableName": ("Ref", "EventsTable"),
+        "IngestQueueUrl": ("Ref", "IngestQueue"),
+        "IngestDLQUrl": ("Ref", "IngestDLQ"),
+    }
+
+
+def test_local_stack_sections_are_literal(template: dict[str, Any]) -> None:
+    """What the local stack reads must not need intrinsics beyond !Ref, !Sub and !GetAtt."""
+    resources = template["Resources"]
+    sections: dict[str, Any] = {"HttpApi.CorsConfiguration": resources["HttpApi"]["Properties"]["CorsConfiguration"]}
+    for logical_id, _, _ in TABLES:
+        props = resources[logical_id]["Properties"]
+        for key in ("KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "TimeToLiveSpecification"):
+            sections[f"{logical_id}.{key}"] = props.get(key)
+    bucket = resources["FilesBucket"]["Properties"]
+    sections["FilesBucket.CorsConfiguration"] = bucket["CorsConfiguration"]
+    sections["FilesBucket.NotificationConfiguration"] = bucket["NotificationConfiguration"]
+    sections["IngestQueue.RedrivePolicy"] = resources["IngestQueue"]["Properties"]["RedrivePolicy"]
+    for logical_id in HANDLERS:
+        sections[f"{logical_id}.Events"] = resources[logical_id]["Properties"].get("Events")
+    for name, section in sections.items():
+        assert _intrinsic(section) is None, f"{name} is wrapped in an intrinsic"
+        assert _tags_used(section) <= {"Ref", "Sub", "GetAtt"}, f"{name} uses {_tags_used(section)}"
