@@ -1,0 +1,221 @@
+"""The design brief's invariants, checked against a live deployment (moto, the local stack, or AWS).
+
+One reusable checker: the test suites call `audit(...)` after every scenario, `scripts/audit` prints it.
+Reads everything with consistent scans, so keep it for test-sized and modest tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.config import Config
+
+from dfd.config import Settings
+from dfd.ids import event_key, version_token
+
+_deserializer = TypeDeserializer()
+COUNTERS = ("total_files", "total_bytes_stored", "total_uploads", "duplicates_avoided", "total_s3_size_saved")
+
+
+@dataclass
+class Check:
+    name: str
+    holds: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts.items())
+        return f"{'holds ' if self.holds else 'BROKEN'}  {self.name}  ({counts})"
+
+
+@dataclass
+class Report:
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.holds for check in self.checks)
+
+    def problems(self) -> list[str]:
+        return [f"{c.name}: {p}" for c in self.checks for p in c.problems]
+
+    def text(self) -> str:
+        lines = [check.line() for check in self.checks]
+        lines += [f"    - {p}" for p in self.problems()[:50]]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checks": [
+                {"name": c.name, "holds": c.holds, "counts": c.counts, "problems": c.problems} for c in self.checks
+            ],
+        }
+
+
+def _plain(raw: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in raw.items():
+        plain = _deserializer.deserialize(value)
+        out[key] = int(plain) if hasattr(plain, "to_integral_value") else plain
+    return out
+
+
+def _scan(ddb: Any, table: str) -> Iterator[dict[str, Any]]:
+    for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+        for item in page.get("Items", []):
+            yield _plain(item)
+
+
+def _objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        yield from page.get("Contents", [])
+
+
+def _sha256(s3: Any, bucket: str, key: str) -> str:
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    digest = hashlib.sha256()
+    for chunk in body.iter_chunks(1024 * 1024):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
+    """Check every invariant. settled=False tolerates objects whose events are still in flight."""
+    files = list(_scan(ddb, settings.files_table))
+    events = list(_scan(ddb, settings.events_table))
+    uploads = list(_scan(ddb, settings.uploads_table))
+    shards = list(_scan(ddb, settings.counters_table))
+    objects = {o["Key"]: o for o in _objects(s3, settings.bucket, settings.upload_prefix)}
+    checks: list[Check] = []
+
+    # 1 + 5 + 6: one record per content, its object exists and hashes to its key
+    c1 = Check("1. one FileMetadata item per content; its object exists and hashes to its key", True)
+    keys_seen: dict[str, str] = {}
+    for item in files:
+        key = item.get("s3_key", "")
+        if key in keys_seen:
+            c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {item['hash']}")
+        keys_seen[key] = item["hash"]
+        if key not in objects:
+            c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
+            continue
+        actual = _sha256(s3, settings.bucket, key)
+        if actual != item["hash"]:
+            c1.problems.append(f"{key} hashes to {actual}, its record says {item['hash']} (invariant 6)")
+    c1.counts = {"files": len(files), "checked_objects": sum(1 for i in files if i.get("s3_key") in objects)}
+    c1.holds = not c1.problems
+    checks.append(c1)
+
+    # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
+    totals = dict.fromkeys(COUNTERS, 0)
+    for shard in shards:
+        for name in COUNTERS:
+            totals[name] += int(shard.get(name, 0))
+    recount = {
+        "total_files": len(files),
+        "total_bytes_stored": sum(int(i["size"]) for i in files),
+        "total_uploads": sum(int(i.get("upload_count", 0)) for i in files),
+        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - 1 for i in files),
+        "total_s3_size_saved": sum((int(i.get("upload_count", 0)) - 1) * int(i["size"]) for i in files),
+    }
+    c3 = Check("2+3. counters equal the recount (each object version counted exactly once)", True)
+    for name in COUNTERS:
+        if totals[name] != recount[name]:
+            c3.problems.append(f"{name}: counters say {totals[name]}, recount says {recount[name]}")
+    dup_events = sum(1 for e in events if e.get("outcome") == "duplicate")
+    new_events = sum(1 for e in events if e.get("outcome") == "stored")
+    if new_events > len(files):
+        c3.problems.append(f"{new_events} 'stored' event records but only {len(files)} files")
+    c3.counts = {"counters_" + k: v for k, v in totals.items()} | {"dup_events": dup_events}
+    c3.holds = not c3.problems
+    checks.append(c3)
+
+    # 4: no duplicate bytes remain once committed; unprocessed objects only while events are in flight
+    c4 = Check("4. no duplicate object remains after its transaction committed", True)
+    canonical = {i.get("s3_key") for i in files}
+    by_event = {e["event_key"]: e for e in events}
+    leftover = unprocessed = 0
+    for key, obj in objects.items():
+        if key in canonical:
+            continue
+        record = by_event.get(event_key(settings.bucket, key, version_token(None, obj["ETag"])))
+        if record is None:
+            unprocessed += 1
+            if settled:
+                c4.problems.append(f"{key} was never ingested (no event record, not stored)")
+        elif record.get("outcome") == "duplicate":
+            leftover += 1
+            c4.problems.append(f"{key} is a committed duplicate whose bytes remain")
+        else:
+            c4.problems.append(f"{key} has outcome {record.get('outcome')} but is not the stored object")
+    c4.counts = {"objects": len(objects), "leftover_duplicates": leftover, "unprocessed": unprocessed}
+    c4.holds = not c4.problems
+    checks.append(c4)
+
+    # uploads agree with files
+    c7 = Check("uploads: every processed upload points at a stored file", True)
+    hashes = {i["hash"] for i in files}
+    states: dict[str, int] = {}
+    for upload in uploads:
+        status = str(upload.get("status"))
+        states[status] = states.get(status, 0) + 1
+        if status in ("stored", "duplicate") and upload.get("hash") not in hashes:
+            c7.problems.append(f"upload {upload['upload_id']} is {status} but file {upload.get('hash')} is missing")
+    c7.counts = states
+    c7.holds = not c7.problems
+    checks.append(c7)
+    return Report(checks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/audit", description=__doc__)
+    parser.add_argument("--endpoint-url", default="http://127.0.0.1:4566", help="AWS endpoint (default: make run)")
+    parser.add_argument("--aws", action="store_true", help="use real AWS (no endpoint override)")
+    parser.add_argument("--profile", help="AWS profile (with --aws)")
+    parser.add_argument("--region", default=None)
+    parser.add_argument("--unsettled", action="store_true", help="tolerate objects whose events are in flight")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    import os
+
+    if not args.aws:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            os.environ.setdefault(name, value)
+        for name, value in {
+            "DDB_TABLE": "FileMetadata",
+            "DDB_COUNTERS_TABLE": "counters",
+            "UPLOADS_TABLE": "Uploads",
+            "EVENTS_TABLE": "IngestEvents",
+            "S3_BUCKET": "dfd-file-service",
+        }.items():
+            os.environ.setdefault(name, value)
+    settings = Settings.from_env()
+    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    endpoint = None if args.aws else args.endpoint_url
+    config = Config(retries={"max_attempts": 5, "mode": "standard"})
+    report = audit(
+        session.client("dynamodb", endpoint_url=endpoint, config=config),
+        session.client("s3", endpoint_url=endpoint, config=config),
+        settings,
+        settled=not args.unsettled,
+    )
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.text())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""At-least-once delivery turned into exactly-once effects: replays, duplicates in a batch, crashes, races."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from dfd import deps
+from dfd.errors import InvalidEvent
+from dfd.events import ObjectRef
+from dfd.handlers import ingest
+from dfd.ingest import IngestResult, Outcome
+from tests.integration.conftest import Aws
+from tests.integration.test_flow import post_upload, put
+from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch
+
+
+def uploaded(aws: Aws, data: bytes, name: str = "f.bin") -> dict[str, Any]:
+    status, answer = post_upload({"filename": name, "size": len(data)})
+    assert status == 201
+    assert put(answer, data).status_code == 200
+    aws.drain()  # the S3 notification: these tests deliver events themselves
+    return answer
+
+
+def invoke(event: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = ingest.handler(event, LambdaContext())
+    return result
+
+
+def outcomes(result: dict[str, Any]) -> list[str]:
+    return [r["outcome"] for r in result["results"]]
+
+
+def test_every_event_shape_ingests_and_replays_change_nothing(aws: Aws) -> None:
+    bucket = aws.settings.bucket
+    first = uploaded(aws, b"alpha" * 100, "a.bin")
+    second = uploaded(aws, b"alpha" * 100, "b.bin")  # duplicate content
+    third = uploaded(aws, b"gamma" * 100, "c.bin")
+    shapes = {
+        "s3": lambda key: s3_notification(bucket, key),
+        "minimal": lambda key: minimal_record(bucket, key),
+        "eventbridge": lambda key: eventbridge(bucket, key),
+    }
+    assert outcomes(invoke(shapes["s3"](first["key"]))) == ["stored"]
+    assert outcomes(invoke(shapes["minimal"](second["key"]))) == ["duplicate"]
+    assert outcomes(invoke(shapes["eventbridge"](third["key"]))) == ["stored"]
+    aws.assert_invariants()
+    before = aws.snapshot()
+    for _ in range(10):
+        for make in shapes.values():
+            for answer in (first, second, third):
+                for outcome in outcomes(invoke(make(answer["key"]))):
+                    assert outcome in {"replay", "gone"}
+        batch = sqs_batch(*(s3_notification(bucket, a["key"]) for a in (first, second, third)))
+        assert invoke(batch) == {"batchItemFailures": []}
+    assert aws.snapshot() == before
+    aws.assert_invariants()
+
+
+def test_same_batch_twice_in_one_sqs_event(aws: Aws) -> None:
+    bucket = aws.settings.bucket
+    answers = [uploaded(aws, b"x" * 64, "x1"), uploaded(aws, b"x" * 64, "x2"), uploaded(aws, b"y" * 64, "y")]
+    bodies = [s3_notification(bucket, a["key"]) for a in answers]
+    assert invoke(sqs_batch(*bodies, *bodies)) == {"batchItemFailures": []}
+    before = aws.snapshot()
+    totals = deps.repository().counter_totals()
+    assert totals["total_files"] == 2 and totals["duplicates_avoided"] == 1 and totals["total_uploads"] == 3
+    assert invoke(sqs_batch(*bodies, *bodies)) == {"batchItemFailures": []}
+    assert aws.snapshot() == before
+    aws.assert_invariants()
+
+
+def test_ignored_events_touch_nothing(aws: Aws) -> None:
+    bucket = aws.settings.bucket
+    aws.s3.put_object(Bucket=bucket, Key="elsewhere/file.txt", Body=b"not ours")
+    before = aws.snapshot()
+    test_event = {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": bucket}
+    assert invoke(sqs_batch(test_event)) == {"batchItemFailures": []}
+    assert outcomes(invoke(s3_notification(bucket, "elsewhere/file.txt"))) == ["ignored"]
+    assert outcomes(invoke(s3_notification("another-bucket", "uploads/x"))) == ["ignored"]
+    assert outcomes(invoke(s3_notification(bucket, "uploads/never-uploaded"))) == ["gone"]
+    removal = s3_notification(bucket, "uploads/x")
+    removal["Records"][0]["eventName"] = "ObjectRemoved:Delete"
+    assert outcomes(invoke(removal)) == []
+    assert aws.snapshot() == before
+
+
+@pytest.mark.parametrize("key", ["uploads/my file.txt", "uploads/c++ notes+v2.md", "uploads/résumé 日本語 ✓.pdf"])
+def test_keys_with_spaces_plus_and_unicode(aws: Aws, key: str) -> None:
+    bucket = aws.settings.bucket
+    data = key.encode() * 10
+    aws.s3.put_object(Bucket=bucket, Key=key, Body=data)
+    messages = aws.drain()  # moto's own notification for the direct put
+    assert messages
+    assert invoke(sqs_batch(*(m["Body"] for m in messages))) == {"batchItemFailures": []}
+    file = deps.repository().get_file(hashlib.sha256(data).hexdigest())
+    assert file is not None and file["s3_key"] == key and file["filename"] == key.rsplit("/", 1)[-1]
+    assert outcomes(invoke(s3_notification(bucket, key))) == ["replay"]  # real S3 encoding: '+' for spaces
+    aws.assert_invariants()
+
+
+def test_malformed_records_are_batch_failures_and_touch_nothing(aws: Aws) -> None:
+    good = uploaded(aws, b"good content", "good.txt")
+    before_counts = deps.repository().counter_totals()
+    batch = sqs_batch(
+        "not json at all",
+        {"Records": [{"s3": {"bucket": {"name": aws.settings.bucket}}}]},
+        {"unexpected": True},
+        "",
+        s3_notification(aws.settings.bucket, good["key"]),
+    )
+    result = invoke(batch)
+    failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+    ids = [r["messageId"] for r in batch["Records"]]
+    assert failed == set(ids[:4])
+    totals = deps.repository().counter_totals()
+    assert totals["total_files"] == before_counts["total_files"] + 1
+    with pytest.raises(InvalidEvent):
+        invoke({"Records": [{"s3": {"object": {"key": "uploads/x"}}}]})
+    with pytest.raises(InvalidEvent):
+        invoke({"hello": "world"})
+    aws.assert_invariants()
+
+
+def test_late_replay_of_the_canonical_object_deletes_nothing(aws: Aws) -> None:
+    data = b"canonical" * 100
+    answer = uploaded(aws, data)
+    assert outcomes(invoke(minimal_record(aws.settings.bucket, answer["key"]))) == ["stored"]
+    # the event record expires (TTL) — then the original event is replayed by hand
+    events = aws.ddb.scan(TableName=aws.settings.events_table)["Items"]
+    for item in events:
+        aws.ddb.delete_item(TableName=aws.settings.events_table, Key={"event_key": item["event_key"]})
+    before = aws.snapshot()
+    for _ in range(3):
+        assert outcomes(invoke(minimal_record(aws.settings.bucket, answer["key"]))) == ["canonical"]
+    assert aws.snapshot() == before
+    aws.assert_invariants()
+
+
+def test_crash_between_commit_and_delete_is_finished_by_redelivery(aws: Aws) -> None:
+    data = b"crashy" * 100
+    first = uploaded(aws, data, "first")
+    second = uploaded(aws, data, "second")
+    bucket = aws.settings.bucket
+    assert outcomes(invoke(minimal_record(bucket, first["key"]))) == ["stored"]
+
+    class Crash(Exception):
+        pass
+
+    def crash(result: IngestResult) -> None:
+        raise Crash("function died after the commit")
+
+    crashing = deps.ingestor()
+    crashing._after_commit = crash
+    with pytest.raises(Crash):
+        crashing.ingest(ObjectRef(bucket, second["key"]))
+    crashing._after_commit = None
+    # committed: counted once, but the duplicate bytes are still there
+    report = aws.audit()
+    assert not report.ok and any("duplicate whose bytes remain" in p for p in report.problems())
+    counted = deps.repository().counter_totals()
+    assert counted["duplicates_avoided"] == 1
+    # the queue redelivers the message: the replay finishes the delete and counts nothing
+    result = invoke(sqs_batch(s3_notification(bucket, second["key"])))
+    assert result == {"batchItemFailures": []}
+    assert deps.repository().counter_totals() == counted
+    aws.assert_invariants()
+
+
+def test_lost_race_is_handled_as_duplicate(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another function stores the same content between our read and our commit."""
+    data = b"racy" * 100
+    winner = uploaded(aws, data, "winner")
+    loser = uploaded(aws, data, "loser")
+    repo = deps.repository()
+    real_state = repo.ingest_state
+    bucket = aws.settings.bucket
+
+    def state_then_race(event_key: str, digest: str, upload_id: str | None) -> Any:
+        state = real_state(event_key, digest, upload_id)
+        monkeypatch.setattr(repo, "ingest_state", real_state)
+        # the other delivery commits now, after our read
+        assert deps.ingestor().ingest(ObjectRef(bucket, winner["key"])).outcome == Outcome.STORED
+        return state
+
+    monkeypatch.setattr(repo, "ingest_state", state_then_race)
+    result = deps.ingestor().ingest(ObjectRef(bucket, loser["key"]))
+    assert result.outcome == Outcome.DUPLICATE and result.deleted and result.attempts == 2
+    totals = repo.counter_totals()
+    assert totals["total_files"] == 1 and totals["duplicates_avoided"] == 1
+    aws.assert_invariants()
+
+
+def test_concurrent_delivery_of_the_same_event_counts_once(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two deliveries of one event race: the second commit is cancelled on the event record → replay."""
+    answer = uploaded(aws, b"twice" * 100)
+    repo = deps.repository()
+    real_state = repo.ingest_state
+    bucket = aws.settings.bucket
+
+    def state_then_race(event_key: str, digest: str, upload_id: str | None) -> Any:
+        state = real_state(event_key, digest, upload_id)
+        monkeypatch.setattr(repo, "ingest_state", real_state)
+        assert deps.ingestor().ingest(ObjectRef(bucket, answer["key"])).outcome == Outcome.STORED
+        return state
+
+    monkeypatch.setattr(repo, "ingest_state", state_then_race)
+    result = deps.ingestor().ingest(ObjectRef(bucket, answer["key"]))
+    assert result.outcome == Outcome.REPLAY
+    totals = repo.counter_totals()
+    assert totals["total_files"] == 1 and totals["total_uploads"] == 1
+    aws.assert_invariants()

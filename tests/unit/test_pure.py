@@ -1,0 +1,168 @@
+"""Pure logic: ids and keys, filenames, tokens, checksums, request validation, event parsing, config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from dfd.config import ConfigError, Settings
+from dfd.errors import BadRequest, InvalidEvent, PayloadTooLarge, ValidationFailed
+from dfd.events import ObjectRef, is_sqs_batch, refs_from_message_body, refs_from_payload
+from dfd.hashing import b64_to_hex, hex_to_b64, sha256_of_chunks
+from dfd.ids import clean_filename, event_key, upload_id_from_key, valid_content_type, version_token
+from dfd.queries import content_disposition, parse_limit
+from dfd.tokens import decode_token, encode_token
+from dfd.uploads import parse_request
+from tests.support import eventbridge, fixture, minimal_record, s3_notification
+
+BASE_ENV = {
+    "DDB_TABLE": "f",
+    "DDB_COUNTERS_TABLE": "c",
+    "UPLOADS_TABLE": "u",
+    "EVENTS_TABLE": "e",
+    "S3_BUCKET": "b",
+}
+
+
+def test_config_validates_at_init() -> None:
+    settings = Settings.from_env(BASE_ENV)
+    assert settings.upload_prefix == "uploads/" and settings.counter_shards == 16
+    assert settings.shard_ids[0] == "shard#000" and len(settings.shard_ids) == 16
+    for broken in (
+        {},
+        BASE_ENV | {"COUNTER_SHARDS": "0"},
+        BASE_ENV | {"COUNTER_SHARDS": "101"},
+        BASE_ENV | {"COUNTER_SHARDS": "many"},
+        BASE_ENV | {"UPLOAD_PREFIX": "uploads"},
+        BASE_ENV | {"UPLOAD_PREFIX": "/uploads/"},
+        BASE_ENV | {"S3_BUCKET": " "},
+    ):
+        with pytest.raises(ConfigError):
+            Settings.from_env(broken)
+
+
+def test_keys_and_identity() -> None:
+    assert upload_id_from_key("uploads/", "uploads/" + "a" * 32) == "a" * 32
+    assert upload_id_from_key("uploads/", "uploads/photo.jpg") is None
+    assert upload_id_from_key("uploads/", "other/" + "a" * 32) is None
+    assert version_token(None, '"abc"') == "abc"
+    assert version_token("null", '"abc"') == "abc"
+    assert version_token("3HL4kqtJlcpXroDTDmJ", '"abc"') == "v:3HL4kqtJlcpXroDTDmJ"
+    assert event_key("b", "uploads/x", "abc") == "b/uploads/x#abc"
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("report.pdf", "report.pdf"),
+        ("C:\\Users\\me\\report.pdf", "report.pdf"),
+        ("../../etc/passwd", "passwd"),
+        ("  spaced name.txt ", "spaced name.txt"),
+        ("tab\there.txt", "tabhere.txt"),
+        ("e\u0301te\u0301.txt", "\u00e9t\u00e9.txt"),
+        ("日本語.txt", "日本語.txt"),
+    ],
+)
+def test_clean_filename(raw: str, clean: str) -> None:
+    assert clean_filename(raw) == clean
+
+
+@pytest.mark.parametrize("raw", ["", "/", "dir/", "..", ".", "\x00\x01", "a/" + "\u200b"])
+def test_clean_filename_refuses_empty_results(raw: str) -> None:
+    with pytest.raises(ValueError):
+        clean_filename(raw)
+
+
+def test_content_types() -> None:
+    for good in ("text/plain", "application/vnd.api+json", "text/plain; charset=utf-8", 'multipart/x; b="a b"'):
+        assert valid_content_type(good), good
+    for bad in ("text", "text/", "/plain", "text/plain\r\nx: y", "a b/c", "x" * 300 + "/y"):
+        assert not valid_content_type(bad), bad
+
+
+def test_tokens_round_trip_and_refuse_tampering() -> None:
+    key = {"hash": "a" * 64}
+    token = encode_token(key, "s1")
+    assert decode_token(token, "s1") == key
+    for bad in (token[:-1], token + "A", encode_token(key, "s2"), "", "%%%", "a" * 1000):
+        with pytest.raises(BadRequest):
+            decode_token(bad, "s1")
+    with pytest.raises(BadRequest):  # well signed but not a file key
+        decode_token(encode_token({"hash": "nothex"}, "s1"), "s1")
+    with pytest.raises(BadRequest):
+        decode_token(encode_token({"hash": "a" * 64, "x": "y"}, "s1"), "s1")
+
+
+def test_checksums() -> None:
+    digest = hashlib.sha256(b"abc").hexdigest()
+    assert b64_to_hex(hex_to_b64(digest)) == digest
+    assert b64_to_hex("not base64!") is None
+    assert b64_to_hex("AAAA") is None  # not 32 bytes
+    assert b64_to_hex(hex_to_b64(digest) + "-3") is None  # composite multipart checksum
+    assert sha256_of_chunks([b"a", b"b", b"c"]) == (digest, 3)
+
+
+def test_parse_request() -> None:
+    request = parse_request({"filename": "a.txt", "size": 5}, 10)
+    assert request.content_type == "application/octet-stream" and request.sha256 is None
+    with pytest.raises(PayloadTooLarge):
+        parse_request({"filename": "a.txt", "size": 11}, 10)
+    with pytest.raises(ValidationFailed):
+        parse_request({"filename": "a.txt", "size": 5, "sha256": "A" * 64}, 10)
+
+
+def test_limits_and_disposition() -> None:
+    assert parse_limit(None) == 50 and parse_limit("1") == 1 and parse_limit("1000") == 1000
+    for bad in ("0", "1001", "x", "-3", "٣"):
+        with pytest.raises(BadRequest):
+            parse_limit(bad)
+    value = content_disposition('résumé "final".pdf')
+    assert value.startswith('attachment; filename="r_sum_ _final_.pdf"')
+    assert "filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22.pdf" in value
+
+
+def test_event_shapes() -> None:
+    expected = [ObjectRef("dfd-file-service", "uploads/example.txt")]
+    assert refs_from_payload(fixture("s3-put.json")) == expected
+    assert refs_from_payload(fixture("s3-minimal.json")) == expected
+    assert refs_from_payload(fixture("eventbridge-object-created.json")) == expected
+    assert refs_from_payload(fixture("s3-test-event.json")) == []
+    sqs = fixture("sqs-s3-put.json")
+    assert is_sqs_batch(sqs) and not is_sqs_batch(fixture("s3-put.json"))
+    assert refs_from_message_body(sqs["Records"][0]["body"]) == expected
+    assert refs_from_message_body(sqs["Records"][1]["body"]) == []
+    for key in ("uploads/a b+c.txt", "uploads/ü/日本.txt", "uploads/100%.txt"):
+        for make in (s3_notification, minimal_record, eventbridge):
+            assert refs_from_payload(make("b", key)) == [ObjectRef("b", key)]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        None,
+        [],
+        "string",
+        {},
+        {"Records": []},
+        {"Records": "x"},
+        {"Records": [1]},
+        {"Records": [{"s3": {}}]},
+        {"Records": [{"s3": {"bucket": {"name": "b"}, "object": {}}}]},
+        {"Records": [{"s3": {"bucket": {"name": ""}, "object": {"key": "k"}}}]},
+        {"Records": [{"s3": {"bucket": {"name": "b"}, "object": {"key": 5}}}]},
+        {"Records": [{"s3": {"bucket": {"name": "b"}, "object": {"key": "k" * 1025}}}]},
+        {"detail-type": "Object Created", "source": "aws.s3"},
+        {"detail-type": "Object Created", "source": "aws.s3", "detail": {"bucket": {}}},
+    ],
+)
+def test_malformed_events(payload: object) -> None:
+    with pytest.raises(InvalidEvent):
+        refs_from_payload(payload)
+
+
+def test_malformed_message_bodies() -> None:
+    for body in (None, "", "{", json.dumps([1])):
+        with pytest.raises(InvalidEvent):
+            refs_from_message_body(body)
