@@ -8,9 +8,12 @@ import hashlib
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import boto3
+import pytest
 import requests
 
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
+from dfdlocal.s3auth import Refused, verify_url
 from tests.integration.conftest import Aws
 from tests.support import LambdaContext, api_event, call, sqs_batch
 
@@ -124,6 +127,21 @@ def test_presigned_url_signs_the_checksum_and_refuses_other_bytes(aws: Aws) -> N
     signed = parse_qs(urlparse(answer["upload_url"]).query)["X-Amz-SignedHeaders"][0].split(";")
     assert {"content-length", "content-type", "if-none-match", "x-amz-checksum-sha256"} <= set(signed)
     assert answer["headers"]["x-amz-checksum-sha256"] == base64.b64encode(hashlib.sha256(data).digest()).decode()
+    # moto does not check signatures: verify the URL the way S3 does — it binds every returned header
+    credentials = boto3.Session().get_credentials()
+    secrets = {credentials.access_key: credentials.secret_key}.get
+    verify_url("PUT", answer["upload_url"], answer["headers"], secrets)
+    tampered = {
+        "x-amz-checksum-sha256": base64.b64encode(b"0" * 32).decode(),
+        "content-length": str(len(data) + 1),
+        "content-type": "text/html",
+    }
+    for name, value in tampered.items():
+        with pytest.raises(Refused):
+            verify_url("PUT", answer["upload_url"], {**answer["headers"], name: value}, secrets)
+    without = {k: v for k, v in answer["headers"].items() if k != "if-none-match"}
+    with pytest.raises(Refused):
+        verify_url("PUT", answer["upload_url"], without, secrets)
     assert put(answer, data).status_code == 200
     assert put(answer, data).status_code == 412
 
