@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 from boto3.dynamodb.types import TypeDeserializer
-from botocore.config import Config
 
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
+from dfdlocal.tools import add_target_args, target
 
 _deserializer = TypeDeserializer()
 COUNTERS = ("total_files", "total_bytes_stored", "total_uploads", "duplicates_avoided", "total_s3_size_saved")
@@ -179,40 +178,12 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/audit", description=__doc__)
-    parser.add_argument("--endpoint-url", default="http://127.0.0.1:4566", help="AWS endpoint (default: make run)")
-    parser.add_argument("--aws", action="store_true", help="use real AWS (no endpoint override)")
-    parser.add_argument("--profile", help="AWS profile (with --aws)")
-    parser.add_argument("--region", default=None)
+    add_target_args(parser)
     parser.add_argument("--unsettled", action="store_true", help="tolerate objects whose events are in flight")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    import os
-
-    if not args.aws:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            os.environ.setdefault(name, value)
-        for name, value in {
-            "DDB_TABLE": "FileMetadata",
-            "DDB_COUNTERS_TABLE": "counters",
-            "UPLOADS_TABLE": "Uploads",
-            "EVENTS_TABLE": "IngestEvents",
-            "S3_BUCKET": "dfd-file-service",
-        }.items():
-            os.environ.setdefault(name, value)
-    settings = Settings.from_env()
-    session = boto3.Session(profile_name=args.profile, region_name=args.region)
-    endpoint = None if args.aws else args.endpoint_url
-    config = Config(retries={"max_attempts": 5, "mode": "standard"})
-    report = audit(
-        session.client("dynamodb", endpoint_url=endpoint, config=config),
-        session.client("s3", endpoint_url=endpoint, config=config),
-        settings,
-        settled=not args.unsettled,
-    )
+    where = target(args)
+    report = audit(where.client("dynamodb"), where.client("s3"), where.settings, settled=not args.unsettled)
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.text())
     return 0 if report.ok else 1
 

@@ -1,0 +1,165 @@
+"""Upload files or whole directories through the API: hash first (a 409 skips the transfer), stream the PUT
+with exactly the returned headers and a progress bar, wait for ingest, then print a summary.
+
+  scripts/upload photos/ notes.txt
+  scripts/upload --api https://abc.execute-api.eu-west-1.amazonaws.com big.iso
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import mimetypes
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from dfdlocal.tools import LOCAL_API
+
+CHUNK = 1024 * 1024
+
+
+@dataclass
+class Result:
+    path: Path
+    outcome: str  # stored | duplicate | skipped (409 precheck) | failed
+    size: int
+    uploaded: int = 0
+    detail: str = ""
+
+
+class Progress:
+    """One line per file on a terminal (\\r updates); plain lines otherwise."""
+
+    def __init__(self, label: str, total: int, enabled: bool) -> None:
+        self.label, self.total, self.enabled = label, max(total, 1), enabled
+        self.done = 0
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def update(self, amount: int) -> None:
+        self.done += amount
+        now = time.monotonic()
+        if self.enabled and (now - self.last > 0.1 or self.done >= self.total):
+            self.last = now
+            width = 30
+            filled = int(width * self.done / self.total)
+            rate = self.done / max(now - self.started, 1e-6) / 1e6
+            sys.stderr.write(
+                f"\r  {self.label[:40]:40} [{'#' * filled}{'.' * (width - filled)}] "
+                f"{100 * self.done // self.total:3d}% {rate:7.1f} MB/s"
+            )
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def streamed(path: Path, progress: Progress) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            progress.update(len(chunk))
+            yield chunk
+
+
+def files_of(paths: list[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            yield path
+        else:
+            print(f"skipping {path}: not a file or directory", file=sys.stderr)
+
+
+def error_text(response: requests.Response) -> str:
+    try:
+        error = response.json()["error"]
+        return f"{response.status_code} {error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        return f"{response.status_code} {response.text[:200]}"
+
+
+def upload_one(api: str, path: Path, *, wait: float, bar: bool) -> Result:
+    size = path.stat().st_size
+    if size == 0:
+        return Result(path, "failed", 0, detail="empty files are not accepted (size must be >= 1)")
+    digest = sha256_file(path)
+    content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    body: dict[str, Any] = {"filename": path.name, "size": size, "content_type": content_type, "sha256": digest}
+    answer = requests.post(f"{api}/upload", json=body, timeout=30)
+    if answer.status_code == 409:
+        return Result(path, "skipped", size, detail="already stored: 0 bytes uploaded")
+    if answer.status_code != 201:
+        return Result(path, "failed", size, detail=error_text(answer))
+    issued: dict[str, Any] = answer.json()
+    headers = {k: v for k, v in issued["headers"].items() if k.lower() != "content-length"}
+    headers["Content-Length"] = str(size)
+    progress = Progress(path.name, size, bar)
+    try:
+        put = requests.put(issued["upload_url"], data=streamed(path, progress), headers=headers, timeout=3600)
+    finally:
+        progress.close()
+    if put.status_code != 200:
+        return Result(path, "failed", size, detail=f"PUT {put.status_code}: {put.text[:200]}")
+    result = Result(path, "uploaded", size, uploaded=size)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        meta = requests.get(f"{api}/metadata/{issued['upload_id']}", timeout=30)
+        status = meta.json().get("status") if meta.ok else None
+        if status in ("stored", "duplicate", "failed", "expired"):
+            result.outcome = status
+            return result
+        time.sleep(0.2)
+    if wait:
+        result.detail = f"still pending after {wait:.0f}s"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/upload", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
+    parser.add_argument("--api", default=LOCAL_API, help=f"API base URL (default: make run's, {LOCAL_API})")
+    parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for each ingest (0: don't)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    api = args.api.rstrip("/")
+    bar = not args.no_progress and sys.stderr.isatty()
+    results: list[Result] = []
+    for path in files_of(args.paths):
+        try:
+            result = upload_one(api, path, wait=args.wait, bar=bar)
+        except requests.RequestException as error:
+            result = Result(path, "failed", path.stat().st_size, detail=str(error))
+        results.append(result)
+        print(f"{result.outcome:9} {result.size:>12,d} B  {path}" + (f"  ({result.detail})" if result.detail else ""))
+    counts = {name: sum(1 for r in results if r.outcome == name) for name in ("stored", "duplicate", "skipped")}
+    failed = sum(1 for r in results if r.outcome not in counts)
+    saved = sum(r.size for r in results if r.outcome in ("duplicate", "skipped"))
+    sent = sum(r.uploaded for r in results)
+    print(
+        f"\n{len(results)} files: {counts['stored']} stored, {counts['duplicate']} duplicate, "
+        f"{counts['skipped']} skipped by the hash precheck, {failed} failed"
+    )
+    print(f"bytes uploaded: {sent:,d}   bytes saved by dedup: {saved:,d}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
