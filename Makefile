@@ -21,6 +21,11 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+## The local stack in the foreground until Ctrl-C: moto on :4566, HTTP API + web pages on :3000, Lambda Invoke
+## API on :3001, the SQS poller; all from template.yaml, state in memory. Options: make run RUN_ARGS='--help'
+run: $(STAMP)
+	$(BIN)/python -m dfdlocal $(RUN_ARGS)
+
 test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit tests/integration $(PYTEST_ARGS)
 

@@ -1,0 +1,187 @@
+"""Hosts the template's functions in this process: imports ``module.function`` and invokes it like Lambda.
+
+Every front end (HTTP API, Lambda Invoke API, SQS poller) goes through :meth:`Runtime.invoke`, which never
+raises for a handler's failure: it returns an :class:`Invocation` whose ``error`` has Lambda's shape
+(``errorMessage``, ``errorType``, ``stackTrace``). A handler that cannot be imported yet (being written) is
+retried on every invocation, so the stack can start before all handlers exist.
+
+Invocations run concurrently in the servers' threads, like concurrent Lambda instances would, except that
+they share one process: module state, the Powertools Metrics singleton and os.environ are shared.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dfdlocal.template import ACCOUNT_ID, REGION, FunctionDef
+
+log = logging.getLogger("dfdlocal.lambda")
+
+Handler = Callable[[Any, Any], Any]
+
+
+class LambdaContext:
+    """The attributes and method of the Python runtime's context object."""
+
+    def __init__(self, function: FunctionDef, request_id: str) -> None:
+        self.function_name = function.logical_id
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{function.logical_id}"
+        self.memory_limit_in_mb = function.memory_size
+        self.aws_request_id = request_id
+        self.log_group_name = f"/aws/lambda/{function.logical_id}"
+        self.log_stream_name = f"local/[$LATEST]{request_id.replace('-', '')}"
+        self.identity = None
+        self.client_context = None
+        self._deadline = time.monotonic() + function.timeout
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+@dataclass(frozen=True)
+class Invocation:
+    function: str
+    request_id: str
+    result: Any
+    error: dict[str, Any] | None  # Lambda's error payload when the function failed
+    duration_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def payload(self) -> bytes:
+        """The bytes Lambda's Invoke API returns (the error document for a failed invocation)."""
+        return json.dumps(self.error if self.error is not None else self.result).encode()
+
+
+class Runtime:
+    def __init__(self, functions: Mapping[str, FunctionDef], root: Path) -> None:
+        self.functions = dict(functions)
+        self.root = root
+        self._handlers: dict[str, Handler] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, name: str) -> str | None:
+        """Logical id for a function name, ARN or ``name:qualifier`` (None when unknown)."""
+        if name.startswith("arn:"):
+            parts = name.split(":")
+            name = parts[6] if len(parts) > 6 else ""
+        else:
+            name = name.split(":", 1)[0]
+        return name if name in self.functions else None
+
+    def register(self, function: FunctionDef, handler: Handler) -> None:
+        """Host a callable directly instead of importing ``function.handler`` (tests, tools)."""
+        with self._lock:
+            self.functions[function.logical_id] = function
+            self._handlers[function.logical_id] = handler
+
+    def load_all(self) -> dict[str, str]:
+        """Import every handler now; returns the import errors by function (empty when all load)."""
+        errors: dict[str, str] = {}
+        for name in self.functions:
+            try:
+                self._handler(name)
+            except _ImportFailure as failure:
+                errors[name] = str(failure.error["errorMessage"])
+        return errors
+
+    def _handler(self, name: str) -> Handler:
+        with self._lock:
+            if name in self._handlers:
+                return self._handlers[name]
+            function = self.functions[name]
+            importlib.invalidate_caches()  # a handler written since the last attempt
+            try:
+                module = importlib.import_module(function.module)
+            except Exception as exc:
+                raise _ImportFailure(
+                    "Runtime.ImportModuleError",
+                    f"Unable to import module '{function.module}': {exc}",
+                    exc,
+                ) from exc
+            handler: Handler | None = getattr(module, function.attribute, None)
+            if handler is None or not callable(handler):
+                raise _ImportFailure(
+                    "Runtime.HandlerNotFound",
+                    f"Handler '{function.attribute}' missing on module '{function.module}'",
+                    None,
+                )
+            self._warn_if_outside_code_uri(function, module)
+            self._handlers[name] = handler
+            return handler
+
+    def _warn_if_outside_code_uri(self, function: FunctionDef, module: Any) -> None:
+        code_uri = (self.root / function.code_uri).resolve()
+        origin = getattr(module, "__file__", None)
+        if origin and not Path(origin).resolve().is_relative_to(code_uri):
+            log.warning(
+                "%s: %s was imported from %s, not from CodeUri %s (stale install?)",
+                function.logical_id,
+                function.module,
+                origin,
+                code_uri,
+            )
+
+    def invoke(self, name: str, event: Any) -> Invocation:
+        function = self.functions[name]
+        request_id = str(uuid.uuid4())
+        started = time.perf_counter()
+        try:
+            handler = self._handler(name)
+            result = handler(event, LambdaContext(function, request_id))
+        except _ImportFailure as failure:
+            log.error("%s: %s", name, failure.error["errorMessage"])
+            return Invocation(name, request_id, None, failure.error, _elapsed(started))
+        except Exception as exc:
+            log.error("%s raised %s: %s", name, type(exc).__name__, exc, exc_info=exc)
+            error = {
+                "errorMessage": str(exc),
+                "errorType": type(exc).__name__,
+                "requestId": request_id,
+                "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)),
+            }
+            return Invocation(name, request_id, None, error, _elapsed(started))
+        try:
+            json.dumps(result)  # Lambda serializes the result: the same types must be returned locally
+        except (TypeError, ValueError) as exc:
+            error = {
+                "errorMessage": f"Unable to marshal response: {exc}",
+                "errorType": "Runtime.MarshalError",
+                "requestId": request_id,
+                "stackTrace": [],
+            }
+            log.error("%s: %s", name, error["errorMessage"])
+            return Invocation(name, request_id, None, error, _elapsed(started))
+        duration = _elapsed(started)
+        if duration > function.timeout * 1000:
+            log.warning(
+                "%s took %.0f ms: Lambda would have stopped it at its Timeout of %d s",
+                name,
+                duration,
+                function.timeout,
+            )
+        return Invocation(name, request_id, result, None, duration)
+
+
+class _ImportFailure(Exception):
+    def __init__(self, error_type: str, message: str, cause: Exception | None) -> None:
+        super().__init__(message)
+        stack = traceback.format_list(traceback.extract_tb(cause.__traceback__)) if cause else []
+        self.error: dict[str, Any] = {"errorMessage": message, "errorType": error_type, "stackTrace": stack}
+
+
+def _elapsed(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

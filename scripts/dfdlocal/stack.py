@@ -1,0 +1,329 @@
+"""The local stack: emulator, resources, HTTP API, Lambda Invoke API and event source mappings, in-process.
+
+``LocalStack(options).start()`` binds every port first (a port in use fails before anything starts), points
+this process's AWS SDK at the emulator (os.environ: endpoint, dummy credentials, region, MOTO_PORT), creates
+the template's resources, sets the functions' environment from them, imports the handlers and starts
+serving. ``stop()`` stops everything. State lives in memory only: every start is empty.
+
+One stack per process: the handlers, moto's backends and os.environ are process-wide.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from dfdlocal.apigw import HttpApi
+from dfdlocal.emulator import (
+    CREDENTIALS,
+    ResourceError,
+    Resources,
+    create_resources,
+    make_emulator_server,
+    prepare_environment,
+)
+from dfdlocal.lambda_api import LambdaApi
+from dfdlocal.poller import SqsPoller
+from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
+from dfdlocal.runtime import Runtime
+from dfdlocal.template import REGION, TABLE_NAMES, LocalModel, TemplateError, read_model
+
+log = logging.getLogger("dfdlocal")
+
+# Which option moves which port (for the port-in-use message).
+PORT_OPTIONS = {
+    "aws": ("AWS emulator", "--aws-port", "DFD_AWS_PORT"),
+    "api": ("HTTP API", "--api-port", "DFD_API_PORT"),
+    "lambda": ("Lambda Invoke API", "--lambda-port", "DFD_LAMBDA_PORT"),
+}
+TABLE_VARIABLES = {
+    "DDB_TABLE": "FilesTable",
+    "DDB_COUNTERS_TABLE": "CountersTable",
+    "UPLOADS_TABLE": "UploadsTable",
+    "EVENTS_TABLE": "EventsTable",
+}
+
+
+class StartupError(RuntimeError):
+    """The stack cannot start (the message says why and what to change)."""
+
+
+class PortInUseError(StartupError):
+    def __init__(self, role: str, host: str, port: int) -> None:
+        service, option, variable = PORT_OPTIONS[role]
+        super().__init__(
+            f"port {port} on {host} ({service}) is already in use: stop the other process "
+            f"or choose another port with {option} (or {variable})"
+        )
+        self.role = role
+        self.port = port
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    root: Path
+    template: Path | None = None  # default: <root>/template.yaml
+    web_root: Path | None = None  # default: <root>/web
+    host: str = "127.0.0.1"
+    api_port: int = 3000
+    lambda_port: int = 3001
+    aws_port: int = 4566
+    visibility_timeout: int = 2  # seconds, for queues read by an event source mapping
+    ingest_concurrency: int = 2  # pollers per event source mapping
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "INFO"
+
+    @property
+    def template_path(self) -> Path:
+        return self.template or self.root / "template.yaml"
+
+    @property
+    def web_path(self) -> Path:
+        return self.web_root or self.root / "web"
+
+
+class _QuietRequestHandler(WSGIRequestHandler):
+    """The apps log their own requests; werkzeug's access log would repeat them."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+    def log_error(self, format: str, *args: Any) -> None:
+        log.debug(format, *args)
+
+
+def bind(host: str, port: int, role: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(role, host, port) from None
+        service, option, _ = PORT_OPTIONS[role]
+        raise StartupError(f"cannot listen on {host}:{port} ({service}, {option}): {exc.strerror}") from None
+    return sock
+
+
+class _Server:
+    """A werkzeug server on a bound socket, served by a daemon thread."""
+
+    def __init__(self, name: str, server: BaseWSGIServer) -> None:
+        self.name = name
+        self.server = server
+        self.thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=name, daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.server.shutdown()
+            self.thread.join(5)
+        self.server.server_close()
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions) -> None:
+        self.options = options
+        self.model: LocalModel | None = None
+        self.resources: Resources | None = None
+        self.runtime: Runtime | None = None
+        self.pollers: list[SqsPoller] = []
+        self.reconcile: ReconcileSchedule | None = None
+        self.import_errors: dict[str, str] = {}
+        self.environment: dict[str, str] = {}
+        self.ports: dict[str, int] = {}
+        self._servers: list[_Server] = []
+        self._started = False
+
+    # -- addresses ----------------------------------------------------------------------------------
+    def url(self, role: str) -> str:
+        host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
+        return f"http://{host}:{self.ports[role]}"
+
+    @property
+    def aws_url(self) -> str:
+        return self.url("aws")
+
+    @property
+    def api_url(self) -> str:
+        return self.url("api")
+
+    @property
+    def lambda_url(self) -> str:
+        return self.url("lambda")
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for the emulator (a new session each call: safe to use from any thread)."""
+        session = boto3.session.Session(
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=REGION,
+        )
+        config = Config(signature_version="s3v4" if service == "s3" else None, retries={"max_attempts": 3})
+        return session.client(service, endpoint_url=self.aws_url, config=config)  # type: ignore[call-overload]
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            raise StartupError("the stack is already started")
+        options = self.options
+        sockets: dict[str, socket.socket] = {}
+        try:
+            for role, port in (
+                ("aws", options.aws_port),
+                ("api", options.api_port),
+                ("lambda", options.lambda_port),
+            ):
+                sockets[role] = bind(options.host, port, role)
+                self.ports[role] = sockets[role].getsockname()[1]
+            self._started = True
+            self._start(sockets)
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            for sock in sockets.values():
+                sock.close()  # the servers hold their own duplicate of each descriptor
+
+    def _start(self, sockets: Mapping[str, socket.socket]) -> None:
+        options = self.options
+        try:
+            self.model = model = read_model(options.template_path, self.aws_url, options.parameters)
+        except TemplateError as exc:
+            raise StartupError(f"template {options.template_path}: {exc}") from None
+        for warning in model.warnings:
+            log.warning("%s", warning)
+
+        prepare_environment(self.aws_url, self.ports["aws"])
+        self._serve("aws", make_emulator_server(sockets["aws"]))
+        try:
+            self.resources = resources = create_resources(
+                model, self.client, local_visibility_timeout=options.visibility_timeout
+            )
+        except ResourceError as exc:
+            raise StartupError(str(exc)) from exc
+        self.environment = self._function_environment(model)
+        os.environ.update(self.environment)
+
+        self.runtime = runtime = Runtime(model.functions, options.root)
+        self.import_errors = runtime.load_all()
+        api = HttpApi(model.routes, model.cors, runtime, options.web_path)
+        self._serve("api", self._server(sockets["api"], api))
+        self._serve("lambda", self._server(sockets["lambda"], LambdaApi(runtime)))
+
+        for source in model.sqs_sources:
+            queue = resources.queues[source.queue_logical_id]
+            if not source.enabled:
+                log.info("event source %s of %s is disabled in the template", queue.name, source.function)
+                continue
+            dead_letter = resources.queues.get(queue.dead_letter_queue) if queue.dead_letter_queue else None
+            limit = source.maximum_concurrency or options.ingest_concurrency
+            poller = SqsPoller(
+                source,
+                queue,
+                runtime,
+                self.client,
+                concurrency=min(options.ingest_concurrency, limit),
+                dead_letter_queue=dead_letter.name if dead_letter else None,
+            )
+            poller.start()
+            self.pollers.append(poller)
+
+        self.reconcile = start_reconcile_schedule(self)
+
+    def _function_environment(self, model: LocalModel) -> dict[str, str]:
+        """The template's variables with local values, and what makes handlers quiet and local."""
+        assert self.resources is not None
+        env = dict(model.environment)
+        for variable, logical_id in TABLE_VARIABLES.items():
+            if variable not in env and logical_id in self.resources.tables:
+                env[variable] = TABLE_NAMES[logical_id]
+        if "S3_BUCKET" not in env and len(self.resources.buckets) == 1:
+            env["S3_BUCKET"] = next(iter(self.resources.buckets.values()))
+        env["TOKEN_SECRET"] = secrets.token_hex(32)  # random per run: tokens of a previous run are invalid
+        env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")
+        env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
+        env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()
+        env["POWERTOOLS_TRACE_DISABLED"] = "true"
+        env["AWS_XRAY_SDK_ENABLED"] = "false"
+        return env
+
+    def _server(self, sock: socket.socket, app: Any) -> BaseWSGIServer:
+        host, port = sock.getsockname()[:2]
+        return make_server(host, port, app, threaded=True, request_handler=_QuietRequestHandler, fd=sock.fileno())
+
+    def _serve(self, name: str, server: BaseWSGIServer) -> None:
+        wrapped = _Server(name, server)
+        self._servers.append(wrapped)
+        wrapped.start()
+
+    def stop(self) -> None:
+        """Stop pollers, the reconcile timer and the servers (the emulator last). Safe to call twice."""
+        if not self._started:
+            return
+        self._started = False
+        for poller in self.pollers:
+            poller.stop()
+        self.pollers = []
+        if self.reconcile is not None:
+            self.reconcile.stop()
+            self.reconcile = None
+        for server in reversed(self._servers):
+            server.stop()
+        self._servers = []
+        log.debug("local stack stopped")
+
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- description (banner, --ready-file, tests) --------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        assert self.model is not None and self.resources is not None
+        queues = {
+            logical_id: {
+                "name": info.name,
+                "url": info.url,
+                "arn": info.arn,
+                "visibility_timeout": info.visibility_timeout,
+                "dead_letter_queue": info.dead_letter_queue,
+                "max_receive_count": info.max_receive_count,
+            }
+            for logical_id, info in self.resources.queues.items()
+        }
+        return {
+            "api_url": self.api_url,
+            "lambda_url": self.lambda_url,
+            "aws_url": self.aws_url,
+            "region": REGION,
+            "template": str(self.options.template_path),
+            "tables": dict(self.resources.tables),
+            "buckets": dict(self.resources.buckets),
+            "queues": queues,
+            "functions": sorted(self.model.functions),
+            "routes": [route.route_key + " " + route.function for route in self.model.routes],
+            "environment": {k: v for k, v in self.environment.items() if k != "TOKEN_SECRET"},
+            "import_errors": dict(self.import_errors),
+        }

@@ -1,0 +1,217 @@
+"""The local HTTP API and Lambda Invoke API as WSGI apps with hosted test functions (no stack, no AWS)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from werkzeug.test import Client
+
+from dfdlocal.apigw import HttpApi
+from dfdlocal.lambda_api import LambdaApi
+from dfdlocal.runtime import Runtime
+from dfdlocal.template import CorsConfig, FunctionDef, HttpRoute
+from tests.e2e.e2e_helpers import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def function(name: str) -> FunctionDef:
+    return FunctionDef(name, f"tests.{name}.handler", ".", "python3.12", 3, 128, {})
+
+
+def echo(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return {
+        "statusCode": 200,
+        "headers": {"content-type": "application/json", "access-control-allow-origin": "https://wrong.example"},
+        "body": json.dumps({"event": event, "function": context.function_name}),
+    }
+
+
+def boom(event: Any, context: Any) -> Any:
+    raise ValueError("broken on purpose")
+
+
+def make_runtime() -> Runtime:
+    runtime = Runtime({}, ROOT)
+    runtime.register(function("Echo"), echo)
+    runtime.register(function("Boom"), boom)
+    runtime.register(function("Plain"), lambda event, context: {"ok": True, "n": 1})
+    runtime.register(
+        function("Binary"),
+        lambda event, context: {
+            "statusCode": 201,
+            "headers": {"x-one": 1},
+            "cookies": ["a=1; Path=/", "b=2; Path=/"],
+            "body": base64.b64encode(b"\x00\xffbytes").decode(),
+            "isBase64Encoded": True,
+        },
+    )
+    return runtime
+
+
+CORS = CorsConfig(
+    allow_origins=("https://app.example",),
+    allow_methods=("GET", "POST"),
+    allow_headers=("content-type",),
+    expose_headers=("x-one",),
+    max_age=60,
+)
+
+
+@pytest.fixture
+def api() -> Client:
+    routes = [
+        HttpRoute("GET", "/items/{id}/x", "Echo", "Api"),
+        HttpRoute("POST", "/items", "Echo", "Api"),
+        HttpRoute("GET", "/files/{proxy+}", "Plain", "Api"),
+        HttpRoute("GET", "/files/special", "Binary", "Api"),
+        HttpRoute("GET", "/files/{id}", "Echo", "Api"),
+        HttpRoute("ANY", "/files/{id}", "Plain", "Api"),
+        HttpRoute("GET", "/boom", "Boom", "Api"),
+    ]
+    return Client(HttpApi(routes, {"Api": CORS}, make_runtime(), ROOT / "web"), use_cookies=False)
+
+
+def event_of(response: Any) -> dict[str, Any]:
+    assert response.status_code == 200, response.get_data(as_text=True)
+    document: dict[str, Any] = json.loads(response.get_data())
+    return document["event"]  # type: ignore[no-any-return]
+
+
+def test_payload_v2_event(api: Client) -> None:
+    response = api.get(
+        "/items/abc%20d/x?x=1&x=2&y=",
+        headers={"X-Custom": "A", "Cookie": "a=1; b=2", "User-Agent": "tests/1.0"},
+        environ_base={"REMOTE_ADDR": "192.0.2.1"},
+    )
+    event = event_of(response)
+    assert event["version"] == "2.0"
+    assert event["routeKey"] == "GET /items/{id}/x"
+    assert event["rawQueryString"] == "x=1&x=2&y="
+    assert event["queryStringParameters"] == {"x": "1,2", "y": ""}
+    assert event["pathParameters"] == {"id": "abc d"}
+    assert event["headers"]["x-custom"] == "A"
+    assert "cookie" not in event["headers"]
+    assert event["cookies"] == ["a=1", "b=2"]
+    assert event["isBase64Encoded"] is False
+    assert "body" not in event
+    http = event["requestContext"]["http"]
+    assert http["method"] == "GET"
+    assert http["userAgent"] == "tests/1.0"
+    assert http["sourceIp"] == "192.0.2.1"
+    assert event["headers"]["x-forwarded-for"] == "192.0.2.1"
+    assert event["requestContext"]["routeKey"] == "GET /items/{id}/x"
+    assert event["requestContext"]["stage"] == "$default"
+
+
+def test_bodies_text_or_base64(api: Client) -> None:
+    text = event_of(api.post("/items", json={"a": 1}))
+    assert text["body"] == '{"a": 1}'
+    assert text["isBase64Encoded"] is False
+    binary = event_of(api.post("/items", data=b"\x00\x01", headers={"Content-Type": "application/octet-stream"}))
+    assert binary["isBase64Encoded"] is True
+    assert base64.b64decode(binary["body"]) == b"\x00\x01"
+
+
+def test_result_mapping(api: Client) -> None:
+    response = api.get("/files/special")
+    assert response.status_code == 201
+    assert response.get_data() == b"\x00\xffbytes"
+    assert response.headers["x-one"] == "1"
+    assert response.headers.getlist("set-cookie") == ["a=1; Path=/", "b=2; Path=/"]
+
+    inferred = api.get("/files/a/b/c")  # greedy route, result without statusCode
+    assert inferred.status_code == 200
+    assert inferred.headers["content-type"] == "application/json"
+    assert json.loads(inferred.get_data()) == {"ok": True, "n": 1}
+
+    failed = api.get("/boom")
+    assert failed.status_code == 500
+    assert json.loads(failed.get_data()) == {"message": "Internal Server Error"}
+
+
+def test_route_precedence(api: Client) -> None:
+    assert api.get("/files/special").status_code == 201  # literal beats {id} and {proxy+}
+    assert event_of(api.get("/files/abc"))["routeKey"] == "GET /files/{id}"  # method beats ANY
+    assert json.loads(api.delete("/files/abc").get_data()) == {"ok": True, "n": 1}  # ANY
+    assert json.loads(api.get("/files/a/b").get_data()) == {"ok": True, "n": 1}  # greedy
+    missing = api.post("/files")
+    assert missing.status_code == 404
+    assert json.loads(missing.get_data()) == {"message": "Not Found"}
+
+
+def test_cors_like_api_gateway(api: Client) -> None:
+    allowed = api.options(
+        "/items",
+        headers={
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Content-Type",
+        },
+    )
+    assert allowed.status_code == 204
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    assert allowed.headers["access-control-allow-methods"] == "GET,POST"
+    assert allowed.headers["access-control-allow-headers"] == "content-type"
+    assert allowed.headers["access-control-max-age"] == "60"
+
+    for headers in (
+        {"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        {"Origin": "https://app.example", "Access-Control-Request-Method": "DELETE"},
+        {
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "x-secret",
+        },
+    ):
+        refused = api.options("/items", headers=headers)
+        assert refused.status_code == 204
+        assert "access-control-allow-origin" not in refused.headers
+
+    # The function's own CORS headers are replaced by the configuration's.
+    simple = api.get("/items/1/x", headers={"Origin": "https://app.example"})
+    assert simple.headers["access-control-allow-origin"] == "https://app.example"
+    assert simple.headers["access-control-expose-headers"] == "x-one"
+    assert "origin" in simple.headers["vary"].lower()
+    other = api.get("/items/1/x", headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers
+
+
+@pytest.fixture
+def invoke_api() -> Client:
+    return Client(LambdaApi(make_runtime()))
+
+
+def test_invoke_api(invoke_api: Client) -> None:
+    path = "/2015-03-31/functions/{}/invocations"
+    ok = invoke_api.post(path.format("Plain"), data=b'{"x": 1}')
+    assert ok.status_code == 200
+    assert json.loads(ok.get_data()) == {"ok": True, "n": 1}
+    assert "x-amz-function-error" not in ok.headers
+
+    arn = "arn%3Aaws%3Alambda%3Aus-east-1%3A123456789012%3Afunction%3APlain"
+    assert invoke_api.post(path.format(arn), data=b"{}").status_code == 200
+
+    failed = invoke_api.post(path.format("Boom"), data=b"{}")
+    assert failed.status_code == 200
+    assert failed.headers["x-amz-function-error"] == "Unhandled"
+    error = json.loads(failed.get_data())
+    assert error["errorType"] == "ValueError"
+    assert error["errorMessage"] == "broken on purpose"
+    assert any("boom" in line for line in error["stackTrace"])
+
+    missing = invoke_api.post(path.format("Nope"), data=b"{}")
+    assert missing.status_code == 404
+    assert missing.headers["x-amzn-errortype"] == "ResourceNotFoundException"
+
+    assert invoke_api.post(path.format("Plain"), data=b"{not json").status_code == 400
+    assert (
+        invoke_api.post(path.format("Plain"), data=b"{}", headers={"X-Amz-Invocation-Type": "DryRun"}).status_code
+        == 204
+    )
+    assert (
+        invoke_api.post(path.format("Plain"), data=b"{}", headers={"X-Amz-Invocation-Type": "Event"}).status_code == 202
+    )
