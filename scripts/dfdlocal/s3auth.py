@@ -148,7 +148,10 @@ class PresignedS3Guard:
         digest = hashlib.sha256()
         left = length
         while left > 0:
-            chunk = source.read(min(left, 1024 * 1024))
+            try:
+                chunk = source.read(min(left, 1024 * 1024))
+            except (OSError, ValueError):
+                raise Refused(400, "IncompleteBody", "The request body could not be read.") from None
             if not chunk:
                 break
             digest.update(chunk)

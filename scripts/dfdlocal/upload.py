@@ -69,11 +69,25 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def streamed(path: Path, progress: Progress) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            progress.update(len(chunk))
-            yield chunk
+class ProgressReader:
+    """The file as a request body with a known length (so the PUT carries Content-Length, never chunked
+    encoding, which S3 refuses) that reports progress as it is read."""
+
+    def __init__(self, path: Path, progress: Progress) -> None:
+        self._handle = path.open("rb")
+        self._size = path.stat().st_size
+        self._progress = progress
+
+    def __len__(self) -> int:
+        return self._size
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._handle.read(size)
+        self._progress.update(len(chunk))
+        return chunk
+
+    def close(self) -> None:
+        self._handle.close()
 
 
 def files_of(paths: list[Path]) -> Iterator[Path]:
@@ -107,12 +121,12 @@ def upload_one(api: str, path: Path, *, wait: float, bar: bool) -> Result:
     if answer.status_code != 201:
         return Result(path, "failed", size, detail=error_text(answer))
     issued: dict[str, Any] = answer.json()
-    headers = {k: v for k, v in issued["headers"].items() if k.lower() != "content-length"}
-    headers["Content-Length"] = str(size)
     progress = Progress(path.name, size, bar)
+    body_reader = ProgressReader(path, progress)
     try:
-        put = requests.put(issued["upload_url"], data=streamed(path, progress), headers=headers, timeout=3600)
+        put = requests.put(issued["upload_url"], data=body_reader, headers=issued["headers"], timeout=3600)
     finally:
+        body_reader.close()
         progress.close()
     if put.status_code != 200:
         return Result(path, "failed", size, detail=f"PUT {put.status_code}: {put.text[:200]}")
