@@ -1,0 +1,68 @@
+"""The operator tools against the running stack: scripts/upload (hash first, 409 skips the transfer) and
+scripts/replay (re-delivery changes nothing)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
+from tests.e2e.test_storm import settled
+
+pytestmark = pytest.mark.e2e
+
+
+def tool(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return subprocess.run(
+        [sys.executable, "-m", f"dfdlocal.{module}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
+def test_upload_tool_then_replay_tool(stack: RunningStack, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    folder = tmp_path / "photos"
+    (folder / "nested").mkdir(parents=True)
+    (folder / "a.txt").write_text(f"{tag} alpha\n")
+    (folder / "nested" / "a-copy.txt").write_text(f"{tag} alpha\n")
+    (folder / "b.bin").write_bytes(tag.encode() * 1000)
+    (folder / "empty.txt").write_bytes(b"")
+
+    first = tool(stack, "upload", str(folder), "--api", stack.api_url, "--no-progress")
+    assert first.returncode == 1, first.stdout + first.stderr  # the empty file is refused
+    assert "4 files: 2 stored, 0 duplicate, 1 skipped by the hash precheck, 1 failed" in first.stdout, first.stdout
+
+    again = tool(stack, "upload", str(folder / "a.txt"), str(folder / "b.bin"), "--api", stack.api_url)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 files: 0 stored, 0 duplicate, 2 skipped by the hash precheck, 0 failed" in again.stdout
+    assert "bytes uploaded: 0 " in again.stdout
+
+    wait_until(lambda: settled(stack), timeout=60)
+    replay = tool(
+        stack,
+        "replay",
+        "--endpoint-url",
+        stack.aws_url,
+        "--lambda-url",
+        stack.lambda_url,
+        "--prefix",
+        "uploads/",
+        "-n",
+        "3",
+        "--via",
+        "both",
+        "--concurrency",
+        "4",
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "nothing changed" in replay.stdout
