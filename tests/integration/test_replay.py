@@ -170,26 +170,30 @@ def test_crash_between_commit_and_delete_is_finished_by_redelivery(aws: Aws) -> 
     aws.assert_invariants()
 
 
+def race_after_read(monkeypatch: pytest.MonkeyPatch, other: ObjectRef) -> None:
+    """Let another delivery commit `other` right after our ingest's read and before its commit."""
+    repo = deps.repository()
+    real_state = repo.ingest_state
+
+    def state_then_race(event_key: str, digest: str, upload_id: str | None) -> Any:
+        state = real_state(event_key, digest, upload_id)
+        monkeypatch.setattr(repo, "ingest_state", real_state)
+        assert deps.ingestor().ingest(other).outcome == Outcome.STORED
+        return state
+
+    monkeypatch.setattr(repo, "ingest_state", state_then_race)
+
+
 def test_lost_race_is_handled_as_duplicate(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another function stores the same content between our read and our commit."""
     data = b"racy" * 100
     winner = uploaded(aws, data, "winner")
     loser = uploaded(aws, data, "loser")
-    repo = deps.repository()
-    real_state = repo.ingest_state
     bucket = aws.settings.bucket
-
-    def state_then_race(event_key: str, digest: str, upload_id: str | None) -> Any:
-        state = real_state(event_key, digest, upload_id)
-        monkeypatch.setattr(repo, "ingest_state", real_state)
-        # the other delivery commits now, after our read
-        assert deps.ingestor().ingest(ObjectRef(bucket, winner["key"])).outcome == Outcome.STORED
-        return state
-
-    monkeypatch.setattr(repo, "ingest_state", state_then_race)
+    race_after_read(monkeypatch, ObjectRef(bucket, winner["key"]))
     result = deps.ingestor().ingest(ObjectRef(bucket, loser["key"]))
     assert result.outcome == Outcome.DUPLICATE and result.deleted and result.attempts == 2
-    totals = repo.counter_totals()
+    totals = deps.repository().counter_totals()
     assert totals["total_files"] == 1 and totals["duplicates_avoided"] == 1
     aws.assert_invariants()
 
@@ -197,19 +201,10 @@ def test_lost_race_is_handled_as_duplicate(aws: Aws, monkeypatch: pytest.MonkeyP
 def test_concurrent_delivery_of_the_same_event_counts_once(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two deliveries of one event race: the second commit is cancelled on the event record → replay."""
     answer = uploaded(aws, b"twice" * 100)
-    repo = deps.repository()
-    real_state = repo.ingest_state
-    bucket = aws.settings.bucket
-
-    def state_then_race(event_key: str, digest: str, upload_id: str | None) -> Any:
-        state = real_state(event_key, digest, upload_id)
-        monkeypatch.setattr(repo, "ingest_state", real_state)
-        assert deps.ingestor().ingest(ObjectRef(bucket, answer["key"])).outcome == Outcome.STORED
-        return state
-
-    monkeypatch.setattr(repo, "ingest_state", state_then_race)
-    result = deps.ingestor().ingest(ObjectRef(bucket, answer["key"]))
+    ref = ObjectRef(aws.settings.bucket, answer["key"])
+    race_after_read(monkeypatch, ref)
+    result = deps.ingestor().ingest(ref)
     assert result.outcome == Outcome.REPLAY
-    totals = repo.counter_totals()
+    totals = deps.repository().counter_totals()
     assert totals["total_files"] == 1 and totals["total_uploads"] == 1
     aws.assert_invariants()
