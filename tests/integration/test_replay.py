@@ -208,3 +208,45 @@ def test_concurrent_delivery_of_the_same_event_counts_once(aws: Aws, monkeypatch
     totals = deps.repository().counter_totals()
     assert totals["total_files"] == 1 and totals["total_uploads"] == 1
     aws.assert_invariants()
+
+
+def test_conflicts_and_throttling_are_retried_with_backoff(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TransactionConflict cancellations and throttling on the commit: retried, committed once, counted once."""
+    from botocore.exceptions import ClientError
+
+    answer = uploaded(aws, b"contended" * 100)
+    client = deps.repository()._db
+    real = client.transact_write_items
+    failures = [
+        ClientError(
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+            },
+            "TransactWriteItems",
+        ),
+        ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "TransactWriteItems"),
+        ClientError(
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                "CancellationReasons": [{"Code": "TransactionConflict"}, {"Code": "None"}],
+            },
+            "TransactWriteItems",
+        ),
+    ]
+
+    def flaky(**kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop(0)
+        return real(**kwargs)
+
+    monkeypatch.setattr(client, "transact_write_items", flaky)
+    sleeps: list[float] = []
+    ingestor = deps.ingestor()
+    monkeypatch.setattr(ingestor, "_sleep", sleeps.append)
+    result = ingestor.ingest(ObjectRef(aws.settings.bucket, answer["key"]))
+    assert result.outcome == Outcome.STORED and result.attempts == 4
+    assert len(sleeps) == 3 and all(s > 0 for s in sleeps)
+    totals = deps.repository().counter_totals()
+    assert totals["total_files"] == 1 and totals["total_uploads"] == 1
+    aws.assert_invariants()
