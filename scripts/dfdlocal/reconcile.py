@@ -1,28 +1,266 @@
-"""Hook for the reconcile workflow: a timer starting Step Functions executions. NOT WIRED YET.
+"""The reconcile workflow, locally: the template's own ASL file executed by moto's Step Functions interpreter.
 
-:func:`start_reconcile_schedule` is called by :meth:`dfdlocal.stack.LocalStack.start` once the resources
-exist and the handlers are loaded; :meth:`~dfdlocal.stack.LocalStack.stop` calls ``stop()`` on what it
-returned. Today it creates nothing and returns None. To wire it (the reconcile issue):
+There is no second implementation of the workflow here, only the plumbing around it:
 
-1. enable moto's executor: ``POST {stack.aws_url}/moto-api/config`` with
-   ``{"stepfunctions": {"execute_state_machine": true}}`` (MOTO_PORT is already exported, the executor calls
-   back to the emulator);
-2. for each ``stack.model.state_machines`` entry: read its ``DefinitionUri`` (relative to the template),
-   substitute ``DefinitionSubstitutions`` evaluated with ``stack.model.resolver`` (local table names, queue
-   URL...), ``create_state_machine`` via ``stack.client("stepfunctions")``;
-3. start a daemon thread that calls ``start_execution`` every N seconds (the template's Schedule, shortened
-   locally; make it an option) until ``stop()`` is called; log each execution's outcome;
-4. add a line to the banner (``dfdlocal.__main__.banner``) and a test in tests/e2e.
+* :func:`load_definition` applies ``DefinitionSubstitutions`` (``${Name}`` placeholders) to
+  ``statemachine/reconcile.asl.json`` the way CloudFormation does;
+* :func:`create_state_machine` creates (or updates) it in the emulator;
+* :func:`run_reconcile` starts an execution, follows its continuations (an execution whose history nears
+  its quota continues in a new one) and returns the final summary;
+* :func:`start_reconcile_schedule` is the local stack's hook: called by ``LocalStack.start`` once the
+  resources exist, it creates the template's state machine and runs it on a timer
+  (``DFD_RECONCILE_INTERVAL`` seconds, default 60; 0 = never, ``scripts/reconcile`` still runs it);
+* ``python -m dfdlocal.reconcile`` (``scripts/reconcile``) runs it now against ``make run`` and prints the
+  summary.
+
+moto quirks handled here (see statemachine/README.md): executions only run after
+``POST /moto-api/config {"stepfunctions": {"execute_state_machine": true}}``, their SDK calls go to
+``localhost:$MOTO_PORT`` (set by the local stack), an execution started without a name is named ``None``
+(so every start here passes one), and moto's ``states:startExecution`` integration sends the parameters
+with Step Functions' PascalCase names straight to botocore, which only knows ``stateMachineArn``...
+:func:`patch_moto_start_execution` renames them (in this process: the local stack's emulator runs here).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib import request as urlrequest
+from urllib.error import URLError
 
 if TYPE_CHECKING:
     from dfdlocal.stack import LocalStack
 
+log = logging.getLogger("dfdlocal.reconcile")
 
+ROOT = Path(__file__).resolve().parents[2]
+DEFINITION = ROOT / "statemachine" / "reconcile.asl.json"
+TEMPLATE = ROOT / "template.yaml"
+LOGICAL_ID = "ReconcileStateMachine"
+STATE_MACHINE_NAME = "dfd-reconcile"  # the local stack's name for ReconcileStateMachine
+LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/dfd-reconcile"  # moto does not evaluate IAM
+DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+DEFAULT_INTERVAL = 60.0
+INTERVAL_VARIABLE = "DFD_RECONCILE_INTERVAL"
+# moto's interpreter logs at ERROR every JSONPath it does not find, including the absent ones a Choice rule
+# tests with IsPresent (normal here): the local stack quiets it; failed executions are reported anyway.
+MOTO_INTERPRETER_LOGGER = "moto.stepfunctions.parser.asl.component.eval_component"
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_.:-]+)\}")
+_FINISHED = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+
+
+class ReconcileError(RuntimeError):
+    """An execution failed, timed out, or the workflow could not be started (the message says which)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Definition and state machine
+# --------------------------------------------------------------------------------------------------
+def placeholders(text: str) -> set[str]:
+    """The ``${Name}`` placeholders of a definition (what DefinitionSubstitutions must provide)."""
+    return set(_PLACEHOLDER.findall(text))
+
+
+def load_definition(substitutions: Mapping[str, Any], path: Path = DEFINITION) -> str:
+    """The ASL text with every ``${Name}`` replaced (JSON-escaped); a placeholder without a value is an error."""
+    text = path.read_text(encoding="utf-8")
+    missing = sorted(placeholders(text) - set(substitutions))
+    if missing:
+        raise ReconcileError(f"{path.name}: no substitution for {', '.join(missing)}")
+
+    def replace(match: re.Match[str]) -> str:
+        return json.dumps(str(substitutions[match.group(1)]))[1:-1]
+
+    definition = _PLACEHOLDER.sub(replace, text)
+    json.loads(definition)  # still JSON
+    return definition
+
+
+def find_state_machine(sfn: Any, name: str = STATE_MACHINE_NAME) -> str | None:
+    for page in sfn.get_paginator("list_state_machines").paginate():
+        for machine in page.get("stateMachines", []):
+            if machine["name"] == name:
+                return str(machine["stateMachineArn"])
+    return None
+
+
+def create_state_machine(
+    sfn: Any,
+    substitutions: Mapping[str, Any],
+    *,
+    name: str = STATE_MACHINE_NAME,
+    definition_path: Path = DEFINITION,
+    role_arn: str = LOCAL_ROLE_ARN,
+) -> str:
+    """Create the state machine from the ASL file (or update the definition of one with that name)."""
+    definition = load_definition(substitutions, definition_path)
+    existing = find_state_machine(sfn, name)
+    if existing is not None:
+        sfn.update_state_machine(stateMachineArn=existing, definition=definition, roleArn=role_arn)
+        return existing
+    created = sfn.create_state_machine(name=name, definition=definition, roleArn=role_arn, type="STANDARD")
+    return str(created["stateMachineArn"])
+
+
+def template_state_machine(template: Path, endpoint: str) -> tuple[str, Path, dict[str, str]]:
+    """(local name, definition file, evaluated substitutions) of the template's reconcile state machine."""
+    from dfdlocal.template import read_model
+
+    model = read_model(template, endpoint)
+    return state_machine_from_model(model)
+
+
+def state_machine_from_model(model: Any) -> tuple[str, Path, dict[str, str]]:
+    machine = model.state_machines.get(LOGICAL_ID)
+    if machine is None:
+        raise ReconcileError(f"{model.path}: no {LOGICAL_ID} resource")
+    props = machine.properties
+    uri = props.get("DefinitionUri")
+    if not isinstance(uri, str):
+        raise ReconcileError(f"{LOGICAL_ID}.DefinitionUri must be a path relative to the template")
+    raw = props.get("DefinitionSubstitutions") or {}
+    evaluated = model.resolver.evaluate(LOGICAL_ID, "DefinitionSubstitutions", raw)
+    substitutions = {str(key): _text(value) for key, value in evaluated.items()}
+    return machine.name, Path(model.path).parent / uri, substitutions
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_text(item) for item in value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# moto
+# --------------------------------------------------------------------------------------------------
+def enable_executions(endpoint: str) -> None:
+    """moto only runs executions once told to (server mode)."""
+    body = json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode()
+    url = endpoint.rstrip("/") + "/moto-api/config"
+    if not url.startswith(("http://", "https://")):
+        raise ReconcileError(f"not an HTTP endpoint: {endpoint}")
+    req = urlrequest.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})  # noqa: S310
+    with urlrequest.urlopen(req, timeout=10) as response:  # noqa: S310 - checked above: the emulator's URL
+        response.read()
+
+
+def patch_moto_start_execution() -> bool:
+    """Make moto's ``states:startExecution`` integration accept Step Functions' parameter names.
+
+    Step Functions documents ``StateMachineArn``/``Input``/``Name`` and answers ``ExecutionArn``; moto passes
+    the parameters to botocore unchanged (whose SFN members are ``stateMachineArn``...) and returns
+    botocore's response keys. Idempotent; False when moto's layout changed (continuations then fail loudly).
+    """
+    try:
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service_sfn as module,
+        )
+    except ImportError:  # pragma: no cover - moto without its Step Functions interpreter
+        return False
+    cls: Any = getattr(module, "StateTaskServiceSfn", None)
+    if cls is None or not hasattr(cls, "_normalise_parameters") or not hasattr(cls, "_normalise_response"):
+        log.warning("moto changed: states:startExecution continuations will not work locally")
+        return False
+    if getattr(cls, "_dfd_patched", False):
+        return True
+    original_parameters = cls._normalise_parameters
+    original_response = cls._normalise_response
+
+    def normalise_parameters(self: Any, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        original_parameters(self, parameters, *args, **kwargs)
+        for key in [k for k in parameters if k[:1].isupper()]:
+            parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+    def normalise_response(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+        original_response(self, response, *args, **kwargs)
+        if isinstance(response, dict):
+            for key in [k for k in response if k[:1].islower()]:
+                response[key[0].upper() + key[1:]] = response.pop(key)
+
+    cls._normalise_parameters = normalise_parameters
+    cls._normalise_response = normalise_response
+    cls._dfd_patched = True
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Running it
+# --------------------------------------------------------------------------------------------------
+def execution_name() -> str:
+    return f"reconcile-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for(sfn: Any, execution_arn: str, deadline: float, poll: float) -> dict[str, Any]:
+    while True:
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
+        if described["status"] in _FINISHED:
+            return described
+        if time.monotonic() >= deadline:
+            raise ReconcileError(f"{execution_arn} still {described['status']} after the timeout")
+        time.sleep(poll)
+
+
+def run_reconcile(
+    sfn: Any,
+    state_machine_arn: str,
+    timeout: float = 120.0,
+    *,
+    execution_input: Mapping[str, Any] | None = None,
+    poll: float = 0.05,
+) -> dict[str, Any]:
+    """Run the workflow to the end (following its continuations) and return its summary.
+
+    The summary: ``{"redriven": n, "expired": n, "orphans": n | None, "drift": {"files": d, "bytes": d} | None,
+    "now": ..., "executions": k}`` (``None``: not checked by a ``{"sweep": false}`` run). Raises
+    :class:`ReconcileError` when an execution does not succeed within ``timeout`` seconds (for the whole chain).
+    """
+    deadline = time.monotonic() + timeout
+    started = sfn.start_execution(
+        stateMachineArn=state_machine_arn,
+        name=execution_name(),
+        input=json.dumps(dict(execution_input or {})),
+    )
+    execution_arn = str(started["executionArn"])
+    while True:
+        described = wait_for(sfn, execution_arn, deadline, poll)
+        if described["status"] != "SUCCEEDED":
+            raise ReconcileError(
+                f"{execution_arn} {described['status']}: {described.get('error', '')} {described.get('cause', '')}"
+            )
+        output: dict[str, Any] = json.loads(described.get("output") or "{}")
+        following = output.get("continued")
+        if not following:
+            return output
+        log.debug("reconcile %s continues in %s", execution_arn, following)
+        execution_arn = str(following)
+
+
+def describe_summary(summary: Mapping[str, Any]) -> str:
+    drift = summary.get("drift")
+    drift_text = "not audited" if drift is None else f"files {drift['files']:+d}, bytes {drift['bytes']:+d}"
+    orphans = summary.get("orphans")
+    return (
+        f"re-driven {summary.get('redriven', 0)}, expired {summary.get('expired', 0)}, "
+        f"orphans {'not swept' if orphans is None else orphans}, drift: {drift_text}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The local stack's timer
+# --------------------------------------------------------------------------------------------------
 class ReconcileSchedule(Protocol):
     def stop(self) -> None: ...
 
@@ -31,7 +269,133 @@ class ReconcileSchedule(Protocol):
         ...
 
 
-def start_reconcile_schedule(stack: LocalStack) -> ReconcileSchedule | None:
-    """Start the timer that runs the reconcile workflow; None while it is not implemented."""
-    del stack
-    return None
+@dataclass
+class _Timer:
+    client: Any
+    state_machine_arn: str
+    name: str
+    interval: float
+    timeout: float = 300.0
+    runs: int = 0
+    last: dict[str, Any] | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.interval <= 0:
+            return
+        self._thread = threading.Thread(target=self._loop, name="reconcile-timer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                summary = run_reconcile(self.client, self.state_machine_arn, self.timeout)
+            except Exception as error:  # the timer must outlive a failed run (it is logged, like AWS's alarm)
+                if self._stop.is_set():
+                    return
+                log.warning("reconcile run failed: %s", error)
+                continue
+            self.runs += 1
+            self.last = summary
+            changed = summary.get("redriven") or summary.get("expired") or summary.get("orphans")
+            drift = summary.get("drift") or {}
+            level = logging.INFO if changed or drift.get("files") or drift.get("bytes") else logging.DEBUG
+            log.log(level, "reconcile: %s", describe_summary(summary))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def describe(self) -> str:
+        every = f"every {self.interval:g} s" if self.interval > 0 else "timer off"
+        return f"{self.name} (Step Functions on moto), {every} ({INTERVAL_VARIABLE}); scripts/reconcile runs it now"
+
+
+def interval_from_env() -> float:
+    raw = os.environ.get(INTERVAL_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_INTERVAL
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise ReconcileError(f"{INTERVAL_VARIABLE}={raw!r} is not a number of seconds") from None
+
+
+def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -> ReconcileSchedule | None:
+    """Create the template's reconcile state machine in the emulator and run it every ``interval`` seconds.
+
+    Called by ``LocalStack.start`` once the resources exist; ``stop()`` on the result ends the timer. None
+    when the template has no reconcile state machine.
+    """
+    model = stack.model
+    if model is None or LOGICAL_ID not in model.state_machines:
+        return None
+    patch_moto_start_execution()
+    logging.getLogger(MOTO_INTERPRETER_LOGGER).setLevel(logging.CRITICAL)
+    enable_executions(stack.aws_url)
+    name, path, substitutions = state_machine_from_model(model)
+    client = stack.client("stepfunctions")
+    arn = create_state_machine(client, substitutions, name=name, definition_path=path)
+    timer = _Timer(client, arn, name, interval_from_env() if interval is None else interval)
+    timer.start()
+    log.debug("reconcile state machine %s created (%s)", name, arn)
+    return timer
+
+
+# --------------------------------------------------------------------------------------------------
+# scripts/reconcile
+# --------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/reconcile",
+        description="Run the reconcile workflow now on the local stack (make run) and print its summary.",
+    )
+    parser.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, help="AWS emulator (default: make run)")
+    parser.add_argument("--name", default=STATE_MACHINE_NAME, help="state machine name (created if absent)")
+    parser.add_argument("--template", type=Path, default=TEMPLATE, help="template defining it (when creating it)")
+    parser.add_argument("--pending-only", action="store_true", help="only pending uploads (no sweep, no audit)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the whole run")
+    parser.add_argument(
+        "--now",
+        help="run as if it were this UTC time (YYYY-MM-DDTHH:MM:SSZ), e.g. past the grace period and URL expiry",
+    )
+    args = parser.parse_args(argv)
+    execution_input: dict[str, Any] = {}
+    if args.pending_only:
+        execution_input["sweep"] = False
+    if args.now:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", args.now):
+            parser.error("--now must look like 2030-01-01T00:00:00Z")
+        execution_input["now"] = args.now
+
+    for variable, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        os.environ.setdefault(variable, value)
+    import boto3
+
+    sfn = boto3.client("stepfunctions", endpoint_url=args.endpoint_url, region_name="us-east-1")
+    try:
+        arn = find_state_machine(sfn, args.name)
+        if arn is None:
+            enable_executions(args.endpoint_url)
+            name, path, substitutions = template_state_machine(args.template, args.endpoint_url)
+            arn = create_state_machine(sfn, substitutions, name=args.name or name, definition_path=path)
+            print(f"created state machine {args.name}", file=sys.stderr)
+        summary = run_reconcile(sfn, arn, args.timeout, execution_input=execution_input)
+    except (URLError, ConnectionError) as error:
+        print(f"cannot reach {args.endpoint_url} ({error}): is `make run` running?", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if type(error).__name__ == "EndpointConnectionError":
+            print(f"cannot reach {args.endpoint_url}: is `make run` running?", file=sys.stderr)
+            return 2
+        print(f"reconcile failed: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=2))
+    print(describe_summary(summary), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -71,9 +71,43 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("dynamodb:ConditionCheckItem", "FilesTable.Arn"),
     },
+    # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
+    # tests/unit/test_asl.py), the listing to the upload prefix, the metric to the stack's namespace.
+    "ReconcileStateMachine": {
+        ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
+        ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("dynamodb:GetItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
+        ("dynamodb:Scan", "FilesTable.Arn"),
+        ("dynamodb:Scan", "CountersTable.Arn"),
+        ("dynamodb:PutItem", "CountersTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("dynamodb:DeleteItem", "CountersTable.Arn"),
+        ("s3:ListBucket", "FilesBucket.Arn"),
+        ("sqs:SendMessage", "IngestQueue.Arn"),
+        ("cloudwatch:PutMetricData", "*"),
+        (
+            "states:StartExecution",
+            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
+        ),
+        *{
+            (f"logs:{action}", "*")
+            for action in (
+                "CreateLogDelivery",
+                "GetLogDelivery",
+                "UpdateLogDelivery",
+                "DeleteLogDelivery",
+                "ListLogDeliveries",
+                "PutResourcePolicy",
+                "DescribeResourcePolicies",
+                "DescribeLogGroups",
+            )
+        },
+    },
 }
 # Actions AWS only authorizes on Resource "*" (X-Ray comes from `Tracing: Active` as a managed policy; the
-# log-delivery actions are what Step Functions logging needs). Nothing else may use "*".
+# log-delivery actions are what Step Functions logging needs; PutMetricData has no resource ARN). Nothing
+# else may use "*".
 STAR_RESOURCE_ONLY = {
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
@@ -87,6 +121,7 @@ STAR_RESOURCE_ONLY = {
     "logs:PutResourcePolicy",
     "logs:DescribeResourcePolicies",
     "logs:DescribeLogGroups",
+    "cloudwatch:PutMetricData",  # granted with a cloudwatch:namespace condition (tests/unit/test_asl.py)
 }
 # (logical id, hash key, TTL attribute or None)
 TABLES = [

@@ -1,0 +1,442 @@
+"""The reconcile workflow: statemachine/reconcile.asl.json executed by moto's Step Functions interpreter.
+
+moto runs here as a server (the local stack's emulator, in a thread): executions call their SDK integrations
+back over HTTP at localhost:$MOTO_PORT, through the same DynamoDB serialization as `make run`. Tables,
+bucket, notification and queues come from template.yaml, the state machine from the template's
+DefinitionUri and DefinitionSubstitutions. The ingest function runs in-process on what the queue holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+from urllib import request as urlrequest
+
+import boto3
+import pytest
+import requests
+
+from dfd import clock, deps
+from dfd.config import Settings
+from dfd.handlers import ingest, upload
+from dfdlocal import reconcile
+from dfdlocal.audit import Report, audit
+from dfdlocal.emulator import create_resources, make_emulator_server
+from dfdlocal.template import read_model
+from tests.conftest import TEST_ENV
+from tests.support import LambdaContext, api_event, call, sqs_batch
+
+REGION = "us-east-1"
+
+
+@dataclass
+class Emulator:
+    endpoint: str
+    model: Any
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Emulator]:
+    """One moto server for the module (the local stack's emulator app); each test resets it."""
+    with pytest.MonkeyPatch.context() as patch:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        endpoint = f"http://127.0.0.1:{port}"
+        for name, value in TEST_ENV.items():
+            patch.setenv(name, value)
+        patch.setenv("AWS_ENDPOINT_URL", endpoint)  # the handlers' clients and presigned URLs
+        patch.setenv("MOTO_PORT", str(port))  # where the Step Functions executor sends its SDK calls
+        # moto logs every JSONPath a Choice finds absent (IsPresent false) at ERROR
+        interpreter_log = logging.getLogger(reconcile.MOTO_INTERPRETER_LOGGER)
+        level = interpreter_log.level
+        interpreter_log.setLevel(logging.CRITICAL)
+        reconcile.patch_moto_start_execution()
+        server = make_emulator_server(sock)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        thread.start()
+        try:
+            yield Emulator(endpoint, read_model(reconcile.TEMPLATE, endpoint))
+        finally:
+            server.shutdown()
+            server.server_close()
+            sock.close()
+            interpreter_log.setLevel(level)
+            deps.reset()
+
+
+@dataclass
+class Local:
+    emulator: Emulator
+    settings: Settings
+    ddb: Any
+    s3: Any
+    sqs: Any
+    sfn: Any
+    queue_url: str
+    state_machine_arn: str
+
+    # -- the workflow ---------------------------------------------------------------------------------
+    def run(self, **execution_input: Any) -> dict[str, Any]:
+        return reconcile.run_reconcile(self.sfn, self.state_machine_arn, 60, execution_input=execution_input)
+
+    # -- the ingest queue and function ----------------------------------------------------------------
+    def drain(self) -> list[str]:
+        """Take every message off the ingest queue (a lost notification, or to deliver it)."""
+        bodies: list[str] = []
+        while True:
+            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not got:
+                return bodies
+            for message in got:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                bodies.append(message["Body"])
+
+    def deliver(self) -> list[dict[str, Any]]:
+        """Hand the queue's messages to the ingest function (the event source mapping); their payloads."""
+        bodies = self.drain()
+        if bodies:
+            result = ingest.handler(sqs_batch(*bodies), LambdaContext())
+            assert result == {"batchItemFailures": []}
+        return [json.loads(body) for body in bodies]
+
+    # -- uploads --------------------------------------------------------------------------------------
+    def register(self, data: bytes, filename: str = "f.bin") -> dict[str, Any]:
+        status, answer = call(
+            upload.handler, api_event("POST", "/upload", body={"filename": filename, "size": len(data)})
+        )
+        assert status == 201, answer
+        return answer
+
+    def upload(self, data: bytes, filename: str = "f.bin") -> dict[str, Any]:
+        """POST /upload and the PUT; the S3 notification stays on the queue."""
+        answer = self.register(data, filename)
+        response = requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
+        assert response.status_code == 200, response.text
+        return answer
+
+    def upload_item(self, upload_id: str) -> dict[str, Any]:
+        item = self.ddb.get_item(TableName=self.settings.uploads_table, Key={"upload_id": {"S": upload_id}})["Item"]
+        return {k: next(iter(v.values())) for k, v in item.items()}
+
+    # -- state ----------------------------------------------------------------------------------------
+    def audit(self) -> Report:
+        return audit(self.ddb, self.s3, self.settings)
+
+    def assert_invariants(self) -> None:
+        report = self.audit()
+        assert report.ok, report.text()
+
+    def snapshot(self) -> dict[str, list[Any]]:
+        s = self.settings
+        state: dict[str, list[Any]] = {}
+        for table in (s.files_table, s.counters_table, s.uploads_table, s.events_table):
+            state[table] = sorted(self.ddb.scan(TableName=table, ConsistentRead=True)["Items"], key=repr)
+        listing = self.s3.list_objects_v2(Bucket=s.bucket).get("Contents", [])
+        state["objects"] = sorted((o["Key"], o["ETag"]) for o in listing)
+        return state
+
+
+@pytest.fixture
+def local(emulator: Emulator) -> Iterator[Local]:
+    urlrequest.urlopen(urlrequest.Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
+    reconcile.enable_executions(emulator.endpoint)
+    resources = create_resources(emulator.model, emulator.client, local_visibility_timeout=30)
+    name, path, substitutions = reconcile.state_machine_from_model(emulator.model)
+    sfn = emulator.client("stepfunctions")
+    arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
+    deps.reset()
+    env = Local(
+        emulator,
+        Settings.from_env(),
+        emulator.client("dynamodb"),
+        emulator.client("s3"),
+        emulator.client("sqs"),
+        sfn,
+        resources.queues["IngestQueue"].url,
+        arn,
+    )
+    env.drain()  # the s3:TestEvent sent when the notification was configured
+    yield env
+    deps.reset()
+
+
+def later(**delta: float) -> str:
+    """An execution's notion of now, moved forward (instead of waiting out grace periods and URL expiry)."""
+    return clock.iso(datetime.now(UTC) + timedelta(**delta))
+
+
+def nothing(summary: dict[str, Any]) -> bool:
+    return summary["redriven"] == summary["expired"] == summary["orphans"] == 0 and summary["drift"] == {
+        "files": 0,
+        "bytes": 0,
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+def test_empty_stack_reports_nothing(local: Local) -> None:
+    summary = local.run()
+    assert nothing(summary), summary
+    assert summary["executions"] == 1
+    assert local.drain() == []
+
+
+def test_lost_notification_is_replayed_and_ingested(local: Local) -> None:
+    data = b"lost notification\n" * 100
+    answer = local.upload(data, "lost.txt")
+    assert local.drain(), "S3 sent its notification"  # ... and it is lost
+    assert local.audit().ok is False  # an uploaded object nobody ingested
+
+    summary = local.run(now=later(hours=1))
+    assert summary["redriven"] == 1 and summary["expired"] == 0 and summary["orphans"] == 0, summary
+    (replay,) = local.deliver()
+    (record,) = replay["Records"]
+    assert record["eventSource"] == "aws:s3" and record["eventName"] == "ObjectCreated:Put"
+    assert record["dfd:raw-key"] is True  # ASL cannot URL-encode: the key is sent as it is
+    assert record["s3"]["bucket"]["name"] == local.settings.bucket
+    assert record["s3"]["object"]["key"] == answer["key"]
+
+    item = local.upload_item(answer["upload_id"])
+    assert item["status"] == "stored" and "pending_shard" not in item
+    local.assert_invariants()
+    # the upload left the pending index: the next run finds nothing to do
+    before = local.snapshot()
+    assert nothing(local.run(now=later(hours=1)))
+    assert local.drain() == [] and local.snapshot() == before
+
+
+def test_replay_after_the_original_event_changes_nothing(local: Local) -> None:
+    """A slow notification: reconcile replays it, then the original arrives too. One ingest counts."""
+    answer = local.upload(b"slow" * 1000)
+    original = local.drain()
+    assert local.run(now=later(hours=1))["redriven"] == 1
+    local.sqs.send_message(QueueUrl=local.queue_url, MessageBody=original[0])
+    assert len(local.deliver()) == 2
+    assert local.upload_item(answer["upload_id"])["status"] == "stored"
+    local.assert_invariants()
+
+
+def test_abandoned_upload_expires_and_a_fresh_one_is_left_alone(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECONCILE_GRACE_SECONDS", "60")
+    monkeypatch.setenv("UPLOAD_URL_EXPIRES", "3600")
+    deps.reset()
+    abandoned = local.register(b"never uploaded")
+    # past the grace period but the URL is still valid: the client may still upload
+    assert nothing(local.run(now=later(minutes=10)))
+    assert local.upload_item(abandoned["upload_id"])["status"] == "pending"
+
+    summary = local.run(now=later(hours=2))  # past the URL's expiry, no object
+    assert summary["expired"] == 1 and summary["redriven"] == 0, summary
+    item = local.upload_item(abandoned["upload_id"])
+    assert item["status"] == "expired" and "pending_shard" not in item and "expired_at" in item
+    assert "ttl" in item  # still cleaned up by TTL
+    local.assert_invariants()
+    before = local.snapshot()
+    assert nothing(local.run(now=later(hours=2)))
+    assert local.snapshot() == before
+
+
+def test_pending_uploads_are_found_with_the_execution_start_time(local: Local) -> None:
+    """No `now` in the input: the execution's own clock ($$.State.EnteredTime) against the index's strings."""
+    due = local.upload(b"due" * 10)
+    not_yet = local.upload(b"not yet" * 10)
+    local.drain()
+    for answer, moved in ((due, -1), (not_yet, +1)):
+        local.ddb.update_item(
+            TableName=local.settings.uploads_table,
+            Key={"upload_id": {"S": answer["upload_id"]}},
+            UpdateExpression="SET reconcile_after = :t",
+            ExpressionAttributeValues={":t": {"S": later(hours=moved)}},
+        )
+    summary = local.run()
+    assert summary["redriven"] == 1, summary
+    (replay,) = local.deliver()
+    assert replay["Records"][0]["s3"]["object"]["key"] == due["key"]
+
+
+def test_orphan_object_is_ingested(local: Local) -> None:
+    bucket, prefix = local.settings.bucket, local.settings.upload_prefix
+    local.s3.put_object(Bucket=bucket, Key=f"{prefix}direct/put-1.bin", Body=b"put while notifications were off")
+    local.s3.put_object(Bucket=bucket, Key=f"{prefix}folder/", Body=b"")  # a "folder": never ingested
+    local.s3.put_object(Bucket=bucket, Key="elsewhere/x.bin", Body=b"outside the prefix")
+    local.drain()
+
+    summary = local.run()
+    assert summary["orphans"] == 1 and summary["redriven"] == 0, summary
+    (replay,) = local.deliver()
+    assert replay["Records"][0]["s3"]["object"]["key"] == f"{prefix}direct/put-1.bin"
+    files = local.ddb.scan(TableName=local.settings.files_table)["Items"]
+    assert [f["s3_key"]["S"] for f in files] == [f"{prefix}direct/put-1.bin"]
+
+    local.s3.delete_object(Bucket=bucket, Key=f"{prefix}folder/")
+    local.assert_invariants()
+    before = local.snapshot()
+    assert nothing(local.run())
+    assert local.drain() == [] and local.snapshot() == before
+
+
+def test_orphan_keys_with_spaces_and_non_ascii_characters(local: Local) -> None:
+    key = "uploads/direct/my notes é 1.txt"
+    local.s3.put_object(Bucket=local.settings.bucket, Key=key, Body=b"notes")
+    local.drain()
+    assert local.run()["orphans"] == 1
+    (replay,) = local.deliver()
+    assert replay["Records"][0]["s3"]["object"]["key"] == key
+    local.assert_invariants()
+
+
+def test_orphan_key_with_plus_and_percent(local: Local) -> None:
+    key = "uploads/direct/a+b%20c.txt"
+    local.s3.put_object(Bucket=local.settings.bucket, Key=key, Body=b"plus")
+    local.drain()
+    assert local.run()["orphans"] == 1
+    local.deliver()
+    local.assert_invariants()
+
+
+def test_processed_and_pending_uploads_are_not_orphans(local: Local) -> None:
+    stored = local.upload(b"stored" * 10)
+    local.deliver()
+    local.upload(b"pending" * 10)
+    local.drain()  # lost, but young: the pending pass owns it after its grace period
+    # a stored object whose event record has expired (TTL) is still known through its upload
+    local.ddb.delete_item(
+        TableName=local.settings.events_table,
+        Key={"event_key": {"S": local.ddb.scan(TableName=local.settings.events_table)["Items"][0]["event_key"]["S"]}},
+    )
+    summary = local.run()
+    assert summary["orphans"] == 0 and summary["redriven"] == 0, summary
+    assert local.upload_item(stored["upload_id"])["status"] == "stored"
+
+
+def test_corrupted_counter_shard_shows_as_drift(local: Local) -> None:
+    for i in range(3):
+        local.upload(f"file {i}".encode() * 50, f"{i}.txt")
+    local.upload(b"file 0" * 50, "again.txt")  # a duplicate
+    local.deliver()
+    local.assert_invariants()
+    assert nothing(local.run())
+
+    local.ddb.update_item(
+        TableName=local.settings.counters_table,
+        Key={"counter_id": {"S": "shard#002"}},
+        UpdateExpression="ADD total_files :f, total_bytes_stored :b",
+        ExpressionAttributeValues={":f": {"N": "2"}, ":b": {"N": "1000"}},
+    )
+    summary = local.run()
+    assert summary["drift"] == {"files": 2, "bytes": 1000}, summary
+    cloudwatch = local.emulator.client("cloudwatch")
+    names = {m["MetricName"] for m in cloudwatch.list_metrics(Namespace="dfd")["Metrics"]}
+    assert {"CounterDriftDetected", "CounterDriftFiles", "CounterDriftBytes"} <= names
+
+    local.ddb.update_item(  # now under-counted
+        TableName=local.settings.counters_table,
+        Key={"counter_id": {"S": "shard#002"}},
+        UpdateExpression="ADD total_files :f, total_bytes_stored :b",
+        ExpressionAttributeValues={":f": {"N": "-3"}, ":b": {"N": "-1300"}},
+    )
+    assert local.run()["drift"] == {"files": -1, "bytes": -300}
+    # the audit's scratch items are gone; only the shards remain
+    ids = {i["counter_id"]["S"] for i in local.ddb.scan(TableName=local.settings.counters_table)["Items"]}
+    assert ids and all(i.startswith("shard#") for i in ids)
+
+
+def test_a_second_run_right_after_changes_nothing(local: Local) -> None:
+    local.upload(b"one" * 100)
+    local.upload(b"two" * 100)
+    local.register(b"abandoned")
+    local.s3.put_object(Bucket=local.settings.bucket, Key="uploads/orphan.bin", Body=b"orphan")
+    local.drain()
+    summary = local.run(now=later(hours=2))
+    assert (summary["redriven"], summary["expired"], summary["orphans"]) == (2, 1, 1), summary
+    local.deliver()
+    local.assert_invariants()
+
+    before = local.snapshot()
+    assert nothing(local.run(now=later(hours=2)))
+    assert local.drain() == []
+    assert local.snapshot() == before
+
+
+def test_pending_only_run_skips_the_sweep(local: Local) -> None:
+    local.upload(b"pending" * 10)
+    local.s3.put_object(Bucket=local.settings.bucket, Key="uploads/orphan.bin", Body=b"orphan")
+    local.drain()
+    summary = local.run(sweep=False, now=later(hours=1))
+    assert summary["redriven"] == 1 and summary["orphans"] is None and summary["drift"] is None, summary
+    (replay,) = local.drain()
+    assert json.loads(replay)["Records"][0]["s3"]["object"]["key"] != "uploads/orphan.bin"
+
+
+def test_a_run_past_its_budget_continues_in_new_executions(local: Local) -> None:
+    """Every page past the budget starts a fresh execution (history quota): the chain ends with the totals."""
+    for i in range(3):
+        local.upload(f"pending {i}".encode())
+    local.register(b"abandoned")
+    for i in range(2):
+        local.s3.put_object(Bucket=local.settings.bucket, Key=f"uploads/orphan-{i}.bin", Body=b"o%d" % i)
+    local.drain()
+    summary = local.run(now=later(hours=2), budget=1)
+    assert (summary["redriven"], summary["expired"], summary["orphans"]) == (3, 1, 2), summary
+    assert summary["drift"] == {"files": 0, "bytes": 0}
+    assert summary["executions"] > 3
+    local.deliver()
+    local.assert_invariants()
+    executions = local.sfn.list_executions(stateMachineArn=local.state_machine_arn)["executions"]
+    assert len(executions) == summary["executions"]
+    assert {e["status"] for e in executions} == {"SUCCEEDED"}
+
+
+# --------------------------------------------------------------------------------------------------------
+# The local stack's hook and scripts/reconcile
+# --------------------------------------------------------------------------------------------------------
+def test_local_stack_hook_runs_the_workflow_on_a_timer(local: Local) -> None:
+    local.s3.put_object(Bucket=local.settings.bucket, Key="uploads/orphan.bin", Body=b"orphan")
+    local.drain()
+    local.sfn.delete_state_machine(stateMachineArn=local.state_machine_arn)
+    stack = SimpleNamespace(model=local.emulator.model, aws_url=local.emulator.endpoint, client=local.emulator.client)
+    schedule = reconcile.start_reconcile_schedule(stack, interval=0.2)  # type: ignore[arg-type]
+    assert schedule is not None
+    try:
+        assert "dfd-reconcile" in schedule.describe()
+        deadline = time.monotonic() + 20
+        while not local.drain():
+            assert time.monotonic() < deadline, "the timer never re-drove the orphan"
+            time.sleep(0.1)
+    finally:
+        schedule.stop()
+
+
+def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local.upload(b"cli" * 10)
+    local.drain()
+    local.sfn.delete_state_machine(stateMachineArn=local.state_machine_arn)
+    now = later(hours=1)
+    capsys.readouterr()  # the upload handler's metrics line
+    assert reconcile.main(["--endpoint-url", local.emulator.endpoint, "--pending-only", "--now", now]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {
+        "redriven": 1,
+        "expired": 0,
+        "orphans": None,
+        "drift": None,
+        "now": now,
+        "executions": 1,
+    }
+    assert "created state machine dfd-reconcile" in err
+    assert len(local.drain()) == 1
+    assert reconcile.main(["--endpoint-url", "http://127.0.0.1:9", "--timeout", "5"]) == 2

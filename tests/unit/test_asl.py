@@ -1,0 +1,309 @@
+"""statemachine/reconcile.asl.json: valid ASL (statelint, cfn-lint's schema, moto's parser), wired in
+template.yaml with complete substitutions, and granted exactly the permissions its tasks use."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dfdlocal import reconcile
+from tests.unit.test_template import PERMISSIONS, _as_list, _describe, _intrinsic, load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+ASL = ROOT / "statemachine" / "reconcile.asl.json"
+MACHINE = "ReconcileStateMachine"
+
+# the table behind each substitution (policy resources are shown as "<LogicalId>.Arn")
+TABLES = {
+    "${FilesTable}": "FilesTable",
+    "${CountersTable}": "CountersTable",
+    "${UploadsTable}": "UploadsTable",
+    "${EventsTable}": "EventsTable",
+}
+# what a task resource needs in IAM (aws-sdk action names are the API's; IAM's differ for S3 listings)
+IAM_ACTIONS = {
+    "aws-sdk:s3:listObjectsV2": "s3:ListBucket",
+    "aws-sdk:sqs:sendMessage": "sqs:SendMessage",
+    "aws-sdk:cloudwatch:putMetricData": "cloudwatch:PutMetricData",
+    "states:startExecution": "states:StartExecution",
+}
+IAM_RESOURCES = {
+    "s3:ListBucket": "FilesBucket.Arn",
+    "sqs:SendMessage": "IngestQueue.Arn",
+    "cloudwatch:PutMetricData": "*",
+    # its own ARN, from its fixed name (continuations)
+    "states:StartExecution": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"
+    "${AWS::StackName}-reconcile",
+}
+
+
+def definition() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(ASL.read_text(encoding="utf-8"))
+    return data
+
+
+def substituted() -> str:
+    return reconcile.load_definition({name: f"sub-{name.lower()}" for name in reconcile.placeholders(ASL.read_text())})
+
+
+def all_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, state in states.items():
+        yield name, state
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            yield from all_states(processor["States"])
+        for branch in state.get("Branches", []):
+            yield from all_states(branch["States"])
+
+
+def tasks() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, state) for name, state in all_states(definition()["States"]) if state["Type"] == "Task"]
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def machine(template: dict[str, Any]) -> dict[str, Any]:
+    resource: dict[str, Any] = template["Resources"][MACHINE]
+    return resource
+
+
+# --------------------------------------------------------------------------------------------------------
+# The definition is valid ASL
+# --------------------------------------------------------------------------------------------------------
+def test_statelint_reports_no_problems() -> None:
+    from statelint.linter import Linter
+
+    problems = Linter.validate(str(ASL))
+    assert problems == [], "\n".join(problems)
+
+
+def _cfn_lint_definition(asl: dict[str, Any]) -> list[str]:
+    """cfn-lint's state machine schema (E3601), which it applies to inline definitions only."""
+    from cfnlint.api import ManualArgs, lint
+
+    names = reconcile.placeholders(ASL.read_text())
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Resources": {
+            "Machine": {
+                "Type": "AWS::StepFunctions::StateMachine",
+                "Properties": {
+                    "RoleArn": "arn:aws:iam::123456789012:role/reconcile",
+                    "StateMachineType": "STANDARD",
+                    "Definition": asl,
+                    "DefinitionSubstitutions": {name: "x" for name in names},
+                },
+            }
+        },
+    }
+    matches = lint(json.dumps(template), config=ManualArgs(regions=["us-east-1"]))
+    return [f"{m.rule.id}: {m.message}" for m in matches]
+
+
+def test_cfn_lint_schema_accepts_the_definition() -> None:
+    assert _cfn_lint_definition(definition()) == []
+    broken = definition()
+    broken["States"]["Route"]["Type"] = "Choise"  # the check does look at the definition
+    assert any(problem.startswith("E3601") for problem in _cfn_lint_definition(broken))
+
+
+def test_moto_interpreter_parses_the_substituted_definition() -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    program, _ = AmazonStateLanguageParser.parse(substituted())
+    assert program is not None
+
+
+def test_only_sdk_integrations_no_lambda() -> None:
+    for name, state in tasks():
+        resource = state["Resource"]
+        assert resource.startswith("arn:aws:states:::"), f"{name}: {resource}"
+        assert "lambda" not in resource, f"{name} invokes Lambda"
+        service = resource.removeprefix("arn:aws:states:::")
+        assert service.startswith(("aws-sdk:dynamodb:", "aws-sdk:s3:", "aws-sdk:sqs:", "aws-sdk:cloudwatch:")) or (
+            service == "states:startExecution"
+        ), f"{name}: {service}"
+
+
+def test_every_task_retries_with_backoff_and_jitter() -> None:
+    for name, state in tasks():
+        (retrier,) = state["Retry"]
+        assert retrier["BackoffRate"] >= 2 and retrier["MaxAttempts"] >= 5, name
+        assert retrier["JitterStrategy"] == "FULL" and retrier["MaxDelaySeconds"] <= 60, name
+        if ":dynamodb:" in state["Resource"]:
+            # throttling and conflicts only: a failed condition is an answer, not a fault
+            assert "DynamoDb.ProvisionedThroughputExceededException" in retrier["ErrorEquals"], name
+            assert "States.TaskFailed" not in retrier["ErrorEquals"], name
+
+
+def test_no_json_path_uses_an_array_index() -> None:
+    """moto evaluates `$.a[0].b` to a one-element list (AWS: the element): use States.ArrayGetItem."""
+    text = ASL.read_text()
+    assert not re.search(r'"\$[^"]*\[\d+\]', text)
+
+
+def test_maps_are_inline_and_bounded() -> None:
+    for name, state in all_states(definition()["States"]):
+        if state["Type"] == "Map":
+            assert state["ItemProcessor"]["ProcessorConfig"]["Mode"] == "INLINE", name
+            assert state["MaxConcurrencyPath"] == "$.run.concurrency", name
+    defaults = definition()["States"]["Defaults"]["Parameters"]["defaults"]
+    assert 1 <= defaults["concurrency"] <= 40  # the inline Map ceiling
+    # ~25 history events per item at worst, 100 items per page: a continuation well before 25,000 events
+    assert defaults["budget"] * 25 + 100 * 25 < 25_000
+
+
+def test_queries_use_the_templates_pending_index(template: dict[str, Any]) -> None:
+    (index,) = template["Resources"]["UploadsTable"]["Properties"]["GlobalSecondaryIndexes"]
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    queries = [state for _, state in tasks() if state["Resource"].endswith(":dynamodb:query")]
+    assert len(queries) == 2
+    for query in queries:
+        params = query["Parameters"]
+        assert params["IndexName"] == index["IndexName"]
+        assert params["KeyConditionExpression"] == f"{keys[0]} = :shard AND {keys[1]} < :now"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Wiring in template.yaml
+# --------------------------------------------------------------------------------------------------------
+def test_state_machine_resource(machine: dict[str, Any]) -> None:
+    assert machine["Type"] == "AWS::Serverless::StateMachine"
+    props = machine["Properties"]
+    assert props["Type"] == "STANDARD"
+    assert props["DefinitionUri"] == "statemachine/reconcile.asl.json"
+    assert (ROOT / props["DefinitionUri"]).is_file()
+    assert props["Logging"]["Level"] in {"ERROR", "ALL"}
+    (destination,) = props["Logging"]["Destinations"]
+    assert _describe(destination["CloudWatchLogsLogGroup"]["LogGroupArn"]) == "ReconcileLogGroup.Arn"
+    assert _intrinsic(props["Name"]) == ("Sub", "${AWS::StackName}-reconcile")
+
+
+def test_substitutions_cover_every_placeholder_and_nothing_else(machine: dict[str, Any]) -> None:
+    substitutions = machine["Properties"]["DefinitionSubstitutions"]
+    assert set(substitutions) == reconcile.placeholders(ASL.read_text())
+    described = {name: _describe(value) for name, value in substitutions.items()}
+    assert described == {
+        "FilesTable": "Ref(FilesTable)",
+        "CountersTable": "Ref(CountersTable)",
+        "UploadsTable": "Ref(UploadsTable)",
+        "EventsTable": "Ref(EventsTable)",
+        "BucketName": "Ref(FilesBucket)",
+        "UploadPrefix": "Ref(UploadPrefix)",
+        "IngestQueueUrl": "Ref(IngestQueue)",
+        "PendingShards": "Ref(PendingShards)",
+        "MetricsNamespace": "Ref(MetricsNamespace)",
+    }
+
+
+def test_two_schedules(template: dict[str, Any], machine: dict[str, Any]) -> None:
+    events = machine["Properties"]["Events"]
+    assert {name: e["Type"] for name, e in events.items()} == {"Pending": "Schedule", "Sweep": "Schedule"}
+    assert json.loads(events["Pending"]["Properties"]["Input"]) == {"sweep": False}
+    assert json.loads(events["Sweep"]["Properties"]["Input"]) == {"sweep": True}
+    assert _intrinsic(events["Pending"]["Properties"]["Schedule"]) == ("Sub", "rate(${ReconcileRate})")
+    assert _intrinsic(events["Sweep"]["Properties"]["Schedule"]) == ("Sub", "rate(${ReconcileSweepRate})")
+    params = template["Parameters"]
+    assert params["ReconcileRate"]["Default"] == "15 minutes"
+    for name in ("ReconcileRate", "ReconcileSweepRate"):
+        pattern = params[name]["AllowedPattern"]
+        assert re.fullmatch(pattern, params[name]["Default"])
+        assert not re.fullmatch(pattern, "rate(15 minutes)")
+
+
+def test_policy_grants_exactly_what_the_tasks_use() -> None:
+    used: set[tuple[str, str]] = set()
+    for name, state in tasks():
+        service = state["Resource"].removeprefix("arn:aws:states:::")
+        if ":dynamodb:" in service:
+            api = service.rsplit(":", 1)[1]
+            params = state["Parameters"]
+            resource = f"{TABLES[params['TableName']]}.Arn"
+            if api == "query":
+                resource = "${UploadsTable.Arn}/index/" + params["IndexName"]
+            used.add((f"dynamodb:{api[0].upper()}{api[1:]}", resource))
+        else:
+            assert service in IAM_ACTIONS, f"{name}: no IAM action known for {service}"
+            action = IAM_ACTIONS[service]
+            used.add((action, IAM_RESOURCES[action]))
+    granted = {(a, r) for a, r in PERMISSIONS[MACHINE] if not a.startswith("logs:")}
+    assert used == granted
+
+
+def _statement(machine: dict[str, Any], sid: str) -> dict[str, Any]:
+    for policy in machine["Properties"]["Policies"]:
+        for statement in _as_list(policy["Statement"]):
+            if statement.get("Sid") == sid:
+                return dict(statement)
+    raise AssertionError(f"no statement {sid}")
+
+
+def test_policy_conditions_narrow_the_writes_listing_and_metric(machine: dict[str, Any]) -> None:
+    audit = _statement(machine, "AuditScratchItemOnly")
+    assert audit["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["audit#*"]}}
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == set(_as_list(audit["Action"]))
+    listing = _statement(machine, "ListUploads")
+    assert _intrinsic(listing["Condition"]["StringLike"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
+    metric = _statement(machine, "DriftMetric")
+    assert _describe(metric["Condition"]["StringEquals"]["cloudwatch:namespace"]) == "Ref(MetricsNamespace)"
+    # the audit's writes in the ASL all target the scratch item
+    for name, state in tasks():
+        if any(state["Resource"].endswith(a) for a in (":putItem", ":deleteItem")) or (
+            state["Resource"].endswith(":updateItem") and state["Parameters"]["TableName"] == "${CountersTable}"
+        ):
+            params = state["Parameters"]
+            key = params.get("Key") or {"counter_id": params["Item"]["counter_id"]}
+            assert key["counter_id"]["S.$"] in {"$.run.audit", "$.audit"}, name
+    audit_key = definition()["States"]["Defaults"]["Parameters"]["defaults"]["audit.$"]
+    assert audit_key.startswith("States.Format('audit#{}'")
+
+
+def test_alarms(template: dict[str, Any]) -> None:
+    alarms = {k: v["Properties"] for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    assert set(alarms) == {"IngestDLQAlarm", "IngestErrorsAlarm", "ReconcileFailuresAlarm", "CounterDriftAlarm"}
+    for name, alarm in alarms.items():
+        assert alarm["TreatMissingData"] == "notBreaching", name
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold" and alarm["Threshold"] == 0, name
+
+    dlq = alarms["IngestDLQAlarm"]
+    assert (dlq["Namespace"], dlq["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert _describe(dlq["Dimensions"][0]["Value"]) == "IngestDLQ.QueueName"
+    errors = alarms["IngestErrorsAlarm"]
+    assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
+    assert _describe(errors["Dimensions"][0]["Value"]) == "Ref(IngestFunction)"
+    failures = alarms["ReconcileFailuresAlarm"]
+    stats = {m["Id"]: m["MetricStat"]["Metric"] for m in failures["Metrics"] if "MetricStat" in m}
+    assert {m["MetricName"] for m in stats.values()} == {"ExecutionsFailed", "ExecutionsTimedOut"}
+    for metric in stats.values():
+        assert metric["Namespace"] == "AWS/States"
+        assert _describe(metric["Dimensions"][0]["Value"]) == "Ref(ReconcileStateMachine)"
+
+    drift = alarms["CounterDriftAlarm"]
+    assert _describe(drift["Namespace"]) == "Ref(MetricsNamespace)"
+    emitted = definition()["States"]["EmitDrift"]["Parameters"]
+    assert emitted["Namespace"] == "${MetricsNamespace}"
+    (detected,) = [m for m in emitted["MetricData"] if m["MetricName"] == drift["MetricName"]]
+    assert detected["Dimensions"] == drift["Dimensions"]  # the alarm watches exactly what the workflow emits
+
+
+# --------------------------------------------------------------------------------------------------------
+# The local plumbing
+# --------------------------------------------------------------------------------------------------------
+def test_load_definition_substitutes_json_safely() -> None:
+    text = reconcile.load_definition({name: 'a"b\\c' for name in reconcile.placeholders(ASL.read_text())})
+    assert '"TableName": "a\\"b\\\\c"' in text
+    json.loads(text)
+
+
+def test_load_definition_refuses_a_missing_substitution() -> None:
+    with pytest.raises(reconcile.ReconcileError, match="no substitution for"):
+        reconcile.load_definition({"FilesTable": "x"})
