@@ -16,6 +16,7 @@ from urllib.parse import unquote_plus
 from dfd.errors import InvalidEvent
 
 MAX_KEY_BYTES = 1024
+RAW_KEY_FLAG = "dfd:raw-key"
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,10 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _decoded_key(raw: Any) -> str:
-    key = unquote_plus(_text(raw, "s3.object.key"))
+def _decoded_key(raw: Any, *, encoded: bool = True) -> str:
+    key = _text(raw, "s3.object.key")
+    if encoded:
+        key = unquote_plus(key)
     if len(key.encode()) > MAX_KEY_BYTES:
         raise InvalidEvent("s3.object.key is longer than 1024 bytes")
     return key
@@ -49,7 +52,10 @@ def _from_record(record: Any) -> ObjectRef | None:
     bucket, obj = s3.get("bucket"), s3.get("object")
     if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
         raise InvalidEvent("record needs s3.bucket.name and s3.object.key")
-    return ObjectRef(_text(bucket.get("name"), "s3.bucket.name"), _decoded_key(obj.get("key")))
+    # S3 URL-encodes keys; the reconcile workflow cannot (no such intrinsic), so its re-drives carry the raw
+    # key and say so with "dfd:raw-key": true
+    encoded = record.get(RAW_KEY_FLAG) is not True
+    return ObjectRef(_text(bucket.get("name"), "s3.bucket.name"), _decoded_key(obj.get("key"), encoded=encoded))
 
 
 def refs_from_payload(payload: Any) -> list[ObjectRef]:
