@@ -27,7 +27,7 @@ CHUNK = 1024 * 1024
 @dataclass
 class Result:
     path: Path
-    outcome: str  # stored | duplicate | skipped (409 precheck) | failed
+    outcome: str  # stored | duplicate | skipped (409 precheck) | uploaded (not awaited) | failed
     size: int
     uploaded: int = 0
     detail: str = ""
@@ -140,6 +140,7 @@ def upload_one(api: str, path: Path, *, wait: float, bar: bool) -> Result:
             return result
         time.sleep(0.2)
     if wait:
+        result.outcome = "failed"
         result.detail = f"still pending after {wait:.0f}s"
     return result
 
@@ -163,13 +164,16 @@ def main(argv: list[str] | None = None) -> int:
             result = Result(path, "failed", path.stat().st_size, detail=str(error))
         results.append(result)
         print(f"{result.outcome:9} {result.size:>12,d} B  {path}" + (f"  ({result.detail})" if result.detail else ""))
-    counts = {name: sum(1 for r in results if r.outcome == name) for name in ("stored", "duplicate", "skipped")}
+    counts = {
+        name: sum(1 for r in results if r.outcome == name) for name in ("stored", "duplicate", "skipped", "uploaded")
+    }
     failed = sum(1 for r in results if r.outcome not in counts)
     saved = sum(r.size for r in results if r.outcome in ("duplicate", "skipped"))
     sent = sum(r.uploaded for r in results)
     print(
         f"\n{len(results)} files: {counts['stored']} stored, {counts['duplicate']} duplicate, "
         f"{counts['skipped']} skipped by the hash precheck, {failed} failed"
+        + (f", {counts['uploaded']} uploaded (ingest not awaited)" if counts["uploaded"] else "")
     )
     print(f"bytes uploaded: {sent:,d}   bytes saved by dedup: {saved:,d}")
     return 1 if failed else 0

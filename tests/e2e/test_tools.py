@@ -3,6 +3,7 @@ scripts/replay (re-delivery changes nothing)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,3 +67,17 @@ def test_upload_tool_then_replay_tool(stack: RunningStack, tmp_path: Path) -> No
     )
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "nothing changed" in replay.stdout
+
+
+def test_upload_without_waiting_and_reconcile_on_demand(stack: RunningStack, tmp_path: Path) -> None:
+    data = tmp_path / "later.txt"
+    data.write_text(f"{uuid.uuid4().hex} not awaited\n")
+    quick = tool(stack, "upload", str(data), "--api", stack.api_url, "--wait", "0")
+    assert quick.returncode == 0, quick.stdout + quick.stderr
+    assert "1 uploaded (ingest not awaited)" in quick.stdout
+    wait_until(lambda: settled(stack), timeout=60)
+    reconcile = tool(stack, "reconcile", "--endpoint-url", stack.aws_url)
+    assert reconcile.returncode == 0, reconcile.stdout + reconcile.stderr
+    summary = json.loads(reconcile.stdout)
+    assert summary["drift"] == {"files": 0, "bytes": 0}
+    assert {"redriven", "expired", "orphans"} <= set(summary)
