@@ -35,7 +35,11 @@ def _decoded_key(raw: Any, *, encoded: bool = True) -> str:
     key = _text(raw, "s3.object.key")
     if encoded:
         key = unquote_plus(key)
-    if len(key.encode()) > MAX_KEY_BYTES:
+    try:
+        size = len(key.encode())
+    except UnicodeEncodeError:
+        raise InvalidEvent("s3.object.key is not valid UTF-8 text") from None
+    if size > MAX_KEY_BYTES:
         raise InvalidEvent("s3.object.key is longer than 1024 bytes")
     return key
 
@@ -89,6 +93,16 @@ def refs_from_message_body(body: str | None) -> list[ObjectRef]:
     except ValueError as error:
         raise InvalidEvent(f"SQS message body is not JSON: {error}") from None
     return refs_from_payload(payload)
+
+
+def check_sqs_batch(event: Mapping[str, Any]) -> None:
+    """Every record of an SQS event must carry a messageId and a body: without an id no failure can be
+    reported for it, so a batch that lacks one is malformed as a whole."""
+    for record in event["Records"]:
+        if not isinstance(record.get("messageId"), str) or not record["messageId"]:
+            raise InvalidEvent("an SQS record has no messageId")
+        if not isinstance(record.get("body"), str):
+            raise InvalidEvent(f"SQS record {record['messageId']} has no body")
 
 
 def is_sqs_batch(event: Any) -> bool:

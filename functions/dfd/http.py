@@ -59,6 +59,13 @@ def make_app() -> APIGatewayHttpResolver:
     return app
 
 
+def path_id(app: APIGatewayHttpResolver, matched: str) -> str:
+    """The {id} path parameter exactly as API Gateway decoded it (the resolver's route regex would drop a
+    trailing newline, and an id must be validated as sent)."""
+    parameters = app.current_event.path_parameters or {}
+    return str(parameters.get("id", matched))
+
+
 def json_body(app: APIGatewayHttpResolver) -> Any:
     """The request's JSON body; BadRequest (400) for a missing, non-UTF-8 or non-JSON body."""
     event = app.current_event
@@ -70,6 +77,8 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
         raise BadRequest("request body is required (JSON object)", code="invalid_json")
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply", code="invalid_json") from None
     except ValueError as error:
         raise BadRequest(f"request body is not valid JSON: {error}", code="invalid_json") from None
 

@@ -1,4 +1,6 @@
-"""Identifiers and keys: content hashes, upload ids, object keys, event keys, filenames."""
+"""Identifiers and keys: content hashes, upload ids, object keys, event keys, filenames.
+
+Patterns are matched with fullmatch: `$` would let a trailing newline through."""
 
 from __future__ import annotations
 
@@ -6,22 +8,22 @@ import re
 import secrets
 import unicodedata
 
-HASH_RE = re.compile(r"^[0-9a-f]{64}$")
-UPLOAD_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+HASH_RE = re.compile(r"[0-9a-f]{64}")
+UPLOAD_ID_RE = re.compile(r"[0-9a-f]{32}")
 _CONTENT_TYPE_RE = re.compile(
-    r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
-    r"(\s*;\s*[a-z0-9!#$&^_.+-]+=(\"[^\"\\\x00-\x1f\x7f]*\"|[a-z0-9!#$&^_.+-]+))*$",
+    r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
+    r"( ?; ?[a-z0-9!#$&^_.+-]+=(\"[^\"\\\x00-\x1f\x7f]*\"|[a-z0-9!#$&^_.+-]+))*",
     re.IGNORECASE,
 )
 MAX_FILENAME = 255
 
 
 def is_hash(value: str) -> bool:
-    return bool(HASH_RE.match(value))
+    return HASH_RE.fullmatch(value) is not None
 
 
 def is_upload_id(value: str) -> bool:
-    return bool(UPLOAD_ID_RE.match(value))
+    return UPLOAD_ID_RE.fullmatch(value) is not None
 
 
 def new_upload_id() -> str:
@@ -65,7 +67,7 @@ def clean_filename(raw: str) -> str:
 
 
 def valid_content_type(value: str) -> bool:
-    return len(value) <= 255 and bool(_CONTENT_TYPE_RE.match(value))
+    return len(value) <= 255 and _CONTENT_TYPE_RE.fullmatch(value) is not None
 
 
 def filename_from_key(key: str) -> str:

@@ -17,7 +17,7 @@ from dfd.views import file_view, upload_view
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 PROCESSED = {"stored", "duplicate"}
-_LIMIT_RE = re.compile(r"^[0-9]{1,4}$")
+_LIMIT_RE = re.compile(r"[0-9]{1,4}")
 
 
 def check_id(raw: str | None) -> str:
@@ -30,7 +30,7 @@ def check_id(raw: str | None) -> str:
 def parse_limit(raw: str | None) -> int:
     if raw is None or raw == "":
         return DEFAULT_LIMIT
-    if not _LIMIT_RE.match(raw) or not 1 <= int(raw) <= MAX_LIMIT:
+    if not _LIMIT_RE.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}", code="invalid_limit")
     return int(raw)
 

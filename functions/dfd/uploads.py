@@ -13,7 +13,7 @@ from dfd.adapters.s3 import ObjectStore
 from dfd.config import Settings
 from dfd.errors import PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
-from dfd.ids import HASH_RE, clean_filename, new_upload_id, object_key, valid_content_type
+from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
 from dfd.views import file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -55,7 +55,7 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     if not isinstance(content_type, str) or not valid_content_type(content_type):
         raise ValidationFailed("content_type must be a MIME type like text/plain", details={"field": "content_type"})
     sha256 = body.get("sha256")
-    if sha256 is not None and (not isinstance(sha256, str) or not HASH_RE.match(sha256)):
+    if sha256 is not None and (not isinstance(sha256, str) or not is_hash(sha256)):
         raise ValidationFailed("sha256 must be 64 lowercase hex characters", details={"field": "sha256"})
     return UploadRequest(filename, size, content_type, sha256)
 

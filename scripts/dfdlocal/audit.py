@@ -145,7 +145,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     by_event = {e["event_key"]: e for e in events}
     leftover = unprocessed = 0
     for key, obj in objects.items():
-        if key in canonical:
+        if key in canonical or key.endswith("/"):  # folder markers are never ingested
             continue
         record = by_event.get(event_key(settings.bucket, key, version_token(None, obj["ETag"])))
         if record is None:

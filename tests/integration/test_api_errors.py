@@ -48,6 +48,11 @@ def assert_error(status: int, body: dict[str, Any], expected: int, code: str | N
         ('{"filename": "a.txt", "size": 10, "sha256": "ABC"}', "validation_error"),
         ('{"filename": "a.txt", "size": 10, "sha256": "' + "A" * 64 + '"}', "validation_error"),
         ('{"filename": "a.txt", "size": 10, "extra": 1}', "validation_error"),
+        ("[" * 5000 + "]" * 5000, "invalid_json"),
+        ('{"filename": "a.txt", "size": 1e400}', "validation_error"),
+        ('{"filename": "a.txt", "size": 10, "sha256": "' + "a" * 64 + '\\n"}', "validation_error"),
+        ('{"filename": "a.txt", "size": 10, "content_type": "text/plain\\n"}', "validation_error"),
+        ('{"filename": "a.txt", "size": 10, "content_type": "text/plain;\\ncharset=x"}', "validation_error"),
     ],
 )
 def test_bad_upload_bodies_are_400(aws: Aws, raw: str, code: str) -> None:
@@ -72,7 +77,10 @@ def test_filenames_keep_only_the_last_component(aws: Aws) -> None:
     assert meta["filename"] == "passwd"
 
 
-@pytest.mark.parametrize("bad", ["x", "123", "g" * 64, "A" * 64, "a" * 63, "a" * 65, "a" * 31, "..%2f", "%00"])
+@pytest.mark.parametrize(
+    "bad",
+    ["x", "123", "g" * 64, "A" * 64, "a" * 63, "a" * 65, "a" * 31, "..%2f", "%00", "a" * 64 + "\n", "b" * 32 + "\n"],
+)
 def test_bad_ids_are_400(aws: Aws, bad: str) -> None:
     for handler, route in ((metadata.handler, "/metadata/"), (download.handler, "/download/")):
         status, body = call(handler, api_event("GET", route + bad))
@@ -86,7 +94,7 @@ def test_unknown_ids_are_404(aws: Aws) -> None:
             assert_error(status, body, 404, "not_found")
 
 
-@pytest.mark.parametrize("limit", ["0", "1001", "-1", "abc", "1.5", "1e3", " 5"])
+@pytest.mark.parametrize("limit", ["0", "1001", "-1", "abc", "1.5", "1e3", " 5", "10\n", "٣"])
 def test_bad_limits_are_400(aws: Aws, limit: str) -> None:
     status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": limit}))
     assert_error(status, body, 400, "invalid_limit")

@@ -76,6 +76,10 @@ def test_same_batch_twice_in_one_sqs_event(aws: Aws) -> None:
 def test_ignored_events_touch_nothing(aws: Aws) -> None:
     bucket = aws.settings.bucket
     aws.s3.put_object(Bucket=bucket, Key="elsewhere/file.txt", Body=b"not ours")
+    aws.s3.put_object(Bucket=bucket, Key="uploads/folder/", Body=b"")  # a console "folder"
+    assert outcomes(invoke(s3_notification(bucket, "uploads/folder/"))) == ["ignored"]
+    aws.drain()
+    aws.assert_invariants()
     before = aws.snapshot()
     test_event = {"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": bucket}
     assert invoke(sqs_batch(test_event)) == {"batchItemFailures": []}
@@ -122,6 +126,12 @@ def test_malformed_records_are_batch_failures_and_touch_nothing(aws: Aws) -> Non
         invoke({"Records": [{"s3": {"object": {"key": "uploads/x"}}}]})
     with pytest.raises(InvalidEvent):
         invoke({"hello": "world"})
+    with pytest.raises(InvalidEvent):  # not encodable as UTF-8
+        invoke({"Records": [{"s3": {"bucket": {"name": aws.settings.bucket}, "object": {"key": "uploads/\ud800"}}}]})
+    nameless = sqs_batch(s3_notification(aws.settings.bucket, good["key"]))
+    del nameless["Records"][0]["messageId"]
+    with pytest.raises(InvalidEvent):  # no id to report a failure with: the batch as a whole is malformed
+        invoke(nameless)
     aws.assert_invariants()
 
 

@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dfd import deps
 from dfd.config import settings
 from dfd.errors import InvalidEvent
-from dfd.events import ObjectRef, is_sqs_batch, refs_from_message_body, refs_from_payload
+from dfd.events import ObjectRef, check_sqs_batch, is_sqs_batch, refs_from_message_body, refs_from_payload
 from dfd.ingest import IngestResult
 from dfd.observability import logger, metrics, tracer
 
@@ -51,6 +51,12 @@ def record_handler(record: SQSRecord) -> None:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if is_sqs_batch(event):
+        try:
+            check_sqs_batch(event)
+        except InvalidEvent as error:
+            logger.error("malformed SQS batch", extra={"error": error.message})
+            metrics.add_metric(name="IngestMalformed", unit=MetricUnit.Count, value=1)
+            raise
         return process_partial_response(  # type: ignore[return-value]
             event=event, record_handler=record_handler, processor=processor, context=context
         )

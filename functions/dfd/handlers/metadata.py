@@ -6,7 +6,7 @@ from typing import Any
 
 from dfd import deps
 from dfd.config import settings
-from dfd.http import json_response, lambda_entry, make_app
+from dfd.http import json_response, lambda_entry, make_app, path_id
 
 settings()
 app = make_app()
@@ -14,7 +14,7 @@ app = make_app()
 
 @app.get("/metadata/<id>")
 def get_metadata(id: str) -> Any:
-    return json_response(200, deps.queries().metadata(id))
+    return json_response(200, deps.queries().metadata(path_id(app, id)))
 
 
 handler = lambda_entry(app)
