@@ -1,12 +1,21 @@
-"""boto3 clients, created once per process and only when first used (cold start stays lean)."""
+"""boto3 clients, created once per process and only when first used (cold start stays lean).
+
+Each factory is cached; the client behind it is built on its first attribute access, so a function that
+never calls S3 (metadata, stats, hashes, and the ingest's presigner) never pays the ~30 ms of building an S3
+client. `deps.reset()` clears the factories.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+
+from dfd.adapters.s3 import ask_for_stored_checksums
 
 if TYPE_CHECKING:
     from botocore.config import _RetryDict
@@ -14,22 +23,36 @@ if TYPE_CHECKING:
 _RETRIES: _RetryDict = {"max_attempts": 6, "mode": "adaptive"}
 
 
-@cache
-def dynamodb() -> Any:
+class LazyClient:
+    """A boto3 client built on first use (thread-safe); every attribute is the real client's."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build: Callable[[], Any] | None = build
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _real(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    assert self._build is not None
+                    self._client, self._build = self._build(), None
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+
+def _dynamodb() -> Any:
     return boto3.client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
 
 
-@cache
-def s3() -> Any:
-    """For presigning and small calls: SigV4 so the signed headers are enforced."""
+def _s3() -> Any:
     return boto3.client("s3", config=Config(signature_version="s3v4", retries=_RETRIES))
 
 
-@cache
-def s3_ingest() -> Any:
-    """For streaming objects: the ingest hashes every byte itself, so boto3's own response checksum
-    validation (a second full pass) is off; a wide pool serves parallel ranged reads."""
-    return boto3.client(
+def _s3_ingest() -> Any:
+    client = boto3.client(
         "s3",
         config=Config(
             signature_version="s3v4",
@@ -39,3 +62,24 @@ def s3_ingest() -> Any:
             tcp_keepalive=True,
         ),
     )
+    ask_for_stored_checksums(client)
+    return client
+
+
+@cache
+def dynamodb() -> Any:
+    return LazyClient(_dynamodb)
+
+
+@cache
+def s3() -> Any:
+    """For presigning and small calls: SigV4 so the signed headers are enforced."""
+    return LazyClient(_s3)
+
+
+@cache
+def s3_ingest() -> Any:
+    """For reading objects: S3's stored checksums come back with every GetObject (the ingest's fast path)
+    and botocore does not re-validate bodies against them — the ingest hashes every byte itself, and a second
+    pass (CRC32) would cost a third of its throughput; a wide pool serves the parallel ranged reads."""
+    return LazyClient(_s3_ingest)

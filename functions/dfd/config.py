@@ -35,8 +35,10 @@ class Settings:
     event_ttl_days: int = 30
     reconcile_grace_seconds: int = 900
     token_secret: str = field(default="", repr=False)
-    parallel_threshold: int = 64 * 1024**2
-    parallel_part_size: int = 16 * 1024**2
+    # ranged parallel reads above 16 MiB: 8 connections x 6 MiB parts = 48 MiB in flight at most
+    # (docs/performance.md: target 2's 64 MiB bound and target 4's speedup)
+    parallel_threshold: int = 16 * 1024**2
+    parallel_part_size: int = 6 * 1024**2
     parallel_workers: int = 8
 
     def __post_init__(self) -> None:
@@ -106,9 +108,9 @@ class Settings:
             event_ttl_days=integer("EVENT_TTL_DAYS", 30),
             reconcile_grace_seconds=integer("RECONCILE_GRACE_SECONDS", 900),
             token_secret=env.get("TOKEN_SECRET", ""),
-            parallel_threshold=integer("PARALLEL_THRESHOLD_BYTES", 64 * 1024**2),
-            parallel_part_size=integer("PARALLEL_PART_BYTES", 16 * 1024**2),
-            parallel_workers=integer("PARALLEL_WORKERS", 8),
+            parallel_threshold=integer("PARALLEL_THRESHOLD_BYTES", defaults["parallel_threshold"].default),  # type: ignore[arg-type]
+            parallel_part_size=integer("PARALLEL_PART_BYTES", defaults["parallel_part_size"].default),  # type: ignore[arg-type]
+            parallel_workers=integer("PARALLEL_WORKERS", defaults["parallel_workers"].default),  # type: ignore[arg-type]
         )
 
 

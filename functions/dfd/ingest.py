@@ -1,8 +1,10 @@
 """The ingest decision: one object version → stored (new content) or duplicate, exactly once.
 
 Flow per object (see the design brief):
-  1. GET the object (ChecksumMode ENABLED): its headers identify the version (VersionId or ETag) → event key,
-     and may carry S3's verified full-object SHA-256 — then the body is never read.
+  1. Identify the object version (VersionId or ETag) → event key, with ONE S3 call: a GetObject whose headers
+     may carry S3's stored full-object SHA-256 (then the body is dropped unread), or — when the upload id in
+     the key says the PUT carried a SHA-256 (hashing.hints_checksum) — a HeadObject, so a checksummed object
+     costs no GetObject at all. The hint only orders the calls; the checksum always comes from S3.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
   3. ONE consistent BatchGetItem: the event record, the file record for the hash, the upload record.
   4. ONE TransactWriteItems keyed on the event and the content (new or duplicate), counters included.
@@ -13,9 +15,10 @@ file is this very object → canonical (never deleted); conflicts/throttling →
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -26,7 +29,7 @@ from dfd.adapters.s3 import ObjectInfo, ObjectStore, OpenedObject
 from dfd.config import Settings
 from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.events import ObjectRef
-from dfd.hashing import sha256_of_chunks
+from dfd.hashing import hints_checksum
 from dfd.ids import event_key, filename_from_key, upload_id_from_key, version_token
 
 MAX_ATTEMPTS = 8
@@ -104,20 +107,23 @@ class Ingestor:
         if not ref.key.startswith(self._s.upload_prefix) or ref.key.endswith("/"):
             result.detail["reason"] = "outside the upload prefix"
             return result
+        result.upload_id = upload_id_from_key(self._s.upload_prefix, ref.key)
         try:
-            opened = self._objects.open(ref.bucket, ref.key)
+            opened = self._objects.open(ref.bucket, ref.key, expect_checksum=hints_checksum(result.upload_id))
         except ObjectNotFound:
             result.outcome = Outcome.GONE
             return result
         with opened:
             info = opened.info
             result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
-            result.upload_id = upload_id_from_key(self._s.upload_prefix, info.key)
             result.size = info.size
             try:
                 result.hash, result.hashed_bytes = self._digest(opened)
             except ObjectChanged:
                 result.outcome = Outcome.SUPERSEDED
+                return result
+            except ObjectNotFound:  # deleted between the HEAD and the GET (a concurrent duplicate's delete)
+                result.outcome = Outcome.GONE
                 return result
         self._decide_and_commit(info, result)
         return result
@@ -126,15 +132,17 @@ class Ingestor:
         info = opened.info
         if info.checksum_sha256:
             return info.checksum_sha256, 0  # verified by S3 on upload: the body is never read
-        chunks: Iterable[bytes]
-        if info.size > self._s.parallel_threshold and self._s.parallel_workers > 1:
-            chunks = self._objects.parallel_chunks(opened, self._s.parallel_part_size, self._s.parallel_workers)
-        else:
-            chunks = opened.chunks()
-        digest, count = sha256_of_chunks(chunks)
+        digest = hashlib.sha256()
+        count = self._objects.stream(
+            opened,
+            digest.update,
+            part_size=self._s.parallel_part_size,
+            workers=self._s.parallel_workers,
+            threshold=self._s.parallel_threshold,
+        )
         if count != info.size:
             raise ObjectChanged(f"read {count} bytes of {info.key}, expected {info.size}")
-        return digest, count
+        return digest.hexdigest(), count
 
     # ------------------------------------------------------------------ decision
     def _decide_and_commit(self, info: ObjectInfo, result: IngestResult) -> None:

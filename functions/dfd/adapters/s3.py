@@ -1,10 +1,27 @@
-"""S3 adapter: open/stream/delete objects and presign URLs; turns ClientError into domain errors."""
+"""S3 adapter: identify, stream and delete objects, presign URLs; turns ClientError into domain errors.
+
+Reading an object for the ingest (the numbers behind these choices: docs/performance.md):
+- ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId) and, on a client
+  prepared with :func:`ask_for_stored_checksums`, carry S3's stored checksums; when one is a full-object
+  SHA-256 the body is dropped unread.
+- ``open(bucket, key, expect_checksum=True)``: HeadObject (ChecksumMode ENABLED) first. When S3 holds the
+  SHA-256 no GetObject is ever sent; otherwise :meth:`ObjectStore.stream` fetches the body IfMatch the ETag
+  the HEAD identified (a 412 means superseded).
+- ``stream()``: every byte, in order, into a sink (the hash). One stream up to the threshold. Above it, the
+  first bytes of that stream time the connection: one that already keeps the hash busy (a local endpoint)
+  carries on alone; a slower one (S3 gives ~100 MB/s per connection) is joined by byte ranges fetched
+  concurrently into a fixed set of part buffers (in-flight memory = workers x part size, whatever the
+  object's size), fed to the sink strictly in order, each part as its bytes arrive.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,10 +30,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.hashing import b64_to_hex
 
-CHUNK = 1024 * 1024
+CHUNK = 1024 * 1024  # one stream's reads
+RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap
+PROBE_BYTES = 2 * 1024 * 1024  # read from one stream before deciding whether ranged GETs would help
+FAST_STREAM = 400e6  # bytes/s: one stream this fast already keeps the hash busy (ranges would only add overhead)
+SPARE_PARTS = 0  # part buffers beyond one per connection (see ObjectStore._parallel; memory vs idle links)
+DRAIN_LIMIT = 256 * 1024  # an unread body up to this size is drained (the connection stays pooled)
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _RETRYABLE = {"SlowDown", "503", "500", "InternalError", "ServiceUnavailable", "RequestTimeout"}
+
+Sink = Callable[[memoryview], object]
 
 
 def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdError:
@@ -32,6 +56,18 @@ def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdE
     return DfdError(f"S3 {action} {key} failed ({code})", code="storage_error")
 
 
+def _checksum_mode_header(request: Any, **_: Any) -> None:
+    request.headers["x-amz-checksum-mode"] = "ENABLED"
+
+
+def ask_for_stored_checksums(client: Any) -> None:
+    """Make every GetObject of `client` ask S3 for the object's stored checksums (x-amz-checksum-mode) WITHOUT
+    botocore re-validating the body against them, as it does when the ChecksumMode parameter is set: the
+    ingest hashes every byte with SHA-256 itself, and a second pass (CRC32 of every byte) would cost a third of
+    its throughput. Only for a client that never presigns (the header would become a signed header)."""
+    client.meta.events.register("before-sign.s3.GetObject", _checksum_mode_header, unique_id="dfd-checksum-mode")
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
     bucket: str
@@ -43,30 +79,37 @@ class ObjectInfo:
     checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
 
 
-class OpenedObject:
-    """A GetObject whose headers are read and whose body is not (yet). Close it when done."""
+def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
+    checksum = response.get("ChecksumSHA256")
+    checksum_type = response.get("ChecksumType")
+    verified = b64_to_hex(checksum) if checksum and checksum_type in (None, "FULL_OBJECT") else None
+    return ObjectInfo(
+        bucket=bucket,
+        key=key,
+        etag=response["ETag"],
+        version_id=response.get("VersionId"),
+        size=int(response["ContentLength"]),
+        content_type=response.get("ContentType"),
+        checksum_sha256=verified,
+    )
 
-    def __init__(self, info: ObjectInfo, body: Any) -> None:
+
+class OpenedObject:
+    """An identified object version, and the body of its GetObject when one was sent. Close it when done."""
+
+    def __init__(self, info: ObjectInfo, body: Any | None) -> None:
         self.info = info
         self._body = body
 
-    def chunks(self, size: int = CHUNK) -> Iterator[bytes]:
-        try:
-            yield from self._body.iter_chunks(size)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetObject", self.info.key) from error
-
-    def read_exactly(self, size: int) -> Iterator[bytes]:
-        left = size
-        while left > 0:
-            chunk = self._body.read(min(CHUNK, left))
-            if not chunk:
-                raise ServiceUnavailable(f"s3 object {self.info.key} ended early")
-            left -= len(chunk)
-            yield chunk
+    def take_body(self) -> Any | None:
+        """The open GetObject body (the caller closes it), or None when no GetObject was sent."""
+        body, self._body = self._body, None
+        return body
 
     def close(self) -> None:
-        self._body.close()
+        body, self._body = self._body, None
+        if body is not None:
+            body.close()
 
     def __enter__(self) -> OpenedObject:
         return self
@@ -75,78 +118,225 @@ class OpenedObject:
         self.close()
 
 
+class _Part:
+    """One byte range in flight: a worker fills `buffer`, the consumer feeds what has arrived to the sink."""
+
+    def __init__(self, start: int, end: int, buffer: bytearray) -> None:
+        self.start, self.end = start, end
+        self.buffer = buffer
+        self.filled = 0
+        self.error: BaseException | None = None
+        self.future: Future[None] | None = None
+        self._arrived = threading.Condition()
+
+    def advance(self, filled: int) -> None:
+        with self._arrived:
+            self.filled = filled
+            self._arrived.notify()
+
+    def fail(self, error: BaseException) -> None:
+        with self._arrived:
+            self.error = error
+            self._arrived.notify()
+
+    def feed(self, sink: Sink) -> int:
+        """Hand every byte of the range to `sink` in order, as it arrives; raise the worker's error."""
+        view = memoryview(self.buffer)
+        length = self.end - self.start
+        fed = 0
+        while fed < length:
+            with self._arrived:
+                while self.filled <= fed and self.error is None:
+                    self._arrived.wait()
+                if self.error is not None:
+                    raise self.error
+                upto = self.filled
+            sink(view[fed:upto])
+            fed = upto
+        return fed
+
+
 class ObjectStore:
     def __init__(self, client: Any, presign_client: Any | None = None) -> None:
         self._s3 = client
         self._presign = presign_client or client
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
-    def open(self, bucket: str, key: str) -> OpenedObject:
-        """GET with the verified checksum requested: identity, size and checksum come from its headers."""
+    # ------------------------------------------------------------------ identify
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        """HeadObject with the verified checksum requested: identity, size, checksum; no body."""
         try:
-            response = self._s3.get_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+            response = self._s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "HeadObject", key) from error
+        return _info(bucket, key, response)
+
+    def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
+        """Identify the current version of an object (see the module docstring for the two strategies)."""
+        if expect_checksum:
+            return OpenedObject(self.head(bucket, key), None)
+        try:
+            response = self._s3.get_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetObject", key) from error
-        checksum = response.get("ChecksumSHA256")
-        checksum_type = response.get("ChecksumType")
-        verified = b64_to_hex(checksum) if checksum and checksum_type in (None, "FULL_OBJECT") else None
-        info = ObjectInfo(
-            bucket=bucket,
-            key=key,
-            etag=response["ETag"],
-            version_id=response.get("VersionId"),
-            size=int(response["ContentLength"]),
-            content_type=response.get("ContentType"),
-            checksum_sha256=verified,
-        )
-        return OpenedObject(info, response["Body"])
+        info = _info(bucket, key, response)
+        if not info.checksum_sha256:
+            return OpenedObject(info, response["Body"])
+        if info.size <= DRAIN_LIMIT:
+            _release(response["Body"])
+        else:
+            response["Body"].close()
+        return OpenedObject(info, None)
 
-    def _executor(self, workers: int) -> ThreadPoolExecutor:
-        if self._pool is None or self._pool._max_workers < workers:
-            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dfd-range")
-        return self._pool
+    # ------------------------------------------------------------------ read
+    def stream(self, opened: OpenedObject, sink: Sink, *, part_size: int, workers: int, threshold: int) -> int:
+        """Feed every byte of the identified version to `sink`, in order; return the count fed.
 
-    def _range(self, info: ObjectInfo, start: int, end: int) -> bytes:
-        kwargs: dict[str, Any] = {"Bucket": info.bucket, "Key": info.key, "Range": f"bytes={start}-{end - 1}"}
-        kwargs["IfMatch"] = info.etag
+        Up to `threshold`: one stream. Above it, the first PROBE_BYTES come from that one stream and time it:
+        a connection that already keeps the sink busy (FAST_STREAM: a local endpoint) carries on alone, a
+        slower one (S3: ~100 MB/s per connection) is joined by ranged GETs, `workers` in flight."""
+        info = opened.info
+        body = opened.take_body()
+        if body is None:
+            body = self._get(info)
+        try:
+            if info.size <= max(threshold, part_size, PROBE_BYTES) or workers < 2:
+                return self._feed(info, body, sink, info.size, last=True)
+            fed = self._feed(info, body, sink, CHUNK)  # the first bytes time the server, not the link
+            started = time.perf_counter()
+            fed += self._feed(info, body, sink, PROBE_BYTES)
+            if PROBE_BYTES / max(time.perf_counter() - started, 1e-9) >= FAST_STREAM:
+                return fed + self._feed(info, body, sink, info.size - fed, last=True)
+            body, handed = None, body
+            return fed + self._parallel(info, handed, sink, fed, part_size, workers)
+        finally:
+            if body is not None:
+                body.close()
+
+    def _get(self, info: ObjectInfo, start: int | None = None, end: int | None = None) -> Any:
+        """GetObject of exactly the identified version (IfMatch its ETag), optionally one byte range."""
+        kwargs: dict[str, Any] = {"Bucket": info.bucket, "Key": info.key, "IfMatch": info.etag}
         if info.version_id and info.version_id != "null":
             kwargs["VersionId"] = info.version_id
+        if start is not None and end is not None:
+            kwargs["Range"] = f"bytes={start}-{end - 1}"
         try:
-            body = self._s3.get_object(**kwargs)["Body"]
-            data: bytes = body.read()
+            return self._s3.get_object(**kwargs)["Body"]
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetObject", info.key) from error
-        if len(data) != end - start:
-            raise ObjectChanged(f"s3 object {info.key}: range {start}-{end} returned {len(data)} bytes")
-        return data
 
-    def parallel_chunks(self, opened: OpenedObject, part_size: int, workers: int) -> Iterator[bytes]:
-        """The object's bytes in order: the first part from the open GET, the rest as ranged GETs (IfMatch
-        its ETag) fetched `workers` at a time — in-flight memory ≤ workers x part_size."""
-        info = opened.info
-        first = min(part_size, info.size)
-        yield from opened.read_exactly(first)
-        opened.close()
-        ranges = [(start, min(start + part_size, info.size)) for start in range(first, info.size, part_size)]
-        pool = self._executor(workers)
-        window: deque[Future[bytes]] = deque()
-        pending = iter(ranges)
+    def _feed(self, info: ObjectInfo, body: Any, sink: Sink, limit: int, *, last: bool = False) -> int:
+        """Feed up to `limit` bytes of `body` to `sink` (fewer at its end); `last`: then release the body."""
+        count = 0
         try:
-            for start, end in pending:
-                window.append(pool.submit(self._range, info, start, end))
-                if len(window) >= workers:
+            while count < limit:
+                chunk = body.read(min(CHUNK, limit - count))
+                if not chunk:
                     break
-            while window:
-                data = window.popleft().result()
-                nxt = next(pending, None)
-                if nxt is not None:
-                    window.append(pool.submit(self._range, info, *nxt))
-                yield data
-                del data
-        finally:
-            for future in window:
-                future.cancel()
+                sink(memoryview(chunk))
+                count += len(chunk)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "GetObject", info.key) from error
+        if last:
+            _release(body)
+        return count
 
+    def _executor(self, workers: int) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None or self._pool._max_workers < workers:
+                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dfd-range")
+            return self._pool
+
+    def _parallel(
+        self, info: ObjectInfo, body: Any | None, sink: Sink, offset: int, part_size: int, workers: int
+    ) -> int:
+        """The bytes from `offset` on, as ranges fetched `workers` at a time and fed to `sink` in order.
+
+        Memory: `workers + SPARE_PARTS` part buffers, allocated once; a fetched range holds its buffer until
+        the sink has had it. The spare buffers let a connection that finished ahead of the sink start its next
+        range at once instead of idling. `body`, a stream positioned at `offset`, serves the first range."""
+        ranges = deque((start, min(start + part_size, info.size)) for start in range(offset, info.size, part_size))
+        free = [bytearray(part_size) for _ in range(min(workers + SPARE_PARTS, len(ranges)))]
+        pool = self._executor(workers)
+        stop = threading.Event()
+        window: deque[_Part] = deque()  # launched ranges, in order; the sink takes the first
+        lock = threading.Lock()
+        running = 0
+        source = body
+
+        def launch() -> None:
+            """Start ranges while a connection and a buffer are free (the lock is held)."""
+            nonlocal running, source
+            while ranges and free and running < workers and not stop.is_set():
+                start, end = ranges.popleft()
+                part = _Part(start, end, free.pop())
+                window.append(part)
+                running += 1
+                part.future = pool.submit(fetch, part, source)
+                source = None
+
+        def fetch(part: _Part, stream: Any | None) -> None:
+            nonlocal running
+            try:
+                self._fill(info, part, stream, stop)
+            finally:
+                with lock:
+                    running -= 1
+                    launch()
+
+        count = 0
+        try:
+            with lock:
+                launch()
+            while True:
+                with lock:
+                    if not window:
+                        break
+                    part = window[0]
+                count += part.feed(sink)
+                with lock:
+                    window.popleft()
+                    free.append(part.buffer)  # fed: the buffer takes the next range
+                    launch()
+        finally:
+            stop.set()
+            with lock:
+                futures = [part.future for part in window if part.future is not None]
+            for future in futures:
+                future.cancel()
+            wait_all(futures)  # no worker outlives the read (nor writes into a buffer after it)
+            if source is not None:
+                source.close()
+        return count
+
+    def _fill(self, info: ObjectInfo, part: _Part, body: Any | None, stop: threading.Event) -> None:
+        """Worker: GET one range (or read it from the open body) into the part's buffer, chunk by chunk."""
+        try:
+            ranged = body is None
+            if body is None:
+                body = self._get(info, part.start, part.end)
+            try:
+                view = memoryview(part.buffer)
+                length = part.end - part.start
+                filled = 0
+                while filled < length and not stop.is_set():
+                    chunk = body.read(min(RANGE_CHUNK, length - filled))
+                    if not chunk:
+                        raise ObjectChanged(f"s3 object {info.key}: range {part.start}-{part.end} ended early")
+                    view[filled : filled + len(chunk)] = chunk
+                    filled += len(chunk)
+                    part.advance(filled)
+                if ranged and filled == length:
+                    _release(body)  # at EOF: the connection goes back to the pool
+            finally:
+                body.close()
+        except (ClientError, BotoCoreError) as error:
+            part.fail(translate(error, "GetObject", info.key))
+        except BaseException as error:  # delivered to the consumer, which raises it
+            part.fail(error)
+
+    # ------------------------------------------------------------------ write
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         """Delete one object version (IfMatch its ETag): True when deleted or already gone."""
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
@@ -163,6 +353,7 @@ class ObjectStore:
             raise mapped from error
         return True
 
+    # ------------------------------------------------------------------ presign
     def presign_put(
         self,
         bucket: str,
@@ -201,3 +392,14 @@ class ObjectStore:
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "presign GET", key) from error
         return url
+
+
+def _release(body: Any) -> None:
+    """Read a body to its end, so urllib3 returns the connection to the pool, then close it (best effort:
+    the bytes that matter have been read or are not needed)."""
+    try:
+        body.read()
+    except (ClientError, BotoCoreError, OSError):
+        pass
+    finally:
+        body.close()

@@ -1,0 +1,210 @@
+"""``scripts/bench`` — dfd's benchmark suite: every target of docs/performance.md as rows of one table, each
+figure next to a baseline measured in the same run (absolute times on a shared machine are not comparable
+across runs; ratios are).
+
+  scripts/bench                       all rows (a few minutes on 2 cores)
+  scripts/bench --only 1,3,5 --quick  some rows, fewer repetitions
+  scripts/bench --json out.json --markdown table.md --svg docs/throughput.svg
+
+Rows: 1 streaming hash throughput · 2 flat memory · 3 verified-checksum fast path · 4 parallel ranged reads
+behind a bandwidth-capped link · 5 AWS calls and DynamoDB capacity per ingest · 6 stats/hashes cost · 7 cold
+start per function · 8 end to end on the local stack vs in-process · 9 scaling model + counter simulation.
+Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dfdlocal.bench import report
+from dfdlocal.bench.harness import Bench, Options, Row
+
+ALL = ("9", "5", "3", "1", "4", "2", "6", "7", "8")  # run order: row 6 fills a table (moto slows with size)
+NAMES = {
+    "1": "streaming hash throughput",
+    "2": "flat memory",
+    "3": "verified-checksum fast path",
+    "4": "parallel ranged reads (capped link)",
+    "5": "AWS calls and capacity per ingest",
+    "6": "stats and hashes cost",
+    "7": "cold start",
+    "8": "end to end, local stack vs in-process",
+    "9": "scaling model and counter simulation",
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-9)")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
+    parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
+    parser.add_argument("--svg", type=Path, help="write the throughput-vs-size plot (rows 1 and 4)")
+    parser.add_argument("--uploads", type=int, default=300, help="row 8: uploads (default 300)")
+    parser.add_argument("--clients", type=int, default=8, help="row 8: concurrent clients on the stack")
+    parser.add_argument("--bandwidth", type=float, default=100e6, help="row 4/2: bytes/s per capped connection")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="row 4/2: added per request on the capped link")
+    parser.add_argument("--cold-runs", type=int, default=5, help="row 7: fresh interpreters per function")
+    parser.add_argument("--list", action="store_true", help="list the rows and exit")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for key in sorted(NAMES):
+            print(f"{key}  {NAMES[key]}")
+        return 0
+    wanted = {part.strip() for part in args.only.split(",") if part.strip()}
+    unknown = wanted - set(ALL)
+    if unknown:
+        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-9)", file=sys.stderr)
+        return 2
+    options = Options(
+        quick=args.quick,
+        uploads=args.uploads,
+        bandwidth=args.bandwidth,
+        latency_ms=args.latency_ms,
+        cold_runs=args.cold_runs,
+        verbose=args.verbose,
+    )
+    rows: list[Row] = []
+    points: list[dict[str, Any]] = []
+    failures = 0
+    started = time.perf_counter()
+    bench: Bench | None = None
+    proxy: Any = None
+    try:
+        for target in [t for t in ALL if t in wanted]:
+            print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
+            try:
+                if target in ("9", "8"):
+                    produced = _standalone(target, options, args.clients)
+                else:
+                    if bench is None:
+                        bench = Bench(options)
+                    if target in ("2", "4") and proxy is None:
+                        from dfdlocal.bench.proxy import ThrottlingProxy
+
+                        proxy = ThrottlingProxy(bench.emulator.port, options.bandwidth, options.latency_ms)
+                    produced = _with_bench(target, bench, proxy, points)
+            except Exception as error:  # a row that cannot run is reported, the others still run
+                failures += 1
+                traceback.print_exc()
+                produced = [
+                    Row(target, f"{NAMES[target]}: did not run", None, "", note=f"{type(error).__name__}: {error}")
+                ]
+            rows.extend(produced)
+            for row in produced:
+                print("   " + report.table([row]).splitlines()[-1], flush=True)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        if bench is not None:
+            bench.close()
+    rows.sort(key=lambda row: int(row.target))
+    elapsed = time.perf_counter() - started
+    text = report.table(rows)
+    print()
+    print(text)
+    print(f"\n{len(rows)} rows in {elapsed:.0f} s; {sum(r.met is True for r in rows)} met, "
+          f"{sum(r.met is False for r in rows)} missed")  # fmt: skip
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    if args.svg and points:
+        args.svg.write_text(report.svg(points))
+    if args.json:
+        document = {
+            "machine": report.machine(),
+            "options": vars(options),
+            "seconds": elapsed,
+            "rows": [row.to_json() for row in rows],
+            "throughput_points": points,
+        }
+        args.json.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    return 1 if failures else 0
+
+
+def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, Any]]) -> list[Row]:
+    from dfdlocal.bench import rows_api, rows_cold, rows_io
+
+    ceiling = getattr(bench, "_ceiling", None)
+    if ceiling is None and target in ("1", "4"):
+        ceiling = bench._ceiling = rows_io.hash_ceiling()  # type: ignore[attr-defined]
+    handlers: dict[str, Callable[[], list[Row]]] = {
+        "1": lambda: _collect(rows_io.streaming(bench, ceiling or 0.0), points),
+        "2": lambda: rows_io.memory(bench, proxy),
+        "3": lambda: rows_io.fast_path(bench),
+        "4": lambda: rows_io.parallel(bench, proxy, ceiling or 0.0, points),
+        "5": lambda: rows_api.calls(bench),
+        "6": lambda: rows_api.stats(bench),
+        "7": lambda: rows_cold.cold_start(bench),
+    }
+    return handlers[target]()
+
+
+def _collect(rows: list[Row], points: list[dict[str, Any]]) -> list[Row]:
+    for row in rows:
+        points.extend(row.details.pop("sweep", []))
+    return rows
+
+
+def _standalone(target: str, options: Options, clients: int) -> list[Row]:
+    if target == "9":
+        from dfdlocal.bench.scaling import scaling
+
+        return scaling(options.quick)
+    uploads = options.uploads if not options.quick else min(options.uploads, 100)
+    results = {}
+    for mode in ("stack", "inprocess"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dfdlocal.bench.e2e",
+                "--mode",
+                mode,
+                "--uploads",
+                str(uploads),
+                "--clients",
+                str(clients),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"e2e {mode} failed: {done.stderr[-3000:]}")
+        results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    stack, inproc = results["stack"], results["inprocess"]
+    workload = f"{uploads} uploads, 30% duplicates, {stack['bytes'] / 1e6:.0f} MB"
+    return [
+        Row(
+            "8",
+            f"end to end on the local stack ({workload}, {clients} clients)",
+            stack["uploads_per_s"],
+            "uploads/s",
+            inproc["uploads_per_s"],
+            "handlers in-process, sequential",
+            stack["uploads_per_s"] / inproc["uploads_per_s"],
+            "report",
+            None,
+            f"PUT→final p50 {stack['p50_ms']:.0f} ms, p95 {stack['p95_ms']:.0f} ms (in-process p50 "
+            f"{inproc['p50_ms']:.0f}, p95 {inproc['p95_ms']:.0f}); outcomes {stack['outcomes']}",
+            results,
+        )
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Target 8: N uploads end to end — POST /upload, presigned PUT, S3 event, queue, ingest — on the local stack
+over HTTP, and the same workload pushed straight through the handlers in one process (moto in memory, no
+sockets, no queue polling): the difference is the local stack's own overhead.
+
+``python -m dfdlocal.bench.e2e --mode stack|inprocess --uploads N [--clients 8]`` prints one JSON line. Each
+mode runs in its own process (the stack and moto's in-memory backends are process-wide).
+
+Workload (seeded): sizes 60% 1-64 KiB, 30% 64 KiB-1 MiB, 10% 1-8 MiB; 30% of the uploads repeat the content of
+an earlier one. Clients do not send a sha256, so every upload goes through the PUT and the ingest. Latency is
+from the PUT's response to the first GET /metadata/{upload_id} showing stored/duplicate (polled every 50 ms on
+the stack; read right after the ingest handler returns in-process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+POLL_SECONDS = 0.05
+FINAL = {"stored", "duplicate"}
+
+
+@dataclass(frozen=True)
+class Upload:
+    index: int
+    size: int
+    seed: int  # content identity: a duplicate shares its original's seed
+
+
+def workload(count: int, seed: int = 2026) -> list[Upload]:
+    rng = random.Random(seed)
+    uploads: list[Upload] = []
+    for index in range(count):
+        if uploads and rng.random() < 0.3:
+            original = rng.choice(uploads)
+            uploads.append(Upload(index, original.size, original.seed))
+            continue
+        roll = rng.random()
+        if roll < 0.6:
+            size = rng.randint(1024, 64 * 1024)
+        elif roll < 0.9:
+            size = rng.randint(64 * 1024, 1024 * 1024)
+        else:
+            size = rng.randint(1024 * 1024, 8 * 1024 * 1024)
+        uploads.append(Upload(index, size, rng.getrandbits(62)))
+    return uploads
+
+
+def body(upload: Upload) -> bytes:
+    from dfdlocal.bench.harness import content
+
+    return content(upload.size, upload.seed)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def summary(
+    mode: str, uploads: list[Upload], elapsed: float, latencies: list[float], outcomes: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "uploads": len(uploads),
+        "bytes": sum(u.size for u in uploads),
+        "seconds": elapsed,
+        "uploads_per_s": len(uploads) / elapsed,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p95_ms": percentile(latencies, 95) * 1000,
+        "outcomes": outcomes,
+    }
+
+
+# ---------------------------------------------------------------------- on the local stack, over HTTP
+def run_stack(uploads: list[Upload], clients: int) -> dict[str, Any]:
+    import requests
+
+    from dfdlocal.stack import LocalStack, StackOptions
+
+    options = StackOptions(root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR")
+    local = threading.local()
+    with LocalStack(options) as stack:
+        api = stack.api_url
+
+        def one(upload: Upload) -> tuple[float, str]:
+            session: requests.Session = getattr(local, "session", None) or requests.Session()
+            local.session = session
+            answer = session.post(
+                f"{api}/upload", json={"filename": f"f{upload.index}.bin", "size": upload.size}, timeout=30
+            )
+            answer.raise_for_status()
+            issued = answer.json()
+            put = session.put(issued["upload_url"], data=body(upload), headers=issued["headers"], timeout=60)
+            put.raise_for_status()
+            sent = time.perf_counter()
+            deadline = sent + 120
+            while time.perf_counter() < deadline:
+                status = session.get(f"{api}/metadata/{issued['upload_id']}", timeout=30).json().get("status")
+                if status in FINAL:
+                    return time.perf_counter() - sent, str(status)
+                time.sleep(POLL_SECONDS)
+            raise RuntimeError(f"upload {issued['upload_id']} not processed after 120 s")
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            results = list(pool.map(one, uploads))
+        elapsed = time.perf_counter() - started
+    outcomes: dict[str, int] = {}
+    for _, status in results:
+        outcomes[status] = outcomes.get(status, 0) + 1
+    return summary("stack", uploads, elapsed, [latency for latency, _ in results], outcomes)
+
+
+# ---------------------------------------------------------------------- in-process, handlers called directly
+def run_inprocess(uploads: list[Upload]) -> dict[str, Any]:
+    from dfdlocal.bench.harness import BUCKET, CREDENTIALS, KEYS, TABLES
+
+    env = {
+        **CREDENTIALS,
+        **TABLES,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "S3_BUCKET": BUCKET,
+        "TOKEN_SECRET": "bench",
+        "POWERTOOLS_SERVICE_NAME": "dfd",
+        "POWERTOOLS_METRICS_NAMESPACE": "dfd",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:
+        del os.environ[name]
+    os.environ.update(env)
+
+    import boto3
+    import requests
+    from moto import mock_aws
+
+    from dfdlocal.bench.rows_api import LambdaContext, api_event
+    from dfdlocal.poller import lambda_record
+
+    with mock_aws():
+        ddb, s3, sqs = boto3.client("dynamodb"), boto3.client("s3"), boto3.client("sqs")
+        for table, key in KEYS.items():
+            ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        s3.create_bucket(Bucket=BUCKET)
+        queue = sqs.create_queue(QueueName="dfd-ingest")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        s3.put_bucket_notification_configuration(
+            Bucket=BUCKET,
+            NotificationConfiguration={"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]},
+        )
+        sqs.purge_queue(QueueUrl=queue)  # the s3:TestEvent
+
+        from dfd import deps
+        from dfd.handlers import ingest, metadata, upload
+
+        deps.reset()
+        context: Any = LambdaContext()
+        latencies: list[float] = []
+        outcomes: dict[str, int] = {}
+        started = time.perf_counter()
+        for item in uploads:
+            answer = upload.handler(
+                api_event("POST", "/upload", body={"filename": f"f{item.index}.bin", "size": item.size}), context
+            )
+            issued = json.loads(answer["body"])
+            put = requests.put(issued["upload_url"], data=body(item), headers=issued["headers"], timeout=60)
+            put.raise_for_status()
+            sent = time.perf_counter()
+            messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+            batch = {"Records": [lambda_record(dict(m), arn) for m in messages]}
+            assert ingest.handler(batch, context) == {"batchItemFailures": []}
+            for message in messages:
+                sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+            status = json.loads(metadata.handler(api_event("GET", f"/metadata/{issued['upload_id']}"), context)["body"])
+            latencies.append(time.perf_counter() - sent)
+            outcomes[status["status"]] = outcomes.get(status["status"], 0) + 1
+        elapsed = time.perf_counter() - started
+    return summary("inprocess", uploads, elapsed, latencies, outcomes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=("stack", "inprocess"), required=True)
+    parser.add_argument("--uploads", type=int, default=300)
+    parser.add_argument("--clients", type=int, default=8)
+    options = parser.parse_args()
+    uploads = workload(options.uploads)
+    result = run_stack(uploads, options.clients) if options.mode == "stack" else run_inprocess(uploads)
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

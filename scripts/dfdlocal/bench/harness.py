@@ -1,0 +1,290 @@
+"""What every benchmark row shares: the emulator and the environment pointing dfd at it, tables and bucket,
+test objects, AWS call counting (botocore event hooks), timing helpers and the row record."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import statistics
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from dfdlocal.bench.emulator import Emulator
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+REGION = "us-east-1"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+TABLES = {"DDB_TABLE": "FileMetadata", "DDB_COUNTERS_TABLE": "counters", "UPLOADS_TABLE": "Uploads"}
+TABLES["EVENTS_TABLE"] = "IngestEvents"
+KEYS = {"FileMetadata": "hash", "counters": "counter_id", "Uploads": "upload_id", "IngestEvents": "event_key"}
+BUCKET = "dfd-file-service"
+
+
+@dataclass
+class Row:
+    """One line of the table: a figure, what it is compared with (measured in the same run) and the target."""
+
+    target: str  # "1".."9"
+    name: str
+    value: float | None
+    unit: str
+    baseline: float | None = None
+    baseline_name: str = ""
+    ratio: float | None = None
+    goal: str = ""
+    met: bool | None = None
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "baseline_name": self.baseline_name,
+            "ratio": self.ratio,
+            "goal": self.goal,
+            "met": self.met,
+            "note": self.note,
+            "details": self.details,
+        }
+
+
+@dataclass
+class Options:
+    quick: bool = False
+    uploads: int = 300
+    bandwidth: float = 100e6  # bytes/s per connection behind the throttling proxy (target 4)
+    latency_ms: float = 0.0  # per request, behind the throttling proxy
+    cold_runs: int = 5
+    verbose: bool = False
+
+    def runs(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+
+def function_environment(endpoint: str) -> dict[str, str]:
+    """What the template sets for every function, with local names, and a quiet Powertools."""
+    env = {
+        **CREDENTIALS,
+        **TABLES,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ENDPOINT_URL": endpoint,
+        "S3_BUCKET": BUCKET,
+        "UPLOAD_PREFIX": "uploads/",
+        "TOKEN_SECRET": "bench",
+        "POWERTOOLS_SERVICE_NAME": "dfd",
+        "POWERTOOLS_METRICS_NAMESPACE": "dfd",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    return env
+
+
+class Bench:
+    """The emulator, the process environment pointing dfd at it, and the resources the ingest needs."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.emulator = Emulator()
+        self.url = self.emulator.url
+        self._saved = dict(os.environ)
+        for name in list(os.environ):
+            if name.startswith("AWS_ENDPOINT_URL_") or name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+                del os.environ[name]
+        os.environ.update(function_environment(self.url))
+        from dfd import deps
+
+        deps.reset()
+        self.digests: dict[str, str] = {}
+        self.s3 = self.client("s3")
+        self.ddb = self.client("dynamodb")
+        self.create_resources()
+
+    def close(self) -> None:
+        from dfd import deps
+
+        deps.reset()
+        os.environ.clear()
+        os.environ.update(self._saved)
+        self.emulator.stop()
+
+    def client(self, service: str, endpoint: str | None = None, **config: Any) -> Any:
+        """The benchmark's own client (not dfd's): no checksums computed or validated unless asked."""
+        settings: dict[str, Any] = {
+            "retries": {"max_attempts": 3},
+            "max_pool_connections": 32,
+            "request_checksum_calculation": "when_required",
+            "response_checksum_validation": "when_required",
+        }
+        settings.update(config)
+        if service == "s3":
+            settings.setdefault("signature_version", "s3v4")
+        return boto3.session.Session().client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=endpoint or self.url,
+            region_name=REGION,
+            config=Config(**settings),
+            **{k.lower(): v for k, v in CREDENTIALS.items()},
+        )
+
+    def create_resources(self) -> None:
+        for table, key in KEYS.items():
+            self.ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        self.s3.create_bucket(Bucket=BUCKET)
+
+    # ------------------------------------------------------------------ objects
+    def put(self, size: int, *, checksum: bool = False, seed: int | None = None) -> str:
+        """PUT `size` bytes of unique content under a fresh uploads/<id> key (the id hints the checksum)."""
+        from dfd.hashing import new_upload_id
+
+        key = f"uploads/{new_upload_id(checksummed=checksum)}"
+        body = content(size, seed if seed is not None else random.getrandbits(63))
+        kwargs: dict[str, Any] = {"Bucket": BUCKET, "Key": key, "Body": body}
+        if checksum:
+            kwargs["ChecksumAlgorithm"] = "SHA256"  # boto3 computes it, S3 (and moto) store it
+        self.s3.put_object(**kwargs)
+        self.digests[key] = hashlib.sha256(body).hexdigest()  # every ingest's hash is checked against it
+        return key
+
+    def forget(self, result: Any) -> None:
+        """Delete what an ingest recorded (event, file record) so the same object ingests as new again."""
+        if result.event_key:
+            self.ddb.delete_item(TableName="IngestEvents", Key={"event_key": {"S": result.event_key}})
+        if result.hash:
+            self.ddb.delete_item(TableName="FileMetadata", Key={"hash": {"S": result.hash}})
+
+    def delete(self, key: str) -> None:
+        self.s3.delete_object(Bucket=BUCKET, Key=key)
+
+
+_BLOCK = random.Random(20261122).randbytes(4 * MIB)
+
+
+def content(size: int, seed: int) -> bytes:
+    """`size` bytes, unique per seed, cheap to make (a fixed random block repeated after a unique prefix)."""
+    prefix = seed.to_bytes(8, "little") * 4
+    if size <= len(prefix):
+        return prefix[:size]
+    rest = size - len(prefix)
+    blocks, tail = divmod(rest, len(_BLOCK))
+    return b"".join([prefix, _BLOCK * blocks, _BLOCK[:tail]])
+
+
+# ---------------------------------------------------------------------- AWS call counting
+class CallCounter:
+    """API calls per operation on the clients it is attached to (botocore `before-call` hooks), and the
+    DynamoDB capacity the emulator reports (ReturnConsumedCapacity=TOTAL added to every request that has it)."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.capacity: defaultdict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def attach(self, client: Any) -> None:
+        events = client.meta.events
+        events.register("before-call.*.*", self._count, unique_id=f"bench-count-{id(self)}")
+        events.register("before-parameter-build.dynamodb.*", _ask_capacity, unique_id="bench-capacity")
+        events.register("after-call.dynamodb.*", self._capacity, unique_id=f"bench-capacity-{id(self)}")
+
+    def detach(self, client: Any) -> None:
+        events = client.meta.events
+        events.unregister("before-call.*.*", unique_id=f"bench-count-{id(self)}")
+        events.unregister("before-parameter-build.dynamodb.*", unique_id="bench-capacity")
+        events.unregister("after-call.dynamodb.*", unique_id=f"bench-capacity-{id(self)}")
+
+    def _count(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[f"{model.service_model.endpoint_prefix}:{model.name}"] += 1
+
+    def _capacity(self, parsed: Any, model: Any, **_: Any) -> None:
+        consumed = parsed.get("ConsumedCapacity") if isinstance(parsed, dict) else None
+        if not consumed:
+            return
+        for entry in consumed if isinstance(consumed, list) else [consumed]:
+            with self._lock:
+                self.capacity[model.name] += float(entry.get("CapacityUnits", 0) or 0)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.capacity.clear()
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    def count(self, prefix: str) -> int:
+        return sum(n for name, n in self.calls.items() if name.startswith(prefix))
+
+    def summary(self) -> str:
+        return " + ".join(
+            f"{name.split(':')[1]}" + (f"x{n}" if n > 1 else "") for name, n in sorted(self.calls.items())
+        )
+
+
+def _ask_capacity(params: dict[str, Any], model: Any, **_: Any) -> None:
+    if "ReturnConsumedCapacity" in model.input_shape.members:
+        params.setdefault("ReturnConsumedCapacity", "TOTAL")
+
+
+@contextmanager
+def counting(*clients: Any) -> Iterator[CallCounter]:
+    counter = CallCounter()
+    for client in clients:
+        counter.attach(client)
+    try:
+        yield counter
+    finally:
+        for client in clients:
+            counter.detach(client)
+
+
+def dfd_clients() -> list[Any]:
+    """dfd's own (cached) clients, as the functions use them."""
+    from dfd import aws
+
+    return [aws.dynamodb(), aws.s3(), aws.s3_ingest()]
+
+
+# ---------------------------------------------------------------------- timing
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - started, value
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def log(options: Options, message: str) -> None:
+    if options.verbose:
+        print(f"  · {message}", flush=True)

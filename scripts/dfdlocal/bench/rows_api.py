@@ -1,0 +1,335 @@
+"""Target 5 (AWS calls and DynamoDB capacity per ingest) and target 6 (stats and hashes cost)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+from dfdlocal.bench.harness import BUCKET, KEYS, Bench, Row, counting, dfd_clients, median, timed
+
+SMALL = 64 * 1024
+
+
+# ---------------------------------------------------------------------- DynamoDB's capacity rules
+def attribute_size(value: dict[str, Any]) -> int:
+    """Bytes of one attribute value by DynamoDB's item-size rules (numbers: ~1 byte per 2 digits + 1)."""
+    (kind, raw), *_ = value.items()
+    if kind in ("S", "B"):
+        return len(raw.encode() if isinstance(raw, str) else raw)
+    if kind == "N":
+        digits = len(str(Decimal(raw)).replace("-", "").replace(".", "").lstrip("0")) or 1
+        return math.ceil(digits / 2) + 1
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + attribute_size(v) + 1 for k, v in raw.items())
+    if kind == "L":
+        return 3 + sum(attribute_size(v) + 1 for v in raw)
+    return sum(attribute_size({kind[0]: v}) for v in raw)  # SS, NS, BS
+
+
+def item_size(item: dict[str, Any]) -> int:
+    return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
+
+
+class CapacityModel:
+    """RCU/WCU an ingest would consume on AWS: strongly consistent reads 1 RCU per 4 KB per key (a missing
+    item still costs 1), transactional writes 2 WCU per 1 KB per item (the larger of the item before and
+    after). Item sizes are those the ingest actually wrote, read back from the emulator."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.bench = bench
+        self.rcu = 0.0
+        self.wcu = 0.0
+
+    def read(self, tables_keys: dict[str, list[dict[str, Any]]]) -> None:
+        for table, keys in tables_keys.items():
+            for key in keys:
+                item = self.bench.ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+                self.rcu += max(1, math.ceil(item_size(item) / 4096)) if item else 1
+
+    def transact(self, items: list[dict[str, Any]], before: dict[str, int]) -> None:
+        for entry in items:
+            (action,) = entry.values()
+            table = action["TableName"]
+            key = action.get("Key") or {KEYS[table]: action["Item"][KEYS[table]]}
+            after = self.bench.ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item") or {}
+            size = max(item_size(after), before.get(json.dumps(key, sort_keys=True), 0), 1)
+            self.wcu += 2 * math.ceil(size / 1024)
+
+
+class _Recorder:
+    """Wraps dfd's Repository to see each ingest's BatchGetItem and TransactWriteItems requests."""
+
+    def __init__(self, repo: Any, model: CapacityModel) -> None:
+        self.repo = repo
+        self.model = model
+        self.reads: list[dict[str, list[dict[str, Any]]]] = []
+        self.writes: list[list[dict[str, Any]]] = []
+        self._ingest_state = repo.ingest_state
+        self._transact = repo.transact
+
+    def __enter__(self) -> _Recorder:
+        repo, settings = self.repo, self.repo._s
+
+        def ingest_state(event_key: str, digest: str, upload_id: str | None) -> Any:
+            keys = {
+                settings.events_table: [{"event_key": {"S": event_key}}],
+                settings.files_table: [{"hash": {"S": digest}}],
+            }
+            if upload_id:
+                keys[settings.uploads_table] = [{"upload_id": {"S": upload_id}}]
+            self.reads.append(keys)
+            return self._ingest_state(event_key, digest, upload_id)
+
+        def transact(items: list[dict[str, Any]]) -> None:
+            before: dict[str, int] = {}
+            for entry in items:
+                (action,) = entry.values()
+                table = action["TableName"]
+                key = action.get("Key") or {KEYS[table]: action["Item"][KEYS[table]]}
+                found = self.model.bench.ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+                before[json.dumps(key, sort_keys=True)] = item_size(found) if found else 0
+            self._transact(items)
+            self.writes.append(items)
+            self.model.transact(items, before)
+
+        repo.ingest_state = ingest_state
+        repo.transact = transact
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.repo.ingest_state
+        del self.repo.transact
+
+
+def _scenario(bench: Bench, key: str, counter: Any) -> tuple[Any, dict[str, int], float, float, float]:
+    from dfd import deps
+    from dfd.events import ObjectRef
+
+    model = CapacityModel(bench)
+    counter.reset()
+    with _Recorder(deps.repository(), model) as recorder:
+        result = deps.ingestor().ingest(ObjectRef(BUCKET, key))
+    for keys in recorder.reads:
+        model.read(keys)
+    reported = sum(counter.capacity.values())
+    return result, dict(counter.calls), model.rcu, model.wcu, reported
+
+
+def calls(bench: Bench) -> list[Row]:
+    from dfd import deps
+
+    rows: list[Row] = []
+    deps.ingestor()
+    content = random.randbytes(SMALL)
+    with counting(*dfd_clients()) as counter:
+        for checksum in (False, True):
+            label = "checksummed PUT (HEAD first)" if checksum else "plain PUT (GET first)"
+            first = _put(bench, content if not checksum else content[::-1], checksum)
+            second = _put(bench, content if not checksum else content[::-1], checksum)
+            plan = [("new content", first, 3), ("duplicate", second, 4), ("replay", first, 2)]
+            plan.append(("replay of a deleted duplicate", second, 1))
+            for what, key, limit in plan:
+                result, made, rcu, wcu, reported = _scenario(bench, key, counter)
+                total = sum(made.values())
+                summary = " + ".join(f"{name.split(':')[1]}" for name in sorted(made))
+                rows.append(
+                    Row(
+                        "5",
+                        f"AWS calls, {what}, {label}",
+                        total,
+                        "calls",
+                        goal=f"≤ {limit}",
+                        met=total <= limit,
+                        note=f"{summary}; {result.outcome}; AWS model {rcu:g} RCU + {wcu:g} WCU"
+                        + f" (emulator reports {reported:g} CU)",
+                        details={"calls": made, "rcu_model": rcu, "wcu_model": wcu, "reported_cu": reported},
+                    )
+                )
+        # the hint is wrong (a PUT without the SHA-256 under a hinted id): one call more, same result
+        key = _put(bench, random.randbytes(SMALL), False, hint=True)
+        result, made, rcu, wcu, reported = _scenario(bench, key, counter)
+        rows.append(
+            Row(
+                "5",
+                "AWS calls, new content, hint wrong (no checksum stored)",
+                sum(made.values()),
+                "calls",
+                goal="info (≤ 4)",
+                met=sum(made.values()) <= 4,
+                note=" + ".join(name.split(":")[1] for name in sorted(made)) + f"; {result.outcome}",
+                details={"calls": made},
+            )
+        )
+    return rows
+
+
+def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None) -> str:
+    from dfd.hashing import new_upload_id
+
+    key = f"uploads/{new_upload_id(checksummed=checksum if hint is None else hint)}"
+    extra = {"ChecksumAlgorithm": "SHA256"} if checksum else {}
+    bench.s3.put_object(Bucket=BUCKET, Key=key, Body=body, **extra)
+    return key
+
+
+# ---------------------------------------------------------------------- target 6
+class LambdaContext:
+    function_name = "bench"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+    log_group_name = "/aws/lambda/bench"
+    log_stream_name = "bench"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 10_000
+
+
+def api_event(method: str, path: str, query: dict[str, str] | None = None, body: Any = None) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload 2.0) event."""
+    route = path
+    params = None
+    for prefix in ("/metadata/", "/download/"):
+        if path.startswith(prefix):
+            route, params = prefix + "{id}", {"id": path[len(prefix) :]}
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": f"{method} {route}",
+        "rawPath": path,
+        "rawQueryString": "&".join(f"{k}={v}" for k, v in (query or {}).items()),
+        "headers": {"content-type": "application/json", "host": "api.local", "origin": "http://localhost"},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "bench",
+            "domainName": "api.local",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "bench",
+            },
+            "requestId": "bench",
+            "routeKey": f"{method} {route}",
+            "stage": "$default",
+            "time": "22/Nov/2026:03:00:00 +0000",
+            "timeEpoch": 1795316400000,
+        },
+        "isBase64Encoded": False,
+    }
+    if query:
+        event["queryStringParameters"] = query
+    if params:
+        event["pathParameters"] = params
+    if body is not None:
+        event["body"] = json.dumps(body)
+    return event
+
+
+def _drop_files(bench: Bench, count: int) -> None:
+    """Remove what _fill_files wrote (moto's transactions slow down as tables grow: later rows need it small)."""
+    batch: list[dict[str, Any]] = []
+    for index in range(count):
+        batch.append({"DeleteRequest": {"Key": {"hash": {"S": f"{index:064x}"}}}})
+        if len(batch) == 25 or index == count - 1:
+            bench.ddb.batch_write_item(RequestItems={"FileMetadata": batch})
+            batch = []
+
+
+def _fill_files(bench: Bench, count: int, start: int) -> None:
+    """`count` file records straight into the table (what 10,000 ingests would leave), 25 per request."""
+    batch: list[dict[str, Any]] = []
+    for index in range(start, start + count):
+        digest = f"{index:064x}"
+        item = {
+            "hash": {"S": digest},
+            "size": {"N": str(1000 + index)},
+            "content_type": {"S": "application/octet-stream"},
+            "filename": {"S": f"file-{index}.bin"},
+            "s3_key": {"S": f"uploads/{index:032x}"},
+            "bucket": {"S": BUCKET},
+            "created_at": {"S": "2026-11-22T03:00:00Z"},
+            "last_upload_at": {"S": "2026-11-22T03:00:00Z"},
+            "upload_count": {"N": "1"},
+        }
+        batch.append({"PutRequest": {"Item": item}})
+        if len(batch) == 25:
+            bench.ddb.batch_write_item(RequestItems={"FileMetadata": batch})
+            batch = []
+    if batch:
+        bench.ddb.batch_write_item(RequestItems={"FileMetadata": batch})
+
+
+def stats(bench: Bench) -> list[Row]:
+    from dfd.handlers import admin_hashes, admin_stats
+
+    options = bench.options
+    requests = options.runs(60, 25)
+    context: Any = LambdaContext()
+    measured: dict[int, dict[str, Any]] = {}
+    present = 0
+    for files in (10, 10_000):
+        _fill_files(bench, files - present, present)
+        present = files
+        for name, handler, event in (
+            ("stats", admin_stats.handler, api_event("GET", "/admin/stats")),
+            ("hashes", admin_hashes.handler, api_event("GET", "/admin/hashes", {"limit": "50"})),
+        ):
+            for _ in range(3):
+                handler(event, context)  # warm
+            latencies: list[float] = []
+            per_request: list[int] = []
+            with counting(*dfd_clients()) as counter:
+                for _ in range(requests):
+                    counter.reset()
+                    seconds, response = timed(partial(handler, event, context))
+                    assert response["statusCode"] == 200, response
+                    latencies.append(seconds)
+                    per_request.append(counter.count("dynamodb:"))
+                    operations = sorted(counter.calls)
+            measured.setdefault(files, {})[name] = {
+                "ms": median(latencies) * 1000,
+                "dynamodb_requests": max(per_request),
+                "operations": operations,
+            }
+    _drop_files(bench, present)
+    stats_small = measured[10]["stats"]
+    stats_large = measured[10_000]["stats"]
+    hashes_small = measured[10]["hashes"]
+    hashes_large = measured[10_000]["hashes"]
+    ratio = stats_large["ms"] / stats_small["ms"]
+    return [
+        Row(
+            "6",
+            "GET /admin/stats, 10,000 files (handler in-process)",
+            stats_large["ms"],
+            "ms",
+            stats_small["ms"],
+            "with 10 files",
+            ratio,
+            "1 request, ≤ 1.2x",
+            ratio <= 1.2 and stats_large["dynamodb_requests"] == 1 and stats_small["dynamodb_requests"] == 1,
+            f"DynamoDB requests per call: {stats_large['dynamodb_requests']} ({', '.join(stats_large['operations'])})",
+            {str(files): values for files, values in measured.items()},
+        ),
+        Row(
+            "6",
+            "GET /admin/hashes?limit=50, 10,000 files",
+            hashes_large["ms"],
+            "ms",
+            hashes_small["ms"],
+            "with 10 files",
+            hashes_large["ms"] / hashes_small["ms"],
+            "1 page read per request",
+            hashes_large["dynamodb_requests"] == 1 and hashes_small["dynamodb_requests"] == 1,
+            f"DynamoDB requests per call: {hashes_large['dynamodb_requests']} ({', '.join(hashes_large['operations'])})"
+            + "; moto's Scan walks the table, DynamoDB reads one page",
+        ),
+    ]
