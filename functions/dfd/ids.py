@@ -26,8 +26,23 @@ def is_upload_id(value: str) -> bool:
     return UPLOAD_ID_RE.fullmatch(value) is not None
 
 
-def new_upload_id() -> str:
-    return secrets.token_hex(16)
+# The checksum hint. An upload whose presigned PUT signs x-amz-checksum-sha256 gets an upload id whose last
+# hex digit is odd; any other upload an even one (127 random bits either way). The ingest reads the hint from
+# the object key alone — no call — and asks S3 for the stored SHA-256 with a HEAD before any GetObject, so a
+# checksummed object is ingested without reading a byte. The hint only chooses which S3 call comes first:
+# a wrong or missing hint costs one extra call, never a wrong result (the checksum always comes from S3).
+_ODD_HEX = frozenset("13579bdf")
+
+
+def new_upload_id(checksummed: bool = False) -> str:
+    """32 hex characters, 127 random bits, the last digit's low bit = "the PUT carries a SHA-256"."""
+    raw = secrets.token_hex(16)
+    return raw[:-1] + format((int(raw[-1], 16) & 0xE) | int(checksummed), "x")
+
+
+def hints_checksum(upload_id: str | None) -> bool:
+    """Whether an upload id (as made by new_upload_id) says its object was PUT with a SHA-256 checksum."""
+    return upload_id is not None and upload_id[-1:] in _ODD_HEX
 
 
 def object_key(prefix: str, upload_id: str) -> str:
@@ -52,6 +67,12 @@ def version_token(version_id: str | None, etag: str) -> str:
 def event_key(bucket: str, key: str, version: str) -> str:
     """Identity of one ingested object version; every redelivery of its events maps to the same key."""
     return f"{bucket}/{key}#{version}"
+
+
+def key_claim(bucket: str, key: str) -> str:
+    """The item that says "this key holds a stored object" (kept beside the event records; '#' cannot start a
+    bucket name, so it never collides with an event key)."""
+    return f"claim#{bucket}/{key}"
 
 
 def clean_filename(raw: str) -> str:

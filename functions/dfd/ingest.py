@@ -3,7 +3,7 @@
 Flow per object (see the design brief):
   1. Identify the object version (VersionId or ETag) → event key, with ONE S3 call: a GetObject whose headers
      may carry S3's stored full-object SHA-256 (then the body is dropped unread), or — when the upload id in
-     the key says the PUT carried a SHA-256 (hashing.hints_checksum) — a HeadObject, so a checksummed object
+     the key says the PUT carried a SHA-256 (ids.hints_checksum) — a HeadObject, so a checksummed object
      costs no GetObject at all. The hint only orders the calls; the checksum always comes from S3.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
   3. ONE consistent BatchGetItem: the event record, the file record for the hash, the upload record.
@@ -29,8 +29,7 @@ from dfd.adapters.s3 import ObjectInfo, ObjectStore, OpenedObject
 from dfd.config import Settings
 from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.events import ObjectRef
-from dfd.hashing import hints_checksum
-from dfd.ids import event_key, filename_from_key, upload_id_from_key, version_token
+from dfd.ids import event_key, filename_from_key, hints_checksum, key_claim, upload_id_from_key, version_token
 
 MAX_ATTEMPTS = 8
 
@@ -43,6 +42,8 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # not ours: other bucket, outside the prefix
     GONE = "gone"  # the object no longer exists (deleted duplicate, never uploaded)
     SUPERSEDED = "superseded"  # the object changed while read: the newer version's event follows
+    REJECTED = "rejected"  # a second PUT at an upload key already processed: deleted, not counted
+    CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
 
 
 @dataclass
@@ -156,23 +157,31 @@ class Ingestor:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
             if known is not None and known.get("s3_key") == info.key:
-                # the event names the stored copy itself (its event record has expired): change nothing
+                # the event names the stored copy itself (its event record has expired): change nothing,
+                # but record the event again so that sweeps stop re-driving it
                 result.outcome = Outcome.CANONICAL
+                self._repo.put_event(self._event_record(info, result, Outcome.STORED))
                 return
             duplicate = known is not None
-            items = self._plan(info, result, upload, known)
+            plan = self._plan(info, result, upload, known)
             try:
-                self._repo.transact(items)
+                self._repo.transact(plan.items)
             except CancelledTransaction as cancelled:
-                if cancelled.failed(0):
-                    event = cancelled.item(0) or self._repo.get_event(result.event_key)
+                if cancelled.failed(plan.roles["event"]):
+                    event = cancelled.item(plan.roles["event"]) or self._repo.get_event(result.event_key)
                     self._replayed(info, event or {"outcome": "unknown"}, result)
                     return
-                if cancelled.failed(1):
+                if cancelled.failed(plan.roles["claim"]):
+                    self._conflict(info, result, cancelled.item(plan.roles["claim"]))
+                    return
+                if cancelled.failed(plan.roles["file"]):
                     # new: the file appeared (lost a race) → redo as duplicate; duplicate: the file vanished
                     # (→ new) or is this very object (→ canonical). The next plan follows what is there now.
-                    known = cancelled.item(1) or self._repo.get_file(result.hash, consistent=True)
+                    known = cancelled.item(plan.roles["file"]) or self._repo.get_file(result.hash, consistent=True)
                     continue
+                if "upload" in plan.roles and cancelled.failed(plan.roles["upload"]):
+                    self._rejected(info, result)
+                    return
                 self._backoff(attempt)
                 continue
             except ServiceUnavailable:
@@ -193,36 +202,68 @@ class Ingestor:
         self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
 
     def _replayed(self, info: ObjectInfo, event: Item, result: IngestResult) -> None:
-        """This object version was ingested before: change nothing, but finish a duplicate's delete."""
+        """This object version was ingested before: change nothing, but finish a duplicate's delete (or a
+        rejected second PUT's)."""
         result.outcome = Outcome.REPLAY
         result.detail["recorded_outcome"] = event.get("outcome")
-        if event.get("outcome") == Outcome.DUPLICATE:
+        if event.get("outcome") in (Outcome.DUPLICATE, Outcome.REJECTED):
             result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
 
-    def _plan(self, info: ObjectInfo, result: IngestResult, upload: Item | None, known: Item | None) -> list[Any]:
-        assert result.hash is not None and result.event_key is not None
+    def _conflict(self, info: ObjectInfo, result: IngestResult, claim: Item | None) -> None:
+        """The key holds another content's stored copy, overwritten in place (a direct put bypassing the API):
+        that record's bytes are gone. Never delete here, count nothing; record it so operators are told once."""
+        claim = claim or self._repo.get_event(key_claim(info.bucket, info.key)) or {}
+        if claim.get("hash") == result.hash:
+            result.outcome = Outcome.CANONICAL
+            self._repo.put_event(self._event_record(info, result, Outcome.STORED))
+            return
+        result.outcome = Outcome.CONFLICT
+        result.detail["stored_hash"] = claim.get("hash")
+        self._repo.put_event(self._event_record(info, result, Outcome.CONFLICT))
+
+    def _rejected(self, info: ObjectInfo, result: IngestResult) -> None:
+        """A second object version at an upload key whose upload was already processed (the presigned URL was
+        used again after a duplicate's bytes were deleted): not an upload of its own — delete it, count nothing.
+        A stored object is never deleted: its key is claimed."""
+        if self._repo.get_event(key_claim(info.bucket, info.key)) is not None:
+            self._conflict(info, result, None)
+            return
+        result.outcome = Outcome.REJECTED
+        if self._repo.put_event(self._event_record(info, result, Outcome.REJECTED)):
+            result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
+        else:  # a concurrent delivery recorded this version first: follow what it recorded
+            self._replayed(info, self._repo.get_event(result.event_key or "") or {}, result)
+
+    def _event_record(self, info: ObjectInfo, result: IngestResult, outcome: Outcome) -> Item:
         now = self._now()
-        stamp = clock.iso(now)
-        duplicate = known is not None
-        filename = (upload or {}).get("filename") or filename_from_key(info.key)
-        content_type = (upload or {}).get("content_type") or info.content_type or "application/octet-stream"
-        repo = self._repo
-        event = {
+        return {
             "event_key": result.event_key,
-            "outcome": str(Outcome.DUPLICATE if duplicate else Outcome.STORED),
+            "outcome": str(outcome),
             "hash": result.hash,
             "bucket": info.bucket,
             "key": info.key,
             "etag": info.etag,
             "size": info.size,
             "upload_id": result.upload_id,
-            "processed_at": stamp,
+            "processed_at": clock.iso(now),
             "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
         }
-        items = [repo.put_event_item(event)]
+
+    def _plan(self, info: ObjectInfo, result: IngestResult, upload: Item | None, known: Item | None) -> Plan:
+        assert result.hash is not None and result.event_key is not None
+        duplicate = known is not None
+        event = self._event_record(info, result, Outcome.DUPLICATE if duplicate else Outcome.STORED)
+        stamp = event["processed_at"]
+        filename = (upload or {}).get("filename") or filename_from_key(info.key)
+        content_type = (upload or {}).get("content_type") or info.content_type or "application/octet-stream"
+        repo = self._repo
+        plan = Plan()
+        plan.add("event", repo.put_event_item(event))
+        claim = key_claim(info.bucket, info.key)
         shard = self._s.shard_ids[self._rng.randrange(self._s.counter_shards)]
         if duplicate:
-            items.append(repo.count_duplicate_file_item(result.hash, info.key, stamp))
+            plan.add("file", repo.count_duplicate_file_item(result.hash, info.key, stamp))
+            plan.add("claim", repo.no_claim_item(claim))  # never delete bytes some record stores at this key
             deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": info.size}
         else:
             record = {
@@ -238,7 +279,8 @@ class Ingestor:
                 "upload_count": 1,
                 "first_upload_id": result.upload_id,
             }
-            items.append(repo.put_new_file_item(record))
+            plan.add("file", repo.put_new_file_item(record))
+            plan.add("claim", repo.put_claim_item(claim, result.hash, stamp))
             deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": info.size}
         if result.upload_id is not None:
             fields = {
@@ -250,6 +292,19 @@ class Ingestor:
                 "bucket": info.bucket,
             }
             defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
-            items.append(repo.finish_upload_item(result.upload_id, fields, defaults))
-        items.append(repo.add_counters_item(shard, deltas))
-        return items
+            plan.add("upload", repo.finish_upload_item(result.upload_id, fields, defaults, result.event_key))
+        plan.add("counters", repo.add_counters_item(shard, deltas))
+        return plan
+
+
+@dataclass
+class Plan:
+    """The items of one TransactWriteItems, and which item plays which role (cancellation reasons are
+    reported by position)."""
+
+    items: list[Any] = field(default_factory=list)
+    roles: dict[str, int] = field(default_factory=dict)
+
+    def add(self, role: str, item: Any) -> None:
+        self.roles[role] = len(self.items)
+        self.items.append(item)

@@ -113,7 +113,7 @@ class UploadService:
 
     def _issue(self, request: UploadRequest) -> UploadAnswer:
         now = self._now()
-        upload_id = new_upload_id()
+        upload_id = new_upload_id(checksummed=request.sha256 is not None)
         key = object_key(self._s.upload_prefix, upload_id)
         expires_in = self._s.upload_url_expires
         url, headers = self._objects.presign_put(

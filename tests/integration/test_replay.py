@@ -138,15 +138,19 @@ def test_malformed_records_are_batch_failures_and_touch_nothing(aws: Aws) -> Non
 def test_late_replay_of_the_canonical_object_deletes_nothing(aws: Aws) -> None:
     data = b"canonical" * 100
     answer = uploaded(aws, data)
-    assert outcomes(invoke(minimal_record(aws.settings.bucket, answer["key"]))) == ["stored"]
+    bucket = aws.settings.bucket
+    assert outcomes(invoke(minimal_record(bucket, answer["key"]))) == ["stored"]
     # the event record expires (TTL) — then the original event is replayed by hand
-    events = aws.ddb.scan(TableName=aws.settings.events_table)["Items"]
-    for item in events:
-        aws.ddb.delete_item(TableName=aws.settings.events_table, Key={"event_key": item["event_key"]})
+    for item in aws.ddb.scan(TableName=aws.settings.events_table)["Items"]:
+        if not item["event_key"]["S"].startswith("claim#"):
+            aws.ddb.delete_item(TableName=aws.settings.events_table, Key={"event_key": item["event_key"]})
+    counters = deps.repository().counter_totals()
+    assert outcomes(invoke(minimal_record(bucket, answer["key"]))) == ["canonical"]  # re-records the event
     before = aws.snapshot()
     for _ in range(3):
-        assert outcomes(invoke(minimal_record(aws.settings.bucket, answer["key"]))) == ["canonical"]
+        assert outcomes(invoke(minimal_record(bucket, answer["key"]))) == ["replay"]
     assert aws.snapshot() == before
+    assert deps.repository().counter_totals() == counters
     aws.assert_invariants()
 
 
@@ -259,4 +263,80 @@ def test_conflicts_and_throttling_are_retried_with_backoff(aws: Aws, monkeypatch
     assert len(sleeps) == 3 and all(s > 0 for s in sleeps)
     totals = deps.repository().counter_totals()
     assert totals["total_files"] == 1 and totals["total_uploads"] == 1
+    aws.assert_invariants()
+
+
+def test_stored_object_overwritten_in_place_is_never_deleted(aws: Aws) -> None:
+    """A direct put overwrites a stored object (bypassing the API's If-None-Match): the ingest must not
+    delete what remains at that key nor count it; the audit reports the damage the overwrite did."""
+    bucket = aws.settings.bucket
+    notes, other = "uploads/direct/notes.txt", "uploads/other.txt"
+    for key, body in ((notes, b"version one\n"), (other, b"version two\n")):
+        aws.s3.put_object(Bucket=bucket, Key=key, Body=body)
+        assert invoke(sqs_batch(*(m["Body"] for m in aws.drain()))) == {"batchItemFailures": []}
+    counters = deps.repository().counter_totals()
+    for body in (b"version two\n", b"brand new content\n"):  # a duplicate of other.txt, then new content
+        aws.s3.put_object(Bucket=bucket, Key=notes, Body=body)
+        aws.drain()
+        result = invoke(minimal_record(bucket, notes))["results"][0]
+        assert result["outcome"] == "conflict" and result["deleted"] is False
+        assert result["stored_hash"] == hashlib.sha256(b"version one\n").hexdigest()
+        assert outcomes(invoke(minimal_record(bucket, notes))) == ["replay"]
+    keys = {o["Key"] for o in aws.s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert keys == {notes, other}
+    assert deps.repository().counter_totals() == counters
+    assert deps.repository().get_file(hashlib.sha256(b"brand new content\n").hexdigest()) is None
+    now_there = hashlib.sha256(b"brand new content\n").hexdigest()
+    recorded = hashlib.sha256(b"version one\n").hexdigest()
+    assert aws.audit().problems() == [
+        "1. one FileMetadata item per content; its object exists and hashes to its key: "
+        f"{notes} hashes to {now_there}, its record says {recorded} (invariant 6)"
+    ]
+
+
+def test_second_put_with_the_same_url_after_a_duplicate_was_deleted(aws: Aws) -> None:
+    """The duplicate's bytes are deleted, so If-None-Match lets the still-valid URL PUT again: that version is
+    not an upload of its own — deleted, never counted, and the upload keeps its outcome."""
+    bucket = aws.settings.bucket
+    aws.s3.put_object(Bucket=bucket, Key="uploads/direct/orig.txt", Body=b"AAAA")
+    invoke(sqs_batch(*(m["Body"] for m in aws.drain())))
+    answer = uploaded(aws, b"AAAA", "mine.txt")
+    assert outcomes(invoke(minimal_record(bucket, answer["key"]))) == ["duplicate"]
+    counters = deps.repository().counter_totals()
+    assert put(answer, b"BBBB").status_code == 200  # same size, no checksum signed: S3 accepts it
+    aws.drain()
+    result = invoke(minimal_record(bucket, answer["key"]))["results"][0]
+    assert result["outcome"] == "rejected" and result["deleted"] is True
+    assert outcomes(invoke(minimal_record(bucket, answer["key"]))) == ["gone"]
+    assert deps.repository().counter_totals() == counters
+    upload = deps.repository().get_upload(answer["upload_id"])
+    assert upload is not None and upload["status"] == "duplicate"
+    aws.assert_invariants()
+
+
+def test_multipart_checksum_is_not_taken_for_the_content_hash(aws: Aws) -> None:
+    """A multipart upload's SHA-256 checksum is a checksum of part checksums: the content is hashed instead,
+    on both read strategies (the checksum hint in the key chooses HEAD-first)."""
+    bucket = aws.settings.bucket
+    parts = [b"a" * (5 * 1024 * 1024), b"b" * 100]
+    for key in ("uploads/multipart.bin", "uploads/" + "0" * 31 + "1"):
+        started = aws.s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")
+        done = []
+        for number, body in enumerate(parts, 1):
+            part = aws.s3.upload_part(
+                Bucket=bucket,
+                Key=key,
+                UploadId=started["UploadId"],
+                PartNumber=number,
+                Body=body + key.encode(),
+                ChecksumAlgorithm="SHA256",
+            )
+            done.append({"PartNumber": number, "ETag": part["ETag"], "ChecksumSHA256": part["ChecksumSHA256"]})
+        aws.s3.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=started["UploadId"], MultipartUpload={"Parts": done}
+        )
+        aws.drain()
+        result = invoke(minimal_record(bucket, key))["results"][0]
+        assert result["outcome"] == "stored"
+        assert result["hash"] == hashlib.sha256(b"".join(p + key.encode() for p in parts)).hexdigest()
     aws.assert_invariants()

@@ -589,10 +589,16 @@ def test_bucket_name_is_computed_lowercase_and_unique_per_stack(template: dict[s
     assert re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", sample), f"invalid bucket name {sample!r}"
 
 
-def test_bucket_policy_is_tls_only(template: dict[str, Any]) -> None:
+def test_bucket_policy_is_tls_only_and_forbids_overwrites(template: dict[str, Any]) -> None:
     (policy,) = _resources(template, "AWS::S3::BucketPolicy").values()
     assert _is_ref(policy["Properties"]["Bucket"], "FilesBucket")
-    (statement,) = _statements(policy["Properties"]["PolicyDocument"])
+    statement, no_overwrites = _statements(policy["Properties"]["PolicyDocument"])
+    assert no_overwrites["Effect"] == "Deny" and no_overwrites["Action"] == "s3:PutObject"
+    assert no_overwrites["Condition"] == {
+        "Null": {"s3:if-none-match": "true"},
+        "Bool": {"s3:ObjectCreationOperation": "true"},
+    }
+    assert _describe(no_overwrites["Resource"]) == "${FilesBucket.Arn}/${UploadPrefix}*"
     assert statement["Effect"] == "Deny"
     assert statement["Principal"] == "*"
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}

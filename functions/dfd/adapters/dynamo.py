@@ -187,6 +187,22 @@ class Repository:
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "PutItem") from error
 
+    def put_event(self, record: Item) -> bool:
+        """Record an event outside a transaction; False when it was already recorded."""
+        try:
+            self._db.put_item(
+                TableName=self._s.events_table,
+                Item=to_item(record),
+                ConditionExpression="attribute_not_exists(event_key)",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == (
+                "ConditionalCheckFailedException"
+            ):
+                return False
+            raise translate(error, "PutItem") from error
+        return True
+
     def transact(self, items: list[dict[str, Any]]) -> None:
         try:
             self._db.transact_write_items(TransactItems=items)
@@ -215,6 +231,28 @@ class Repository:
             }
         }
 
+    def put_claim_item(self, claim: str, digest: str, now: str) -> dict[str, Any]:
+        """Claim the object key for the content stored there (no TTL: as long as the record lives)."""
+        return {
+            "Put": {
+                "TableName": self._s.events_table,
+                "Item": to_item({"event_key": claim, "hash": digest, "claimed_at": now}),
+                "ConditionExpression": "attribute_not_exists(event_key)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def no_claim_item(self, claim: str) -> dict[str, Any]:
+        """Condition: no stored object lives at this key."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._s.events_table,
+                "Key": to_item({"event_key": claim}),
+                "ConditionExpression": "attribute_not_exists(event_key)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
     def count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
         """+1 upload on an existing file record — never the record whose object IS this key."""
         condition = "attribute_exists(#h)"
@@ -234,8 +272,9 @@ class Repository:
             }
         }
 
-    def finish_upload_item(self, upload_id: str, fields: Item, defaults: Item) -> dict[str, Any]:
-        """Mark an upload processed: SET fields, set defaults only where absent, leave the pending index."""
+    def finish_upload_item(self, upload_id: str, fields: Item, defaults: Item, event_key: str) -> dict[str, Any]:
+        """Mark an upload processed by this event: SET fields, set defaults only where absent, leave the pending
+        index. Refused when another object version already processed it (a second PUT with the same URL)."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
@@ -249,13 +288,17 @@ class Repository:
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
             parts.append(f"#d{i} = if_not_exists(#d{i}, :d{i})")
+        parts.append("#ek = :ek")
+        values[":ek"] = to_attr(event_key)
         return {
             "Update": {
                 "TableName": self._s.uploads_table,
                 "Key": to_item({"upload_id": upload_id}),
                 "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl",
-                "ExpressionAttributeNames": {**names, "#ttl": "ttl"},
+                "ConditionExpression": "attribute_not_exists(#ek) OR #ek = :ek",
+                "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key"},
                 "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 

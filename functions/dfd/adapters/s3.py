@@ -82,7 +82,11 @@ class ObjectInfo:
 def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
     checksum = response.get("ChecksumSHA256")
     checksum_type = response.get("ChecksumType")
-    verified = b64_to_hex(checksum) if checksum and checksum_type in (None, "FULL_OBJECT") else None
+    # a multipart upload's SHA-256 is a checksum of part checksums (COMPOSITE), never the content's hash; when
+    # the type is not given (some emulators), a multipart ETag ("…-N") says the same
+    multipart = "-" in str(response.get("ETag", "")).strip('"')
+    whole = checksum_type == "FULL_OBJECT" or (checksum_type is None and not multipart)
+    verified = b64_to_hex(checksum) if checksum and whole else None
     return ObjectInfo(
         bucket=bucket,
         key=key,

@@ -155,7 +155,7 @@ class Bench:
     # ------------------------------------------------------------------ objects
     def put(self, size: int, *, checksum: bool = False, seed: int | None = None) -> str:
         """PUT `size` bytes of unique content under a fresh uploads/<id> key (the id hints the checksum)."""
-        from dfd.hashing import new_upload_id
+        from dfd.ids import new_upload_id
 
         key = f"uploads/{new_upload_id(checksummed=checksum)}"
         body = content(size, seed if seed is not None else random.getrandbits(63))

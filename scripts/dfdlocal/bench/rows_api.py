@@ -170,7 +170,7 @@ def calls(bench: Bench) -> list[Row]:
 
 
 def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None) -> str:
-    from dfd.hashing import new_upload_id
+    from dfd.ids import new_upload_id
 
     key = f"uploads/{new_upload_id(checksummed=checksum if hint is None else hint)}"
     extra = {"ChecksumAlgorithm": "SHA256"} if checksum else {}
