@@ -287,6 +287,25 @@ def test_orphan_object_is_ingested(local: Local) -> None:
     assert local.drain() == [] and local.snapshot() == before
 
 
+def test_leftover_bytes_of_a_committed_duplicate_are_deleted(local: Local) -> None:
+    """A duplicate committed, then the function died before deleting its bytes and the message was lost
+    (dead-lettered, expired): the sweep re-drives the object and the ingest's replay path deletes it."""
+    first, second = local.upload(b"same bytes" * 10, "first"), local.upload(b"same bytes" * 10, "second")
+    local.deliver()
+    assert local.upload_item(second["upload_id"])["status"] == "duplicate"
+    local.s3.put_object(Bucket=local.settings.bucket, Key=second["key"], Body=b"same bytes" * 10)  # the leftover
+    local.drain()
+    assert not local.audit().ok
+
+    summary = local.run()
+    assert summary["orphans"] == 1, summary
+    local.deliver()
+    keys = [o["Key"] for o in local.s3.list_objects_v2(Bucket=local.settings.bucket)["Contents"]]
+    assert keys == [first["key"]]
+    local.assert_invariants()
+    assert nothing(local.run())
+
+
 def test_orphan_keys_with_spaces_and_non_ascii_characters(local: Local) -> None:
     key = "uploads/direct/my notes é 1.txt"
     local.s3.put_object(Bucket=local.settings.bucket, Key=key, Body=b"notes")
