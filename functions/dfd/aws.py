@@ -1,8 +1,9 @@
-"""boto3 clients, created once per process and only when first used (cold start stays lean).
+"""boto3 clients, created once per process and only when used (cold start stays lean).
 
-Each factory is cached; the client behind it is built on its first attribute access, so a function that
-never calls S3 (metadata, stats, hashes, and the ingest's presigner) never pays the ~30 ms of building an S3
-client. `deps.reset()` clears the factories.
+Each factory is cached; the client behind it is built on its first attribute access, or at init by
+`dfd.handlers.init_done` for the clients a function's first request needs, so a function that never calls S3
+(metadata, stats, hashes, and the ingest's presigner) never pays the ~30 ms of building an S3 client.
+`deps.reset()` clears the factories.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
-
-from dfd.adapters.s3 import ask_for_stored_checksums
 
 if TYPE_CHECKING:
     from botocore.config import _RetryDict
@@ -31,6 +30,10 @@ class LazyClient:
         self._client: Any = None
         self._lock = threading.Lock()
 
+    def build(self) -> Any:
+        """The real client, built now if it was not yet (a function's init builds what its first request needs)."""
+        return self._real()
+
     def _real(self) -> Any:
         if self._client is None:
             with self._lock:
@@ -44,6 +47,8 @@ class LazyClient:
 
 
 def _dynamodb() -> Any:
+    # 32 connections: more than the ingest's concurrent records (dfd.handlers.ingest.RECORD_WORKERS = 10), each
+    # of which has at most one DynamoDB call in flight
     return boto3.client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
 
 
@@ -52,6 +57,8 @@ def _s3() -> Any:
 
 
 def _s3_ingest() -> Any:
+    from dfd.adapters.s3 import ask_for_stored_checksums
+
     client = boto3.client(
         "s3",
         config=Config(
@@ -81,5 +88,6 @@ def s3() -> Any:
 def s3_ingest() -> Any:
     """For reading objects: S3's stored checksums come back with every GetObject (the ingest's fast path)
     and botocore does not re-validate bodies against them — the ingest hashes every byte itself, and a second
-    pass (CRC32) would cost a third of its throughput; a wide pool serves the parallel ranged reads."""
+    pass (CRC32) would cost a third of its throughput; a wide pool serves the parallel ranged reads (8) and the
+    concurrent records of a batch (10)."""
     return LazyClient(_s3_ingest)

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+# The event handler is ~25 ms of every HTTP function's cold start: its package __init__ imports every resolver
+# (AppSync, Bedrock, VPC Lattice...) and asyncio, and api_gateway imports every event source's data classes.
+# Importing `aws_lambda_powertools.event_handler.api_gateway` instead saves nothing (the package __init__ runs
+# first either way); docs/performance.md, target 7.
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response, content_types
 from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dfd.errors import BadRequest, DfdError, NotFound
 from dfd.observability import logger, tracer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 def json_response(status: int, body: Any) -> Response[str]:

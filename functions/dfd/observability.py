@@ -3,7 +3,9 @@
 Powertools' Tracer imports the X-Ray SDK as it is built (auto_patch or not), and outside Lambda the SDK then
 builds two botocore clients for its sampler: ~10 ms of every Lambda init, ~100 ms of every local process.
 The Tracer here gets a provider that imports the SDK on the first traced invocation instead, and never when
-tracing is off (POWERTOOLS_TRACE_DISABLED, AWS_XRAY_SDK_ENABLED=false, or outside Lambda).
+tracing is off (POWERTOOLS_TRACE_DISABLED, AWS_XRAY_SDK_ENABLED=false, or outside Lambda) or when Lambda did not
+sample the invocation (`Sampled=0` in its trace header: the SDK would record into a dummy subsegment that is
+never sent) — so an unsampled cold start never loads the SDK at all.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.tracing.base import BaseProvider
+
+TRACE_HEADER_ENV = "_X_AMZN_TRACE_ID"  # set by the Lambda runtime for every invocation
+
+
+def _unsampled(header: str) -> bool:
+    """Lambda decided not to sample this invocation ("Root=...;Parent=...;Sampled=0")."""
+    return any(part.strip() == "Sampled=0" for part in header.split(";"))
 
 
 class _Untraced:
@@ -38,7 +47,9 @@ class LazyXRayProvider(BaseProvider):
     def _enabled(self) -> bool:
         if self.disabled:
             return False
-        return os.environ.get("AWS_XRAY_SDK_ENABLED", "true").strip().lower() not in {"false", "0", "no"}
+        if os.environ.get("AWS_XRAY_SDK_ENABLED", "true").strip().lower() in {"false", "0", "no"}:
+            return False
+        return not _unsampled(os.environ.get(TRACE_HEADER_ENV, ""))
 
     @property
     def recorder(self) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from moto.core.botocore_stubber import BotocoreStubber
 
 from dfd import deps
 from dfd.config import Settings
@@ -92,8 +94,27 @@ def create_resources(settings: Settings) -> tuple[Any, Any, Any, str]:
     return ddb, s3, sqs, queue_url
 
 
+_MOTO = threading.RLock()
+
+
+def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One in-process moto request at a time, as the local stack's emulator serializes DynamoDB requests.
+
+    The ingest handler runs a batch's records in threads, and moto answers in the calling thread; its DynamoDB
+    is not transaction-safe (a cancelled TransactWriteItems puts back a copy of the tables taken when it
+    started, undoing what other threads committed meanwhile). Real DynamoDB isolates transactions itself."""
+    process = BotocoreStubber.process_request
+
+    def serialized(self: BotocoreStubber, request: Any) -> Any:
+        with _MOTO:
+            return process(self, request)
+
+    monkeypatch.setattr(BotocoreStubber, "process_request", serialized)
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    serialize_moto(monkeypatch)
     for name, value in TEST_ENV.items():
         monkeypatch.setenv(name, value)
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):

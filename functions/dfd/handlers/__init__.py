@@ -1,0 +1,30 @@
+"""The Lambda entry points, one module per function (template.yaml's `Handler`); importing one is that
+function's init.
+
+Init builds tens of thousands of objects that live as long as the process (boto3 and its clients, Powertools,
+dfd), and every garbage collection during init and the first request walks all of them again: ~20 ms of a
+cold start (docs/performance.md, target 7). So the collector is paused while a handler module loads, and
+`init_done()`, the last statement of every handler module, builds what the function's first request needs (its
+service and AWS clients: AWS's advice is SDK clients at init, not per request), freezes everything init built
+(`gc.freeze()`: moved to the permanent generation, never walked again) and resumes collection. The running
+function collects as usual. (A handler module whose import fails leaves collection paused; its function cannot
+run anyway: Lambda reports the init error.)
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+gc.disable()
+
+
+def init_done(*build: Callable[[], object]) -> None:
+    """End of a function's init: call `build` (dfd.deps factories, dfd.aws clients' `build`), freeze what init
+    built, collect garbage as usual from now on."""
+    try:
+        for step in build:
+            step()
+    finally:
+        gc.freeze()
+        gc.enable()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dfd import deps
+from dfd import aws, deps
 from dfd.config import settings
+from dfd.handlers import init_done
 from dfd.http import json_response, lambda_entry, make_app, path_id
 
 settings()
@@ -18,3 +19,5 @@ def get_download(id: str) -> Any:
 
 
 handler = lambda_entry(app)
+
+init_done(deps.queries, aws.dynamodb().build, aws.s3().build)

@@ -8,8 +8,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from dfd import deps
+from dfd import aws, deps
 from dfd.config import settings
+from dfd.handlers import init_done
 from dfd.http import json_body, json_response, make_app
 from dfd.observability import logger, metrics, tracer
 from dfd.uploads import parse_request
@@ -37,3 +38,6 @@ def create_upload() -> Any:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
+
+
+init_done(deps.upload_service, aws.dynamodb().build, aws.s3().build)
