@@ -399,13 +399,13 @@ def test_parameters_and_defaults(template: dict[str, Any]) -> None:
     defaults = {
         "AllowedOrigins": "*",
         "UploadPrefix": "uploads/",
-        "CounterShards": 16,
+        "CounterShards": 100,
         "PendingShards": 4,
         "MaxUploadBytes": 5368709120,
         "LogLevel": "INFO",
         "MetricsNamespace": "dfd",
         "IngestMemorySize": 1769,
-        "IngestMaxConcurrency": 50,
+        "IngestMaxConcurrency": 100,
     }
     assert {name: params[name]["Default"] for name in defaults} == defaults
     assert params["AllowedOrigins"]["Type"] == "CommaDelimitedList"
@@ -465,7 +465,7 @@ def test_ingest_event_source(template: dict[str, Any]) -> None:
     assert event["BatchSize"] == 10
     assert event["MaximumBatchingWindowInSeconds"] == 1
     assert "ReportBatchItemFailures" in event["FunctionResponseTypes"]
-    assert _param_value(template, event["ScalingConfig"]["MaximumConcurrency"]) == 50
+    assert _param_value(template, event["ScalingConfig"]["MaximumConcurrency"]) == 100
 
 
 def test_queue_visibility_covers_six_ingest_timeouts(template: dict[str, Any]) -> None:

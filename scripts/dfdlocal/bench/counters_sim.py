@@ -45,6 +45,7 @@ class SimResult:
     ticks: int = 0
     totals: dict[str, int] = field(default_factory=dict)
     expected: dict[str, int] = field(default_factory=dict)
+    commit_ticks: list[int] = field(default_factory=list, repr=False)  # the tick of every commit, in order
 
     @property
     def exact(self) -> bool:
@@ -58,6 +59,22 @@ class SimResult:
     def commits_per_tick(self) -> float:
         return self.committed / self.ticks if self.ticks else 0.0
 
+    @property
+    def steady_commits_per_tick(self) -> float:
+        """Commits per tick between the 10th and the 90th percentile commit: the rate once every ingester is
+        busy, without the ramp-up and the tail of the last stragglers."""
+        ticks = sorted(self.commit_ticks)
+        if len(ticks) < 10:
+            return self.commits_per_tick
+        first, last = ticks[len(ticks) // 10], ticks[len(ticks) * 9 // 10]
+        return (len(ticks) * 8 // 10) / max(last - first, 1)
+
+    @property
+    def conflict_share(self) -> float:
+        """Share of transaction attempts cancelled by a conflict (p per attempt)."""
+        attempts = self.committed + self.conflicts
+        return self.conflicts / attempts if attempts else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "shards": self.shards,
@@ -66,6 +83,8 @@ class SimResult:
             "committed": self.committed,
             "conflicts": self.conflicts,
             "retries_per_commit": round(self.retries_per_commit, 3),
+            "conflict_share": round(self.conflict_share, 3),
+            "steady_commits_per_tick": round(self.steady_commits_per_tick, 2),
             "failed_deliveries": self.failed_deliveries,
             "max_attempts": self.max_attempts,
             "ticks": self.ticks,
@@ -173,6 +192,7 @@ class Simulation:
                     assert result.outcome == Outcome.STORED, result
                     with self.cond:
                         self.result.committed += 1
+                        self.result.commit_ticks.append(self.tick)
                         self.result.max_attempts = max(self.result.max_attempts, result.attempts)
                     break
         finally:

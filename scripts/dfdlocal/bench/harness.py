@@ -13,6 +13,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -75,6 +77,15 @@ class Options:
         return quick if self.quick else full
 
 
+@cache
+def template_default(parameter: str) -> str:
+    """A template.yaml parameter's default: the benchmarks measure the default deployment."""
+    from dfdlocal.template import load_template
+
+    template = load_template(Path(__file__).resolve().parents[3] / "template.yaml")
+    return str(template["Parameters"][parameter]["Default"])
+
+
 def function_environment(endpoint: str) -> dict[str, str]:
     """What the template sets for every function, with local names, and a quiet Powertools."""
     env = {
@@ -85,6 +96,7 @@ def function_environment(endpoint: str) -> dict[str, str]:
         "AWS_ENDPOINT_URL": endpoint,
         "S3_BUCKET": BUCKET,
         "UPLOAD_PREFIX": "uploads/",
+        "COUNTER_SHARDS": template_default("CounterShards"),
         "TOKEN_SECRET": "bench",
         "POWERTOOLS_SERVICE_NAME": "dfd",
         "POWERTOOLS_METRICS_NAMESPACE": "dfd",
@@ -167,9 +179,14 @@ class Bench:
         return key
 
     def forget(self, result: Any) -> None:
-        """Delete what an ingest recorded (event, file record) so the same object ingests as new again."""
+        """Delete what an ingest recorded (event, the key's claim, file record) so the same object ingests as
+        new again."""
+        from dfd.ids import key_claim
+
         if result.event_key:
             self.ddb.delete_item(TableName="IngestEvents", Key={"event_key": {"S": result.event_key}})
+        claim = key_claim(result.bucket, result.key)
+        self.ddb.delete_item(TableName="IngestEvents", Key={"event_key": {"S": claim}})
         if result.hash:
             self.ddb.delete_item(TableName="FileMetadata", Key={"hash": {"S": result.hash}})
 
