@@ -115,9 +115,10 @@
           $("stats-error").hidden = true;
           D.announce("Statistics are available again.");
         }
-        // A new file appeared: refresh the first page of the table so it shows up without a click.
+        // A new file appeared: refresh the first page of the table so it shows up without a click. Also while a
+        // load is in flight (it may predate the file): loadPage() supersedes it, so the change is not lost.
         var files = num(s.total_files);
-        if (lastTotalFiles !== null && files !== lastTotalFiles && table.stack.length === 0 && !table.loading) {
+        if (lastTotalFiles !== null && files !== lastTotalFiles && table.stack.length === 0) {
           loadPage();
         }
         lastTotalFiles = files;
