@@ -50,7 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--svg", type=Path, help="write the throughput-vs-size plot (rows 1 and 4)")
     parser.add_argument("--uploads", type=int, default=300, help="row 8: uploads (default 300)")
     parser.add_argument("--clients", type=int, default=8, help="row 8: concurrent clients on the stack")
-    parser.add_argument("--bandwidth", type=float, default=100e6, help="row 4/2: bytes/s per capped connection")
+    parser.add_argument(
+        "--bandwidth", type=float, default=40e6, help="rows 2 and 4: bytes/s per capped connection (default 40e6)"
+    )
     parser.add_argument("--latency-ms", type=float, default=0.0, help="row 4/2: added per request on the capped link")
     parser.add_argument("--cold-runs", type=int, default=5, help="row 7: fresh interpreters per function")
     parser.add_argument("--list", action="store_true", help="list the rows and exit")

@@ -68,7 +68,7 @@ class Row:
 class Options:
     quick: bool = False
     uploads: int = 300
-    bandwidth: float = 100e6  # bytes/s per connection behind the throttling proxy (target 4)
+    bandwidth: float = 40e6  # bytes/s per connection behind the throttling proxy (targets 2 and 4)
     latency_ms: float = 0.0  # per request, behind the throttling proxy
     cold_runs: int = 5
     verbose: bool = False
