@@ -66,10 +66,11 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
             for action in ("BatchGetItem", "GetItem", "PutItem")
             for table in ("EventsTable", "FilesTable")
         },
+        ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("dynamodb:ConditionCheckItem", "FilesTable.Arn"),
+        ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
     # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
     # tests/unit/test_asl.py), the listing to the upload prefix, the metric to the stack's namespace.

@@ -1,0 +1,227 @@
+"""Least privilege, checked against what the code really does: every DynamoDB and S3 request each function makes
+in the scenarios below is recorded (each table inside a BatchGetItem or a TransactWriteItems counted as its own
+action, as IAM authorizes them), and must be allowed by that function's policy in template.yaml, resolved to
+ARNs and matched with IAM's wildcards. Conversely every grant must be used, or be listed in NOT_SEEN with the
+reason it is needed although the scenarios make no request for it.
+
+moto does not enforce IAM, so without this test a missing grant would only show on AWS (an AccessDenied that
+sends every affected record to the DLQ)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from collections.abc import Iterator
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
+from dfdlocal.template import Resolver, load_template
+from tests.integration.conftest import Aws
+from tests.integration.test_flow import post_upload, put
+from tests.support import LambdaContext, api_event, call, s3_notification, sqs_batch
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = {
+    "upload": "UploadFunction",
+    "metadata": "MetadataFunction",
+    "download": "DownloadFunction",
+    "admin_stats": "AdminStatsFunction",
+    "admin_hashes": "AdminHashesFunction",
+    "ingest": "IngestFunction",
+}
+INGEST_THREADS = ("dfd-record", "dfd-range")  # the ingest's record and ranged-read workers
+# Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
+NOT_SEEN = {
+    ("UploadFunction", "s3:PutObject", "*"): "presigning: the client's PUT is authorized as the signing function",
+    ("DownloadFunction", "s3:GetObject", "*"): "presigning: the client's GET is authorized as the signing function",
+    ("IngestFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
+        "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
+    ),
+}
+TRANSACT_ACTIONS = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+}
+
+
+class Recorder:
+    """(function, action, table or bucket/key) of every request dfd's handlers make, from botocore's
+    before-parameter-build event (the operation's own arguments); requests made outside a handler (the tests'
+    own setup) are not attributed."""
+
+    def __init__(self) -> None:
+        self.calls: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def function() -> str | None:
+        if threading.current_thread().name.startswith(INGEST_THREADS):
+            return "IngestFunction"
+        frame = sys._getframe()
+        while frame is not None:
+            path = Path(frame.f_code.co_filename)
+            if path.parent.name == "handlers" and path.parent.parent.name == "dfd" and path.stem in MODULES:
+                return MODULES[path.stem]
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
+
+    def __call__(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        function = self.function()
+        if function is None:
+            return
+        service = model.service_model.endpoint_prefix
+        name = model.name
+        found: list[tuple[str, str]] = []
+        if service == "dynamodb":
+            if name == "BatchGetItem":
+                found = [("dynamodb:BatchGetItem", table) for table in params["RequestItems"]]
+            elif name == "TransactWriteItems":
+                for item in params["TransactItems"]:
+                    ((kind, body),) = item.items()
+                    found.append((TRANSACT_ACTIONS[kind], body["TableName"]))
+            else:
+                found = [(f"dynamodb:{name}", params["TableName"])]
+        elif service == "s3":
+            action = {"HeadObject": "GetObject"}.get(name, name)  # HEAD is authorized as s3:GetObject
+            found = [(f"s3:{action}", f"{params['Bucket']}/{params.get('Key', '')}")]
+        with self._lock:
+            self.calls.update((function, action, resource) for action, resource in found)
+
+
+@pytest.fixture
+def recorder(aws: Aws) -> Iterator[Recorder]:
+    """Records on every client boto3's default session creates from now on (dfd.aws builds its clients
+    lazily, after deps.reset() in the aws fixture)."""
+    recording = Recorder()
+    events = boto3._get_default_session().events
+    events.register("before-parameter-build.*.*", recording, unique_id="dfd-permissions")
+    try:
+        yield recording
+    finally:
+        events.unregister("before-parameter-build.*.*", unique_id="dfd-permissions")
+
+
+def grants(aws: Aws) -> dict[str, set[tuple[str, str]]]:
+    """Each function's (action, resource ARN pattern) pairs, from template.yaml resolved with local names."""
+    template = load_template(ROOT / "template.yaml")
+    resolver = Resolver(template, "http://127.0.0.1:1")
+    result: dict[str, set[tuple[str, str]]] = {}
+    for function in MODULES.values():
+        pairs: set[tuple[str, str]] = set()
+        for policy in template["Resources"][function]["Properties"].get("Policies", []):
+            for statement in resolver.resolve(policy)["Statement"]:
+                assert statement["Effect"] == "Allow"
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                resources = statement["Resource"]
+                for action in actions:
+                    for resource in resources if isinstance(resources, list) else [resources]:
+                        pairs.add((action, resource))
+        result[function] = pairs
+    return result
+
+
+def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
+    """A recorded request's resource as the ARN the template's local names give it."""
+    action, resource = service_resource
+    s = aws.settings
+    if action.startswith("dynamodb:"):
+        logical = {
+            s.files_table: "FilesTable",
+            s.counters_table: "CountersTable",
+            s.uploads_table: "UploadsTable",
+            s.events_table: "EventsTable",
+        }[resource]
+        return resolver.get_att(logical, "Arn")
+    bucket, _, key = resource.partition("/")
+    assert bucket == s.bucket, resource
+    bucket_arn = resolver.get_att("FilesBucket", "Arn")
+    return f"{bucket_arn}/{key}" if key else bucket_arn
+
+
+def uploaded(aws: Aws, data: bytes, name: str, *, sha256: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"filename": name, "size": len(data)}
+    if sha256:
+        body["sha256"] = hashlib.sha256(data).hexdigest()
+    status, answer = post_upload(body)
+    assert status == 201, answer
+    assert put(answer, data).status_code == 200
+    aws.drain()
+    return answer
+
+
+def ingest_keys(aws: Aws, *keys: str) -> None:
+    result = ingest.handler(sqs_batch(*(s3_notification(aws.settings.bucket, k) for k in keys)), LambdaContext())
+    assert result == {"batchItemFailures": []}
+
+
+def exercise_every_path(aws: Aws) -> None:
+    """Each distinct request the functions make: new content, duplicate, replay, the checksummed (HEAD)
+    path, a gone object, an object overwritten in place, a second PUT with the same URL, every read."""
+    bucket = aws.settings.bucket
+    first = uploaded(aws, b"permissions" * 100, "first.bin")
+    second = uploaded(aws, b"permissions" * 100, "second.bin")
+    checked = uploaded(aws, b"checksummed" * 100, "checked.bin", sha256=True)
+    checked_twice = uploaded(aws, b"checksummed" * 100, "again.bin", sha256=True)
+    ingest_keys(aws, first["key"])
+    ingest_keys(aws, second["key"], checked["key"])
+    ingest_keys(aws, checked_twice["key"])
+    ingest_keys(aws, first["key"], second["key"], checked_twice["key"])  # replays; the duplicates are gone
+    aws.s3.put_object(Bucket=bucket, Key=first["key"], Body=b"overwritten in place")  # a conflict
+    aws.s3.put_object(Bucket=bucket, Key=second["key"], Body=b"PERMISSIONS" * 100)  # a second PUT: rejected
+    aws.drain()
+    ingest_keys(aws, first["key"], second["key"])
+
+    digest = hashlib.sha256(b"permissions" * 100).hexdigest()
+    assert (
+        call(upload.handler, api_event("POST", "/upload", body={"filename": "x", "size": 5, "sha256": digest}))[0]
+        == 409
+    )
+    for ident in (first["upload_id"], digest):
+        assert call(metadata.handler, api_event("GET", f"/metadata/{ident}"))[0] == 200
+        assert call(download.handler, api_event("GET", f"/download/{ident}"))[0] == 200
+    assert call(admin_stats.handler, api_event("GET", "/admin/stats"))[0] == 200
+    status, page = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": "1"}))
+    assert status == 200 and page["last_evaluated_key"]
+    token = page["last_evaluated_key"]
+    query = {"limit": "1", "last_evaluated_key": token}
+    assert call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))[0] == 200
+
+
+def test_every_request_is_granted_and_every_grant_is_used(aws: Aws, recorder: Recorder) -> None:
+    exercise_every_path(aws)
+    resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
+    granted = grants(aws)
+    used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested
+
+    denied = []
+    for function, action, resource in sorted(recorder.calls):
+        target = arn(aws, resolver, (action, resource))
+        used.setdefault((function, action), set()).add(target)
+        if not any(a == action and fnmatchcase(target, pattern) for a, pattern in granted[function]):
+            denied.append(f"{function}: {action} on {target}")
+    assert not denied, "requests the template does not allow (AccessDenied on AWS):\n" + "\n".join(denied)
+
+    assert {function for function, _ in used} == set(MODULES.values()), "a function made no request at all"
+    explained = {
+        (function, action, "*" if resource == "*" else resolver.get_att(resource, "Arn"))
+        for function, action, resource in NOT_SEEN
+    }
+    unused = [
+        f"{function}: {action} on {pattern}"
+        for function, pairs in granted.items()
+        for action, pattern in sorted(pairs)
+        if action.split(":")[0] in {"dynamodb", "s3"}
+        and (function, action, "*") not in explained
+        and (function, action, pattern) not in explained
+        and not any(fnmatchcase(target, pattern) for target in used.get((function, action), set()))
+    ]
+    assert not unused, "grants no request needs (least privilege):\n" + "\n".join(unused)
