@@ -12,7 +12,8 @@ HASH_RE = re.compile(r"[0-9a-f]{64}")
 UPLOAD_ID_RE = re.compile(r"[0-9a-f]{32}")
 _CONTENT_TYPE_RE = re.compile(
     r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
-    r"( ?; ?[a-z0-9!#$&^_.+-]+=(\"[^\"\\\x00-\x1f\x7f]*\"|[a-z0-9!#$&^_.+-]+))*",
+    # a quoted parameter value: printable ASCII only (no quote, no backslash), as an HTTP header can carry it
+    r"( ?; ?[a-z0-9!#$&^_.+-]+=(\"[\x20\x21\x23-\x5b\x5d-\x7e]*\"|[a-z0-9!#$&^_.+-]+))*",
     re.IGNORECASE,
 )
 MAX_FILENAME = 255

@@ -52,6 +52,11 @@ def assert_error(status: int, body: dict[str, Any], expected: int, code: str | N
         ('{"filename": "a.txt", "size": 1e400}', "validation_error"),
         ('{"filename": "a.txt", "size": 10, "sha256": "' + "a" * 64 + '\\n"}', "validation_error"),
         ('{"filename": "a.txt", "size": 10, "content_type": "text/plain\\n"}', "validation_error"),
+        (
+            '{"filename": "a.txt", "size": 10, "content_type": "text/plain; charset=\\"\u65e5\u672c\\""}',
+            "validation_error",
+        ),
+        ('{"filename": "a.txt", "size": 10, "content_type": "text/plain; x=\\"\\u0085\\""}', "validation_error"),
         ('{"filename": "a.txt", "size": 10, "content_type": "text/plain;\\ncharset=x"}', "validation_error"),
     ],
 )

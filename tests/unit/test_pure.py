@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import pytest
 
@@ -173,3 +174,58 @@ def test_malformed_message_bodies() -> None:
     for body in (None, "", "{", json.dumps([1])):
         with pytest.raises(InvalidEvent):
             refs_from_message_body(body)
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("text/plain", True),
+        ('text/plain; charset="utf-8"', True),
+        ('multipart/form-data; boundary="a b:c"', True),
+        ('text/plain; charset="日本"', False),  # no HTTP client can send it
+        ('text/plain; x="\u0085"', False),
+        ('text/plain; x="a\\"b"', False),
+        ('text/plain; x="\x7f"', False),
+    ],
+)
+def test_content_type_parameters_are_printable_ascii(value: str, valid: bool) -> None:
+    assert valid_content_type(value) is valid
+
+
+class DynamoLikeScan:
+    """Scan as DynamoDB pages it: a LastEvaluatedKey whenever the page stopped at Limit — even on the table's
+    last item (moto leaves it out there, so only a stand-in shows the difference)."""
+
+    def __init__(self, hashes: list[str]) -> None:
+        self.hashes = sorted(hashes)
+        self.requests: list[dict[str, Any]] = []
+
+    def scan(self, **kwargs: Any) -> dict[str, Any]:
+        self.requests.append(kwargs)
+        after = kwargs.get("ExclusiveStartKey", {}).get("hash", {}).get("S", "")
+        rest = [h for h in self.hashes if h > after]
+        page = rest[: kwargs["Limit"]]
+        response: dict[str, Any] = {"Items": [{"hash": {"S": h}} for h in page]}
+        if len(page) == kwargs["Limit"]:
+            response["LastEvaluatedKey"] = {"hash": {"S": page[-1]}}
+        return response
+
+
+@pytest.mark.parametrize("count", [4, 5, 6])
+def test_hashes_last_page_has_no_token_even_when_dynamodb_gives_one(count: int) -> None:
+    from dfd.adapters.dynamo import Repository
+
+    hashes = [f"{i:064x}" for i in range(count)]
+    client = DynamoLikeScan(hashes)
+    repo = Repository(client, Settings.from_env(BASE_ENV))
+    seen: list[str] = []
+    start: dict[str, str] | None = None
+    for _ in range(count):
+        items, start = repo.scan_files(2, start)
+        assert len(items) <= 2
+        seen += [item["hash"] for item in items]
+        if start is None:
+            break
+        assert items, "a token must lead to a non-empty page"
+    assert start is None and seen == hashes
+    assert len(client.requests) == (count + 1) // 2  # one request a page, no empty last page

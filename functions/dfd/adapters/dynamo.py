@@ -166,15 +166,25 @@ class Repository:
         return totals
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
-        kwargs: dict[str, Any] = {"TableName": self._s.files_table, "Limit": limit}
+        """One page of at most `limit` file records, and where the next page starts (None on the last page).
+
+        DynamoDB returns a LastEvaluatedKey whenever a Scan stops at its Limit, even on the table's last item,
+        which would give the last full page a token to an empty page. So one item more is read: the next page
+        starts after this page's last item only when that item exists. A page cut short by DynamoDB's 1 MB
+        limit keeps DynamoDB's own key."""
+        kwargs: dict[str, Any] = {"TableName": self._s.files_table, "Limit": limit + 1}
         if start_key:
             kwargs["ExclusiveStartKey"] = to_item(start_key)
         try:
             response = self._db.scan(**kwargs)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "Scan") from error
+        items = [from_item(i) for i in response.get("Items", [])]
+        if len(items) > limit:
+            items = items[:limit]
+            return items, {"hash": items[-1]["hash"]}
         last = response.get("LastEvaluatedKey")
-        return [from_item(i) for i in response.get("Items", [])], ({"hash": from_item(last)["hash"]} if last else None)
+        return items, ({"hash": from_item(last)["hash"]} if last else None)
 
     # ---------------------------------------------------------------- writes
     def put_upload(self, item: Item) -> None:
