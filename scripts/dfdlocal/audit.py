@@ -18,7 +18,7 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
-from dfdlocal.tools import add_target_args, target
+from dfdlocal.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
 COUNTERS = ("total_files", "total_bytes_stored", "total_uploads", "duplicates_avoided", "total_s3_size_saved")
@@ -176,6 +176,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     return Report(checks)
 
 
+@reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/audit", description=__doc__)
     add_target_args(parser)

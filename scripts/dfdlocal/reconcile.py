@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib import request as urlrequest
 from urllib.error import URLError
 
+from dfdlocal.tools import LOCAL_AWS
+
 if TYPE_CHECKING:
     from dfdlocal.stack import LocalStack
 
@@ -50,7 +52,7 @@ TEMPLATE = ROOT / "template.yaml"
 LOGICAL_ID = "ReconcileStateMachine"
 STATE_MACHINE_NAME = "dfd-reconcile"  # the local stack's name for ReconcileStateMachine
 LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/dfd-reconcile"  # moto does not evaluate IAM
-DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+DEFAULT_ENDPOINT = LOCAL_AWS  # make run's, at DFD_AWS_PORT when set
 DEFAULT_INTERVAL = 60.0
 INTERVAL_VARIABLE = "DFD_RECONCILE_INTERVAL"
 # moto's interpreter logs at ERROR every JSONPath it does not find, including the absent ones a Choice rule

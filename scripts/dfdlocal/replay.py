@@ -19,7 +19,7 @@ from urllib.parse import quote_plus
 
 import requests
 
-from dfdlocal.tools import LOCAL_LAMBDA, LOCAL_QUEUE, Target, add_target_args, target
+from dfdlocal.tools import LOCAL_LAMBDA, LOCAL_QUEUE, Target, add_target_args, reports_unreachable, target
 
 
 def notification(bucket: str, key: str) -> dict[str, Any]:
@@ -87,6 +87,7 @@ def wait_for_queue(sqs: Any, url: str, timeout: float) -> bool:
     return False
 
 
+@reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.error import URLError
 
 import boto3
+import requests
 from botocore.config import Config
+from botocore.exceptions import EndpointConnectionError
 
 from dfd.config import Settings
 
-LOCAL_AWS = "http://127.0.0.1:4566"
-LOCAL_API = "http://127.0.0.1:3000"
-LOCAL_LAMBDA = "http://127.0.0.1:3001"
+
+def _local(variable: str, port: int) -> str:
+    """make run's endpoint on 127.0.0.1, at the port its own variable moved it to (DFD_AWS_PORT, ...)."""
+    return f"http://127.0.0.1:{os.environ.get(variable, '').strip() or port}"
+
+
+LOCAL_AWS = _local("DFD_AWS_PORT", 4566)
+LOCAL_API = _local("DFD_API_PORT", 3000)
+LOCAL_LAMBDA = _local("DFD_LAMBDA_PORT", 3001)
 LOCAL_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -55,3 +67,20 @@ def target(args: argparse.Namespace) -> Target:
             os.environ.setdefault(name, value)
     session = boto3.Session(profile_name=args.profile, region_name=args.region)
     return Target(Settings.from_env(), session, None if args.aws else args.endpoint_url)
+
+
+def reports_unreachable(main: Callable[..., int]) -> Callable[..., int]:
+    """A tool's main: an endpoint that does not answer is one line on stderr and exit status 2, not a traceback."""
+
+    @functools.wraps(main)
+    def wrapped(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except EndpointConnectionError as error:
+            where = str(error.kwargs.get("endpoint_url", "the AWS endpoint"))
+        except (URLError, ConnectionError, requests.ConnectionError) as error:
+            where = f"the endpoint ({error})"
+        print(f"cannot reach {where}: is `make run` running? (or pass --endpoint-url, or --aws)", file=sys.stderr)
+        return 2
+
+    return wrapped

@@ -332,6 +332,22 @@ def test_upload_is_ingested(stack: RunningStack, template: dict[str, Any]) -> No
     assert fetched.status_code == 200, fetched.text
     assert fetched.content == body
 
+    # the file is listed by /admin/hashes (paged with the opaque token) and counted by /admin/stats
+    digest = document["hash"]
+    listed: list[str] = []
+    token: str | None = None
+    for _ in range(1000):
+        query = {"limit": "1", **({"last_evaluated_key": token} if token else {})}
+        page = requests.get(f"{stack.api_url}/admin/hashes", params=query, timeout=10)
+        assert page.status_code == 200, page.text
+        listed += [item["hash"] for item in page.json()["items"]]
+        token = page.json()["last_evaluated_key"]
+        if token is None:
+            break
+    assert digest in listed and len(listed) == len(set(listed))
+    stats = requests.get(f"{stack.api_url}/admin/stats", timeout=10).json()
+    assert stats["total_files"] == len(listed)
+
     # Every S3 path is ingested alike: an object written with the plain SDK lands in the same table.
     s3 = stack.client("s3")
     s3.put_object(Bucket=stack.bucket, Key="uploads/e2e-sdk-object", Body=b"written with the SDK\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -81,3 +82,31 @@ def test_upload_without_waiting_and_reconcile_on_demand(stack: RunningStack, tmp
     summary = json.loads(reconcile.stdout)
     assert summary["drift"] == {"files": 0, "bytes": 0}
     assert {"redriven", "expired", "orphans"} <= set(summary)
+
+
+def test_tools_find_the_stack_by_its_port_variables_and_say_when_it_is_not_there(stack: RunningStack) -> None:
+    """make run's DFD_AWS_PORT moves the tools' default too; an endpoint that does not answer is one line."""
+    port = stack.aws_url.rsplit(":", 1)[1]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DFD_AWS_PORT": port}
+    audit = subprocess.run(
+        [sys.executable, "-m", "dfdlocal.audit", "--unsettled"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert audit.returncode in (0, 1), audit.stderr  # a report either way, from the stack on that port
+    assert "invariant" in audit.stdout.lower() or "holds" in audit.stdout, audit.stdout
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = str(closed.getsockname()[1])  # bound, never listening: connections are refused
+        for module in ("audit", "replay", "reconcile"):
+            args = ["--key", "uploads/x"] if module == "replay" else []
+            result = subprocess.run(
+                [sys.executable, "-m", f"dfdlocal.{module}", *args],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env={**env, "DFD_AWS_PORT": nobody},
+                timeout=120,
+            )
+            assert result.returncode == 2, (module, result.stdout, result.stderr)
+            assert "Traceback" not in result.stderr and f":{nobody}" in result.stderr, (module, result.stderr)
+            assert "is `make run` running?" in result.stderr
