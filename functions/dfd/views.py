@@ -15,6 +15,8 @@ _UPLOAD_FIELDS = (
     "expires_at",
     "processed_at",
     "hash",
+    "failed_at",  # status failed: when reconcile gave up re-driving it,
+    "failure",  # and why
 )
 
 

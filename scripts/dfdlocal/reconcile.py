@@ -256,6 +256,7 @@ def describe_summary(summary: Mapping[str, Any]) -> str:
     orphans = summary.get("orphans")
     return (
         f"re-driven {summary.get('redriven', 0)}, expired {summary.get('expired', 0)}, "
+        f"failed {summary.get('failed', 0)}, "
         f"orphans {'not swept' if orphans is None else orphans}, drift: {drift_text}"
     )
 

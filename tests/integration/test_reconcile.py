@@ -26,11 +26,11 @@ import requests
 
 from dfd import clock, deps
 from dfd.config import Settings
-from dfd.handlers import ingest, upload
+from dfd.handlers import ingest, metadata, upload
 from dfdlocal import reconcile
 from dfdlocal.audit import Report, audit
 from dfdlocal.emulator import create_resources, make_emulator_server
-from dfdlocal.template import read_model
+from dfdlocal.template import load_template, read_model
 from tests.conftest import TEST_ENV
 from tests.support import LambdaContext, api_event, call, sqs_batch
 
@@ -179,7 +179,8 @@ def later(**delta: float) -> str:
 
 
 def nothing(summary: dict[str, Any]) -> bool:
-    return summary["redriven"] == summary["expired"] == summary["orphans"] == 0 and summary["drift"] == {
+    counts = (summary["redriven"], summary["expired"], summary["failed"], summary["orphans"])
+    return counts == (0, 0, 0, 0) and summary["drift"] == {
         "files": 0,
         "bytes": 0,
     }
@@ -215,6 +216,36 @@ def test_lost_notification_is_replayed_and_ingested(local: Local) -> None:
     before = local.snapshot()
     assert nothing(local.run(now=later(hours=1)))
     assert local.drain() == [] and local.snapshot() == before
+
+
+def test_upload_whose_ingest_never_completes_becomes_failed(local: Local) -> None:
+    """Every re-drive is dead-lettered (a poison object, a broken deployment): after ReconcileMaxRedrives
+    re-drives the upload is marked failed and left alone; a later DLQ redrive still stores it."""
+    max_redrives = int(load_template(reconcile.TEMPLATE)["Parameters"]["ReconcileMaxRedrives"]["Default"])
+    answer = local.upload(b"never ingested\n" * 50, "poison.bin")
+    (original,) = local.drain()  # lost
+    for attempt in range(1, max_redrives + 1):
+        summary = local.run(now=later(hours=attempt))
+        assert summary["redriven"] == 1 and summary["failed"] == 0, summary
+        assert len(local.drain()) == 1  # ... and dead-lettered: never ingested
+        assert int(local.upload_item(answer["upload_id"])["redrives"]) == attempt
+
+    summary = local.run(now=later(hours=max_redrives + 1))
+    assert summary["failed"] == 1 and summary["redriven"] == 0 and summary["orphans"] == 0, summary
+    assert local.drain() == []
+    item = local.upload_item(answer["upload_id"])
+    assert item["status"] == "failed" and "pending_shard" not in item
+    assert f"re-driven {max_redrives} times" in item["failure"]
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{answer['upload_id']}"))
+    assert status == 200 and shown["status"] == "failed" and shown["failure"] == item["failure"], shown
+
+    assert nothing(local.run(now=later(hours=max_redrives + 2)))  # neither the pending pass nor the sweep
+    assert local.drain() == []
+
+    local.sqs.send_message(QueueUrl=local.queue_url, MessageBody=original)  # the operator redrives the DLQ
+    local.deliver()
+    assert local.upload_item(answer["upload_id"])["status"] == "stored"
+    local.assert_invariants()
 
 
 def test_replay_after_the_original_event_changes_nothing(local: Local) -> None:
@@ -453,6 +484,7 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
     assert json.loads(out) == {
         "redriven": 1,
         "expired": 0,
+        "failed": 0,
         "orphans": None,
         "drift": None,
         "now": now,

@@ -201,6 +201,7 @@ def test_substitutions_cover_every_placeholder_and_nothing_else(machine: dict[st
         "UploadPrefix": "Ref(UploadPrefix)",
         "IngestQueueUrl": "Ref(IngestQueue)",
         "PendingShards": "Ref(PendingShards)",
+        "MaxRedrives": "Ref(ReconcileMaxRedrives)",
         "MetricsNamespace": "Ref(MetricsNamespace)",
     }
 
