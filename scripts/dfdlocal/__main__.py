@@ -39,8 +39,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m dfdlocal",
         description="dfd local stack: AWS emulator (moto), HTTP API, Lambda Invoke API and the SQS poller, "
         "all created from template.yaml. Every option also reads the environment variable shown.",
+        epilog="The reconcile workflow runs every DFD_RECONCILE_INTERVAL seconds (default 60; 0: only on demand, "
+        "with scripts/reconcile).",
     )
     parser.add_argument("--host", default=env("DFD_HOST", "127.0.0.1"), help="address to bind (DFD_HOST)")
+    parser.add_argument(
+        "--public-host",
+        default=env("DFD_PUBLIC_HOST"),
+        help="host name put in URLs given to clients, e.g. presigned URLs when other machines upload "
+        "(default: --host; 127.0.0.1 when --host is 0.0.0.0 or ::) (DFD_PUBLIC_HOST)",
+    )
     parser.add_argument("--api-port", type=int, default=_env_int("DFD_API_PORT", 3000), help="HTTP API (DFD_API_PORT)")
     parser.add_argument(
         "--lambda-port", type=int, default=_env_int("DFD_LAMBDA_PORT", 3001), help="Lambda Invoke API (DFD_LAMBDA_PORT)"
@@ -201,8 +209,9 @@ def banner(stack: LocalStack, reset: bool) -> str:
             dlq = resources.queues[info.dead_letter_queue].name
             lines.append(f"                 dead-letter queue {dlq} after {info.max_receive_count} receives")
     lines += ["", "Reconcile workflow  " + (stack.reconcile.describe() if stack.reconcile else "not wired yet")]
-    for logical_id in model.state_machines:
-        lines.append(f"  {logical_id} (hook: dfdlocal.reconcile.start_reconcile_schedule)")
+    for logical_id, machine in model.state_machines.items():
+        definition = machine.properties.get("DefinitionUri", "an inline definition")
+        lines.append(f"  {logical_id} ({machine.name}): {definition}, executed by the emulator")
     shown = ("DDB_TABLE", "DDB_COUNTERS_TABLE", "UPLOADS_TABLE", "EVENTS_TABLE", "S3_BUCKET", "UPLOAD_PREFIX")
     lines += ["", "Function environment (os.environ of this process):"]
     lines.append("  " + "  ".join(f"{key}={stack.environment[key]}" for key in shown if key in stack.environment))
@@ -240,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         template=template,
         web_root=args.web_root.resolve() if args.web_root else None,
         host=args.host,
+        public_host=args.public_host,
         api_port=args.api_port,
         lambda_port=args.lambda_port,
         aws_port=args.aws_port,

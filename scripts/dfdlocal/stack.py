@@ -77,6 +77,7 @@ class StackOptions:
     template: Path | None = None  # default: <root>/template.yaml
     web_root: Path | None = None  # default: <root>/web
     host: str = "127.0.0.1"
+    public_host: str | None = None  # the host in URLs handed to clients; default: host, 127.0.0.1 for a wildcard
     api_port: int = 3000
     lambda_port: int = 3001
     aws_port: int = 4566
@@ -156,7 +157,12 @@ class LocalStack:
 
     # -- addresses ----------------------------------------------------------------------------------
     def url(self, role: str) -> str:
-        host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
+        """The endpoint as clients reach it (presigned URLs, the banner): a wildcard bind address (0.0.0.0, ::)
+        is no address to connect to, so it is advertised as 127.0.0.1 unless --public-host names one."""
+        host = self.options.public_host or self.options.host
+        if host in ("0.0.0.0", "::", ""):  # noqa: S104 - the wildcard is recognised, not bound, here
+            host = "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.ports[role]}"
 
     @property
