@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +14,13 @@ from tests.integration.test_flow import upload_bytes
 from tests.support import LambdaContext, api_event, call
 
 GIB = 1024**3
+
+
+@pytest.fixture(autouse=True)
+def bad_input_changes_nothing(aws: Aws) -> Iterator[None]:
+    """After every test of refused requests, the design brief's invariants still hold."""
+    yield
+    aws.assert_invariants()
 
 
 def assert_error(status: int, body: dict[str, Any], expected: int, code: str | None = None) -> None:
@@ -61,8 +69,10 @@ def assert_error(status: int, body: dict[str, Any], expected: int, code: str | N
     ],
 )
 def test_bad_upload_bodies_are_400(aws: Aws, raw: str, code: str) -> None:
+    before = aws.snapshot()
     status, body = call(upload.handler, api_event("POST", "/upload", raw_body=raw))
     assert_error(status, body, 400, code)
+    assert aws.snapshot() == before  # no upload record, no counter touched
 
 
 def test_base64_body_and_too_large(aws: Aws) -> None:
