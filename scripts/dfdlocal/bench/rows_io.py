@@ -343,35 +343,25 @@ def _parallel_row(
                 ideal = min(workers, ceiling / per_connection)
                 details = {"single_s": one, "parallel_s": many, "ideal": ideal, "bare_parallel_s": bare}
                 calls = f"{gets} GetObject per ingest; in flight ≤ {workers} ranges"
-                if sweep is not None:
-                    row = Row(
-                        "4",
-                        f"parallel ranged reads, 256 MiB, {link}",
-                        size / median(many) / 1e6,
-                        "MB/s",
-                        per_connection / 1e6,
-                        "one stream",
-                        speedup,
-                        f"≥ {0.7 * ideal:.2f}x (0.7 x min({workers}, {ceiling / per_connection:.1f}))",
-                        speedup >= 0.7 * ideal,
-                        f"{calls}; this box's own ceiling: {workers} bare ranged GETs, no hashing, reach {box:.2f}x",
-                        details,
-                    )
-                else:
-                    row = Row(
-                        "4",
-                        f"for information: the same at {link}, S3's per-connection rate (box-bound)",
-                        size / median(many) / 1e6,
-                        "MB/s",
-                        per_connection / 1e6,
-                        "one stream",
-                        speedup,
-                        "info",
-                        None,
-                        f"{calls}; {workers} bare ranged GETs (no hashing) reach {box:.2f}x here: dfd gets "
-                        f"{speedup / box:.0%} of what this box can move at all",
-                        details,
-                    )
+                judged = sweep is not None
+                row = Row(
+                    "4",
+                    f"parallel ranged reads, 256 MiB, {link}"
+                    if judged
+                    else f"for information: the same at {link}, S3's per-connection rate (box-bound)",
+                    size / median(many) / 1e6,
+                    "MB/s",
+                    per_connection / 1e6,
+                    "one stream",
+                    speedup,
+                    f"≥ {0.7 * ideal:.2f}x (0.7 x min({workers}, {ceiling / per_connection:.1f}))"
+                    if judged
+                    else "info",
+                    speedup >= 0.7 * ideal if judged else None,
+                    f"{calls}; this box's own ceiling: {workers} bare ranged GETs, no hashing, reach {box:.2f}x"
+                    + ("" if judged else f": dfd gets {speedup / box:.0%} of what this box can move at all"),
+                    details,
+                )
             bench.delete(key)
     assert row is not None
     return row
