@@ -1,12 +1,20 @@
 """The web pages in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright.
 
-One scenario against the local stack, asserting what a user sees:
+Against the local stack, asserting what a user sees:
 
 * upload page: two files with different content are hashed, uploaded and stored (progress 100 %, overall
   progress complete); a third file with the same content as the first is reported as a duplicate by the
   precheck (HTTP 409) and never sent: no PUT leaves the browser for it; Download returns the stored bytes.
 * dashboard: the counters show the uploads, follow new uploads live (3 s refresh, no reload), and the stored
-  files table pages forward and back with the smallest page size.
+  files table pages forward and back with the smallest page size. Copy puts a row's SHA-256 on the clipboard
+  from the keyboard, and keyboard focus on a row's Download button survives the table's background refresh.
+* upload page errors and folders: an empty file gets the API's 400 and no Retry (it cannot succeed); a file
+  from a folder shows its relative path, is posted with its base name, and a 503 offers a Retry that works;
+  an empty folder gives a notice.
+* dashboard with the API down: stats and table show errors; once the API answers again both recover without
+  a click.
+* dashboard on a phone (390 px): no horizontal scrolling, every Download button inside the viewport, a long
+  file name cut to two lines (full name kept), pager buttons on one line.
 
 The ``stack`` fixture is shared by the whole e2e session, so the counters are checked as deltas from what the
 API reported before the scenario; every file's content carries a per-run nonce.
@@ -34,7 +42,16 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Locator,
+    Page,
+    Request,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
 
@@ -201,6 +218,14 @@ def api_upload(stack: RunningStack, filename: str, body: bytes) -> str:
     return str(issued["upload_id"])
 
 
+def api_precheck_duplicate(stack: RunningStack, filename: str, digest: str, size: int) -> None:
+    """POST /upload for content that is already stored: 409, counted as an upload of that content."""
+    answer = requests.post(
+        f"{stack.api_url}/upload", json={"filename": filename, "size": size, "sha256": digest}, timeout=10
+    )
+    assert answer.status_code == 409 and answer.json().get("duplicate"), answer.text
+
+
 def wait_stored(stack: RunningStack, upload_ids: list[str]) -> None:
     pending = set(upload_ids)
 
@@ -272,7 +297,9 @@ def test_upload_dedup_download_and_dashboard(
     hash_x, hash_y = hashlib.sha256(content_x).hexdigest(), hashlib.sha256(content_y).hexdigest()
     base = settled_stats(stack)
 
-    context = browser.new_context(viewport=VIEWPORT, locale="en-US", accept_downloads=True)
+    context = browser.new_context(
+        viewport=VIEWPORT, locale="en-US", accept_downloads=True, permissions=["clipboard-read", "clipboard-write"]
+    )
     watch = PageWatch()
     aws_host = urlsplit(stack.aws_url).netloc
     try:
@@ -394,6 +421,175 @@ def test_upload_dedup_download_and_dashboard(
             assert download_bytes(admin, row_x.get_by_test_id("hash-download")) == content_x
             docs_screenshot(admin, "admin.png")
 
+            # ---------------- the full SHA-256 without a mouse: Copy, from the keyboard
+            copy = row_x.get_by_test_id("hash-copy")
+            copy.focus()
+            admin.keyboard.press("Enter")
+            expect(copy).to_have_text(re.compile(r"^Copied"))
+            assert admin.evaluate("navigator.clipboard.readText()") == hash_x
+
+            # ---------------- a new file refreshes the first page in the background: keyboard focus stays put
+            first_row = admin.get_by_test_id("hash-row").first
+            digest = first_row.get_attribute("data-hash") or ""
+            size_bytes = int(first_row.locator("td.col-size").get_attribute("data-value") or "0")
+            row = admin.locator(f'[data-testid=hash-row][data-hash="{digest}"]')
+            uploads = row.locator("td.col-uploads")
+            count = int(uploads.inner_text().replace(",", ""))
+            button = row.get_by_test_id("hash-download")
+            button.focus()
+            admin.evaluate("window.focusedBefore = document.activeElement")
+            api_precheck_duplicate(stack, "again.txt", digest, size_bytes)  # this row's upload count goes up...
+            wait_stored(stack, [api_upload(stack, "focus.txt", f"focus ({nonce})\n".encode())])  # ...and a file appears
+            expect_stat(admin, "total_files", files_total + 1)
+            expect(uploads).to_have_text(f"{count + 1:,}", timeout=STATS_TIMEOUT_MS)  # the page was reloaded
+            expect(button).to_be_focused()
+            assert admin.evaluate("document.activeElement === window.focusedBefore"), "the focused button was replaced"
+
+            assert not watch.errors, watch.errors
+    finally:
+        context.close()
+
+
+def test_upload_page_errors_and_folders(
+    browser: Browser, stack: RunningStack, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    nonce = uuid.uuid4().hex
+    (tmp_path / "empty.txt").write_bytes(b"")
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "d.txt").write_bytes(f"content D, in a folder ({nonce})\n".encode())
+    (tmp_path / "nothing" / "inside").mkdir(parents=True)
+
+    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+    watch = PageWatch()
+    try:
+        with artifacts_on_failure(request.node.name, context, watch, stack):
+            page = watch.attach(context.new_page(), "upload")
+            page.goto(stack.api_url + "/")
+
+            # an empty file: the API refuses it (400), and retrying cannot change that, so no Retry is offered
+            page.set_input_files("[data-testid=file-input]", [tmp_path / "empty.txt"])
+            empty = file_row(page, "empty.txt")
+            expect(empty).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
+            expect(empty.get_by_test_id("file-error")).to_contain_text("HTTP 400")
+            expect(empty.get_by_test_id("file-error-hint")).to_be_visible()
+            expect(empty.get_by_test_id("file-retry")).to_have_count(0)
+
+            # a folder: the list shows the relative path, the API gets the base name; a 503 is worth a Retry
+            posted: list[str] = []
+
+            def on_request(req: Request) -> None:
+                if req.method == "POST" and req.url.endswith("/upload"):
+                    posted.append(req.post_data_json["filename"])
+
+            page.on("request", on_request)
+            page.route(
+                "**/upload",
+                lambda route: route.fulfill(
+                    status=503, json={"error": {"code": "service_unavailable", "message": "Try again (test)"}}
+                ),
+                times=1,
+            )
+            page.set_input_files("[data-testid=folder-input]", folder)
+            row = file_row(page, "docs/sub/d.txt")
+            expect(row.locator(".file-name")).to_have_text("docs/sub/d.txt")
+            expect(row).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
+            expect(row.get_by_test_id("file-error")).to_contain_text("HTTP 503")
+            row.get_by_test_id("file-retry").click()
+            expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
+            assert posted == ["d.txt", "d.txt"], posted
+
+            # a folder with no files in it (only an empty sub-folder): a notice, not silence
+            page.set_input_files("[data-testid=folder-input]", tmp_path / "nothing")
+            expect(page.get_by_test_id("drop-notice")).to_contain_text("no files")
+            expect(page.get_by_test_id("file-row")).to_have_count(2)
+
+            assert not watch.errors, watch.errors
+    finally:
+        context.close()
+
+
+def test_dashboard_recovers_when_the_api_comes_back(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    api_calls = re.compile(r"/admin/(stats|hashes)(\?|$)")
+
+    def down(route: Route) -> None:
+        route.fulfill(status=503, json={"error": {"code": "service_unavailable", "message": "API down (test)"}})
+
+    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+    watch = PageWatch()
+    try:
+        with artifacts_on_failure(request.node.name, context, watch, stack):
+            page = watch.attach(context.new_page(), "admin")
+            page.route(api_calls, down)
+            page.goto(stack.api_url + "/admin")
+            expect(page.get_by_test_id("stats-error")).to_contain_text("API down (test)")
+            expect(page.get_by_test_id("table-error")).to_contain_text("API down (test)")
+            expect(page.get_by_test_id("table-status")).to_have_text("Page 1 · failed to load")
+
+            # the API is back: the next statistics poll recovers the stats and reloads the table, no click
+            page.unroute(api_calls, down)
+            expect(page.get_by_test_id("stats-error")).to_be_hidden(timeout=STATS_TIMEOUT_MS)
+            expect(page.get_by_test_id("table-error")).to_be_hidden(timeout=STATS_TIMEOUT_MS)
+            expect(page.get_by_test_id("table-status")).to_have_text(re.compile(r"^Page 1 · (rows|no rows)"))
+            assert not watch.errors, watch.errors
+    finally:
+        context.close()
+
+
+def test_dashboard_on_a_phone(browser: Browser, stack: RunningStack, request: pytest.FixtureRequest) -> None:
+    """Layout only, so the table's page is made up: a long name, a long content type, large numbers."""
+    width = 390
+    long_name = "quarterly-financial-results-and-projections-for-the-board-" * 4 + "final.pdf"
+    items = [
+        {
+            "hash": hashlib.sha256(f"phone {i}".encode()).hexdigest(),
+            "filename": long_name if i == 0 else f"phone-{i}.txt",
+            "size": 123_456_789 * (i + 1),
+            "content_type": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            "created_at": "2026-01-02T03:04:05Z",
+            "upload_count": 12_345,
+        }
+        for i in range(3)
+    ]
+    page_json = {"items": items, "count": len(items), "last_evaluated_key": "more"}
+
+    context = browser.new_context(viewport={"width": width, "height": 844}, locale="en-US", has_touch=True)
+    watch = PageWatch()
+    try:
+        with artifacts_on_failure(request.node.name, context, watch, stack):
+            page = watch.attach(context.new_page(), "admin")
+            page.route(re.compile(r"/admin/hashes\?"), lambda route: route.fulfill(json=page_json))
+            page.goto(stack.api_url + "/admin")
+            wait_page_loaded(page, 1)
+            expect(page.get_by_test_id("hash-row")).to_have_count(len(items))
+
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            overflow = page.locator(".table-wrap").evaluate("w => w.scrollWidth - w.clientWidth")
+            assert overflow <= 0, f"the table scrolls sideways by {overflow} px"
+            for button in page.get_by_test_id("hash-download").all():
+                box = button.bounding_box()
+                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+
+            name = page.get_by_test_id("hash-row").first.locator(".name-text")
+            expect(name).to_have_text(long_name)
+            expect(name).to_have_attribute("title", long_name)
+            line = float(name.evaluate("n => parseFloat(getComputedStyle(n).lineHeight)"))
+            box = name.bounding_box()
+            assert box is not None and box["height"] <= 2 * line + 1, (box, line)
+
+            for key in ("prev-page", "next-page"):
+                pager = page.get_by_test_id(key)
+                # the height of the label's text, in lines
+                lines = pager.evaluate(
+                    """b => {
+                        const text = document.createRange();
+                        text.selectNodeContents(b);
+                        return text.getBoundingClientRect().height / parseFloat(getComputedStyle(b).lineHeight);
+                    }"""
+                )
+                assert lines < 1.5, f"{key} wraps onto {lines:.1f} lines"
             assert not watch.errors, watch.errors
     finally:
         context.close()

@@ -4,7 +4,10 @@
 
   var D = window.DFD;
   var STATS_INTERVAL_MS = 3000;
-  var MAX_SAMPLES = 60;
+  var WINDOW_MS = 3 * 60 * 1000; // the chart shows the last 3 minutes...
+  var MIN_WINDOW_MS = 15 * 1000; // ...or, for a page opened less than that ago, the time since then (at least 15 s)
+  var GAP_MS = 2.5 * STATS_INTERVAL_MS; // no sample for longer than this: the lines break and the gap is shaded
+  var MAX_SAMPLES = 120;
   var SVG_NS = "http://www.w3.org/2000/svg";
 
   var STAT_FIELDS = [
@@ -15,6 +18,15 @@
     { key: "total_s3_size_saved", kind: "bytes" },
   ];
 
+  // Line styles, in drawing order: each later line is thinner and dashed, so equal series stay distinguishable
+  // (the line below shows through the gaps of the one on top). The marker shape is drawn at the latest point.
+  var STYLES = [
+    { width: 3.5, dash: "", marker: "circle" },
+    { width: 2.5, dash: "8 5", marker: "square" },
+    { width: 2.5, dash: "1 5", marker: "diamond" },
+  ];
+  var RATIO_STYLE = { width: 2, dash: "12 4 3 4", marker: "triangle" };
+
   var CHARTS = {
     counts: {
       format: D.formatNumber,
@@ -23,6 +35,7 @@
         { key: "total_files", label: "Files stored", color: "#146c2e" },
         { key: "duplicates_avoided", label: "Duplicates avoided", color: "#a8460b" },
       ],
+      ratio: { key: "dedup_ratio", label: "Dedup ratio, of uploads", color: "#7b1fa2" },
     },
     bytes: {
       format: D.formatBytes,
@@ -30,10 +43,14 @@
         { key: "total_bytes_stored", label: "Bytes stored", color: "#0b57d0" },
         { key: "total_s3_size_saved", label: "Bytes saved", color: "#a8460b" },
       ],
+      ratio: { key: "bytes_saved_ratio", label: "Saved, of all bytes", color: "#7b1fa2" },
     },
   };
 
+  var COLUMNS = ["File name", "SHA-256", "Size", "Type", "First stored", "Uploads"];
+
   var samples = [];
+  var chartStart = Date.now();
   var statsTimer = null;
   var statsGeneration = 0;
   var lastStatsError = "";
@@ -46,7 +63,9 @@
     pageNo: 1,
     nextToken: null,
     request: 0,
-    loading: false,
+    loading: false, // a load the user asked for (pager, page size, Refresh) is in flight
+    loaded: false, // the current page has been shown at least once
+    failed: false, // the last load failed: the next successful stats poll loads the page again
   };
 
   function $(id) {
@@ -56,9 +75,13 @@
   function svg(tag, attrs) {
     var node = document.createElementNS(SVG_NS, tag);
     Object.keys(attrs || {}).forEach(function (k) {
-      node.setAttribute(k, String(attrs[k]));
+      if (attrs[k] !== "" && attrs[k] !== null && attrs[k] !== undefined) node.setAttribute(k, String(attrs[k]));
     });
     return node;
+  }
+
+  function setText(node, text) {
+    if (node.textContent !== text) node.textContent = text;
   }
 
   // ---------------------------------------------------------------- stats
@@ -66,6 +89,16 @@
   function num(v) {
     var n = Number(v);
     return isFinite(n) ? n : 0;
+  }
+
+  function ratios(s) {
+    var uploads = num(s.total_uploads);
+    var stored = num(s.total_bytes_stored);
+    var saved = num(s.total_s3_size_saved);
+    return {
+      dedup_ratio: uploads > 0 ? num(s.duplicates_avoided) / uploads : null,
+      bytes_saved_ratio: stored + saved > 0 ? saved / (stored + saved) : null,
+    };
   }
 
   function renderStats(s) {
@@ -80,19 +113,16 @@
         node.textContent = D.formatNumber(value);
       }
     });
-    var uploads = num(s.total_uploads);
-    var dups = num(s.duplicates_avoided);
-    var ratio = uploads > 0 ? dups / uploads : NaN;
+    var r = ratios(s);
     var ratioEl = $("stat-dedup_ratio");
-    ratioEl.textContent = uploads > 0 ? D.formatPercent(ratio) : "—";
-    ratioEl.setAttribute("data-value", uploads > 0 ? String(ratio) : "");
-    ratioEl.title = dups + " of " + uploads + " uploads were duplicates";
-    var stored = num(s.total_bytes_stored);
-    var saved = num(s.total_s3_size_saved);
-    var bytesRatio = stored + saved > 0 ? saved / (stored + saved) : NaN;
+    ratioEl.textContent = r.dedup_ratio !== null ? D.formatPercent(r.dedup_ratio) : "—";
+    ratioEl.setAttribute("data-value", r.dedup_ratio !== null ? String(r.dedup_ratio) : "");
+    ratioEl.title =
+      D.formatNumber(num(s.duplicates_avoided)) + " of " + D.formatNumber(num(s.total_uploads)) +
+      " uploads were duplicates";
     var bytesEl = $("stat-bytes_saved_ratio");
-    bytesEl.textContent = stored + saved > 0 ? D.formatPercent(bytesRatio) : "—";
-    bytesEl.setAttribute("data-value", stored + saved > 0 ? String(bytesRatio) : "");
+    bytesEl.textContent = r.bytes_saved_ratio !== null ? D.formatPercent(r.bytes_saved_ratio) : "—";
+    bytesEl.setAttribute("data-value", r.bytes_saved_ratio !== null ? String(r.bytes_saved_ratio) : "");
   }
 
   function fetchStats() {
@@ -106,8 +136,11 @@
         STAT_FIELDS.forEach(function (f) {
           sample[f.key] = num(s[f.key]);
         });
+        var r = ratios(s);
+        sample.dedup_ratio = r.dedup_ratio;
+        sample.bytes_saved_ratio = r.bytes_saved_ratio;
         samples.push(sample);
-        if (samples.length > MAX_SAMPLES) samples.splice(0, samples.length - MAX_SAMPLES);
+        pruneSamples();
         renderChart();
         $("stats-updated").textContent = "Updated " + new Date().toLocaleTimeString();
         if (lastStatsError) {
@@ -115,11 +148,14 @@
           $("stats-error").hidden = true;
           D.announce("Statistics are available again.");
         }
-        // A new file appeared: refresh the first page of the table so it shows up without a click. Also while a
-        // load is in flight (it may predate the file): loadPage() supersedes it, so the change is not lost.
         var files = num(s.total_files);
-        if (lastTotalFiles !== null && files !== lastTotalFiles && table.stack.length === 0) {
-          loadPage();
+        if (table.failed || !table.loaded) {
+          // The API answers again (or the first load never finished): load the page that failed.
+          if (!table.loading) loadPage({ quiet: table.loaded });
+        } else if (lastTotalFiles !== null && files !== lastTotalFiles && table.stack.length === 0) {
+          // A new file appeared: refresh the first page in the background so it shows up without a click. Also
+          // while a load is in flight (it may predate the file): loadPage() supersedes it, so the change is not lost.
+          loadPage({ quiet: true });
         }
         lastTotalFiles = files;
       },
@@ -133,6 +169,7 @@
           box.textContent = msg;
           box.hidden = false;
         }
+        renderChart(); // the time axis moves on: the outage shows as a gap
       }
     );
   }
@@ -144,6 +181,13 @@
       if (generation === statsGeneration) statsTimer = window.setTimeout(statsLoop, STATS_INTERVAL_MS);
     });
   }
+
+  function pruneSamples() {
+    var oldest = Date.now() - WINDOW_MS - GAP_MS;
+    while (samples.length && (samples[0].t < oldest || samples.length > MAX_SAMPLES)) samples.shift();
+  }
+
+  // ---------------------------------------------------------------- chart
 
   function niceMax(v) {
     if (v <= 0) return 1;
@@ -159,6 +203,67 @@
     return niceMax(v / p) * p;
   }
 
+  function formatSpan(ms) {
+    var s = Math.round(ms / 1000);
+    return s < 90 ? s + " s" : String(Math.round(s / 30) / 2) + " min";
+  }
+
+  function marker(shape, x, y, color, size) {
+    var r = size || 4;
+    if (shape === "square") return svg("rect", { x: x - r, y: y - r, width: 2 * r, height: 2 * r, fill: color });
+    if (shape === "diamond") {
+      return svg("polygon", {
+        points: [x, y - r - 1, x + r + 1, y, x, y + r + 1, x - r - 1, y].join(" "),
+        fill: color,
+      });
+    }
+    if (shape === "triangle") {
+      return svg("polygon", { points: [x, y - r - 1, x + r + 1, y + r, x - r - 1, y + r].join(" "), fill: color });
+    }
+    return svg("circle", { cx: x, cy: y, r: r, fill: color });
+  }
+
+  /** A series as a path that breaks where a value is missing or samples are more than GAP_MS apart. */
+  function seriesPath(key, px, py) {
+    var d = [];
+    var lonely = []; // points with no neighbour in their segment: drawn as markers, a line would be invisible
+    var prev = null;
+    var segment = [];
+    function flush() {
+      if (segment.length === 1) lonely.push(segment[0]);
+      segment = [];
+    }
+    samples.forEach(function (s) {
+      var v = s[key];
+      if (v === null || v === undefined) {
+        flush();
+        prev = null;
+        return;
+      }
+      var start = prev === null || s.t - prev.t > GAP_MS;
+      if (start) flush();
+      var x = px(s.t);
+      var y = py(v);
+      d.push((start ? "M" : "L") + x.toFixed(1) + "," + y.toFixed(1));
+      segment.push([x, y]);
+      prev = s;
+    });
+    flush();
+    return { d: d.join(" "), lonely: lonely };
+  }
+
+  function legendSwatch(color, style) {
+    var sw = svg("svg", { class: "swatch", viewBox: "0 0 30 12", width: 30, height: 12, "aria-hidden": "true" });
+    sw.appendChild(
+      svg("line", {
+        x1: 1, x2: 29, y1: 6, y2: 6, stroke: color, "stroke-width": Math.min(style.width, 3),
+        "stroke-dasharray": style.dash, "stroke-linecap": style.dash === "1 5" ? "round" : "butt",
+      })
+    );
+    sw.appendChild(marker(style.marker, 15, 6, color, 3.5));
+    return sw;
+  }
+
   function renderChart() {
     var metric = $("chart-metric").value;
     var cfg = CHARTS[metric] || CHARTS.counts;
@@ -168,18 +273,19 @@
     var H = W < 520 ? 180 : 220;
     chart.setAttribute("viewBox", "0 0 " + W + " " + H);
     var L = 64;
-    var R = 12;
+    var R = 50; // room for the ratio's 0–100 % axis
     var T = 12;
     var B = 24;
     var pw = W - L - R;
     var ph = H - T - B;
+    var now = Date.now();
+    var span = Math.min(WINDOW_MS, Math.max(MIN_WINDOW_MS, now - chartStart));
 
     // Keep <title>/<desc>, redraw everything else.
     Array.prototype.slice.call(chart.childNodes).forEach(function (n) {
       if (n.nodeName !== "title" && n.nodeName !== "desc") chart.removeChild(n);
     });
     chart.setAttribute("data-points", String(samples.length));
-    $("chart-count").textContent = String(samples.length);
 
     var maxVal = 0;
     samples.forEach(function (s) {
@@ -189,6 +295,32 @@
     });
     var yMax = metric === "bytes" ? niceMaxBytes(maxVal) : niceMax(maxVal);
 
+    function px(t) {
+      return L + Math.max(0, 1 - (now - t) / span) * pw;
+    }
+    function py(v) {
+      return T + ph - (v / yMax) * ph;
+    }
+    function pyRatio(v) {
+      return T + ph - v * ph;
+    }
+
+    // Gaps (an outage, a sleeping laptop): shaded, including a gap that is still going on.
+    var gaps = svg("g", { class: "chart-gaps", "aria-hidden": "true" });
+    var times = [Math.max(chartStart, now - span)].concat(
+      samples.map(function (s) {
+        return s.t;
+      }),
+      [now]
+    );
+    for (var i = 1; i < times.length; i++) {
+      if (times[i] - times[i - 1] > GAP_MS) {
+        var x1 = px(times[i - 1]);
+        gaps.appendChild(svg("rect", { x: x1, y: T, width: Math.max(1, px(times[i]) - x1), height: ph }));
+      }
+    }
+    chart.appendChild(gaps);
+
     var grid = svg("g", { class: "chart-grid", "aria-hidden": "true" });
     [0, 0.5, 1].forEach(function (f) {
       var y = T + ph - f * ph;
@@ -196,146 +328,315 @@
       var label = svg("text", { x: L - 6, y: y + 4, "text-anchor": "end" });
       label.textContent = cfg.format(yMax * f);
       grid.appendChild(label);
+      var right = svg("text", { x: W - 4, y: y + 4, "text-anchor": "end", class: "ratio-axis" });
+      right.textContent = Math.round(f * 100) + " %";
+      grid.appendChild(right);
     });
     var left = svg("text", { x: L, y: H - 6, "text-anchor": "start" });
-    left.textContent = Math.round(((MAX_SAMPLES - 1) * STATS_INTERVAL_MS) / 60000) + " min ago";
-    var right = svg("text", { x: W - R, y: H - 6, "text-anchor": "end" });
-    right.textContent = "now";
+    left.textContent = formatSpan(span) + " ago";
+    var nowLabel = svg("text", { x: W - R, y: H - 6, "text-anchor": "end" });
+    nowLabel.textContent = "now";
     grid.appendChild(left);
-    grid.appendChild(right);
+    grid.appendChild(nowLabel);
     chart.appendChild(grid);
 
-    var offset = MAX_SAMPLES - samples.length;
-    function px(i) {
-      return L + ((offset + i) / (MAX_SAMPLES - 1)) * pw;
-    }
-    function py(v) {
-      return T + ph - (v / yMax) * ph;
-    }
-    cfg.series.forEach(function (ser) {
-      if (!samples.length) return;
-      var pts = samples
-        .map(function (s, i) {
-          return px(i).toFixed(1) + "," + py(s[ser.key]).toFixed(1);
-        })
-        .join(" ");
-      chart.appendChild(
-        svg("polyline", {
-          points: pts,
-          fill: "none",
-          stroke: ser.color,
-          "stroke-width": 2,
-          "stroke-linejoin": "round",
-          "vector-effect": "non-scaling-stroke",
-          "data-series": ser.key,
-        })
-      );
-      var last = samples[samples.length - 1];
-      chart.appendChild(
-        svg("circle", { cx: px(samples.length - 1), cy: py(last[ser.key]), r: 3, fill: ser.color })
-      );
+    var drawn = cfg.series.map(function (ser, idx) {
+      return { ser: ser, style: STYLES[idx % STYLES.length], y: py };
+    });
+    drawn.push({ ser: cfg.ratio, style: RATIO_STYLE, y: pyRatio });
+    var last = samples[samples.length - 1];
+    drawn.forEach(function (item) {
+      var ser = item.ser;
+      var style = item.style;
+      var path = seriesPath(ser.key, px, item.y);
+      if (path.d) {
+        chart.appendChild(
+          svg("path", {
+            d: path.d,
+            fill: "none",
+            stroke: ser.color,
+            "stroke-width": style.width,
+            "stroke-dasharray": style.dash,
+            "stroke-linejoin": "round",
+            "stroke-linecap": style.dash === "1 5" ? "round" : "butt",
+            "vector-effect": "non-scaling-stroke",
+            "data-series": ser.key,
+          })
+        );
+      }
+      path.lonely.forEach(function (p) {
+        chart.appendChild(marker(style.marker, p[0], p[1], ser.color, 3));
+      });
+      if (last && last[ser.key] !== null && last[ser.key] !== undefined) {
+        chart.appendChild(marker(style.marker, px(last.t), item.y(last[ser.key]), ser.color));
+      }
     });
 
     var legend = $("chart-legend");
     legend.textContent = "";
-    var last = samples[samples.length - 1];
     var desc = [];
-    cfg.series.forEach(function (ser) {
+    drawn.forEach(function (item) {
+      var ser = item.ser;
+      var isRatio = ser === cfg.ratio;
+      var v = last ? last[ser.key] : null;
+      var value = v === null || v === undefined ? "—" : isRatio ? D.formatPercent(v) : cfg.format(v);
       var li = document.createElement("li");
-      var sw = document.createElement("span");
-      sw.className = "swatch";
-      sw.style.backgroundColor = ser.color;
-      sw.setAttribute("aria-hidden", "true");
-      li.appendChild(sw);
-      var value = last ? cfg.format(last[ser.key]) : "—";
-      li.appendChild(document.createTextNode(ser.label + ": " + value));
+      li.appendChild(legendSwatch(ser.color, item.style));
+      li.appendChild(document.createTextNode(ser.label + (isRatio ? " (right axis)" : "") + ": " + value));
       legend.appendChild(li);
       desc.push(ser.label + " " + value);
     });
+    var stale = last && now - last.t > GAP_MS ? " No new sample for " + Math.round((now - last.t) / 1000) + " s." : "";
     $("chart-desc").textContent = samples.length
-      ? "Latest of " + samples.length + " samples: " + desc.join(", ") + "."
+      ? "Last " + formatSpan(span) + ", " + samples.length + " samples. Latest: " +
+        desc.join(", ") + "." + stale
       : "No samples yet.";
   }
 
   // ---------------------------------------------------------------- table
 
-  function cell(text, className) {
+  function cell(className, label) {
     var td = document.createElement("td");
+    td.setAttribute("role", "cell");
     if (className) td.className = className;
-    if (text !== undefined) td.textContent = text;
+    if (label) td.setAttribute("data-label", label);
     return td;
   }
 
+  function copyHash(hash, button, code, label) {
+    var text = button.querySelector(".copy-text");
+    function done(ok) {
+      window.clearTimeout(button._copyTimer);
+      if (ok) {
+        text.textContent = "Copied";
+        D.announce("SHA-256 of " + label + " copied.");
+      } else {
+        // No clipboard (e.g. a plain-http page): show the whole hash, selected, to copy by hand.
+        code.classList.add("hash-expanded");
+        selectNode(code);
+        text.textContent = "Copy";
+        D.announce("Could not copy. The SHA-256 is shown in full and selected: " + hash);
+        return;
+      }
+      button._copyTimer = window.setTimeout(function () {
+        text.textContent = "Copy";
+      }, 2000);
+    }
+    function selectNode(node) {
+      var range = document.createRange();
+      range.selectNodeContents(node);
+      var sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      return sel;
+    }
+    function legacy() {
+      var ok = false;
+      var sel = selectNode(code);
+      try {
+        ok = document.execCommand("copy");
+      } catch (e) {
+        ok = false;
+      }
+      if (ok) sel.removeAllRanges();
+      done(ok);
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(hash).then(
+        function () {
+          done(true);
+        },
+        legacy
+      );
+    } else {
+      legacy();
+    }
+  }
+
+  function buildRow(it) {
+    var hash = it.hash || "";
+    var label = it.filename || hash;
+    var tr = document.createElement("tr");
+    tr.setAttribute("role", "row");
+    tr.setAttribute("data-testid", "hash-row");
+    tr.setAttribute("data-hash", hash);
+
+    var nameTd = cell("col-name", COLUMNS[0]);
+    var name = document.createElement("span");
+    name.className = "name-text";
+    nameTd.appendChild(name);
+    tr.appendChild(nameTd);
+
+    var hashTd = cell("col-hash", COLUMNS[1]);
+    var wrap = document.createElement("span");
+    wrap.className = "hash-cell";
+    var code = document.createElement("code");
+    code.className = "hash-short";
+    code.setAttribute("data-testid", "hash-value");
+    code.textContent = hash;
+    code.title = hash;
+    var copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "btn btn-small btn-secondary btn-copy";
+    copy.setAttribute("data-testid", "hash-copy");
+    var copyText = document.createElement("span");
+    copyText.className = "copy-text";
+    copyText.textContent = "Copy";
+    copy.appendChild(copyText);
+    var copyHidden = document.createElement("span");
+    copyHidden.className = "visually-hidden";
+    copyHidden.textContent = " SHA-256 of " + label;
+    copy.appendChild(copyHidden);
+    copy.addEventListener("click", function () {
+      copyHash(hash, copy, code, label);
+    });
+    wrap.appendChild(code);
+    wrap.appendChild(copy);
+    hashTd.appendChild(wrap);
+    tr.appendChild(hashTd);
+
+    tr.appendChild(cell("num col-size", COLUMNS[2]));
+    tr.appendChild(cell("col-type", COLUMNS[3]));
+    tr.appendChild(cell("col-date", COLUMNS[4]));
+    tr.appendChild(cell("num col-uploads", COLUMNS[5]));
+
+    var actTd = cell("col-actions");
+    var btn = document.createElement("button");
+    btn.type = "button";
+    btn.className = "btn btn-small";
+    btn.setAttribute("data-testid", "hash-download");
+    btn.textContent = "Download";
+    var hidden = document.createElement("span");
+    hidden.className = "visually-hidden";
+    hidden.textContent = " " + label;
+    btn.appendChild(hidden);
+    var status = document.createElement("span");
+    status.className = "download-fallback";
+    btn.addEventListener("click", function () {
+      D.downloadFile(hash, btn, status);
+    });
+    actTd.appendChild(btn);
+    actTd.appendChild(status);
+    tr.appendChild(actTd);
+    return tr;
+  }
+
+  /** Writes an item's values into its row, touching only what changed (the row's controls are kept). */
+  function fillRow(tr, it) {
+    var c = tr.children;
+    var name = c[0].firstChild;
+    setText(name, it.filename || "(unnamed)");
+    name.title = it.filename || "";
+
+    setText(c[2], D.formatBytes(it.size));
+    c[2].title = D.formatNumber(it.size) + " bytes";
+    c[2].setAttribute("data-value", String(it.size));
+
+    setText(c[3], it.content_type || "—");
+
+    var d = D.parseDate(it.created_at);
+    var date = c[4];
+    if (d) {
+      var time = date.firstChild;
+      if (!time || time.nodeName !== "TIME") {
+        date.textContent = "";
+        time = document.createElement("time");
+        date.appendChild(time);
+      }
+      time.dateTime = d.toISOString();
+      setText(time, D.formatDate(it.created_at));
+    } else {
+      setText(date, it.created_at ? String(it.created_at) : "—");
+    }
+
+    setText(c[5], it.upload_count !== undefined ? D.formatNumber(it.upload_count) : "—");
+  }
+
+  function focusTarget(node) {
+    var row = node.closest ? node.closest("tr") : null;
+    var body = $("hashes-body");
+    return {
+      node: node,
+      hash: row ? row.getAttribute("data-hash") : null,
+      testid: node.getAttribute ? node.getAttribute("data-testid") : null,
+      index: row ? Array.prototype.indexOf.call(body.children, row) : -1,
+    };
+  }
+
+  /** After a re-render, put focus back where it was: the same control, else the same control of the same row
+   * (by hash), else that control in the row now at the same position, else the table's scroll region. */
+  function restoreFocus(before) {
+    var body = $("hashes-body");
+    var now = document.activeElement;
+    if (before.node.isConnected && now === before.node) return;
+    if (now && now !== document.body && now !== document.documentElement && !body.contains(now)) return;
+    var target = null;
+    if (before.node.isConnected && body.contains(before.node)) target = before.node;
+    var sel = before.testid ? '[data-testid="' + before.testid + '"]' : "button";
+    if (!target && before.hash !== null) {
+      var row = body.querySelector('tr[data-hash="' + CSS.escape(before.hash) + '"]');
+      if (row) target = row.querySelector(sel);
+    }
+    if (!target && before.index >= 0) {
+      var rows = body.children;
+      var same = rows[Math.min(before.index, rows.length - 1)];
+      if (same) target = same.querySelector(sel);
+    }
+    if (!target) target = document.querySelector(".table-wrap");
+    if (target) target.focus({ preventScroll: true });
+  }
+
+  function placeRow(body, tr, before) {
+    // moveBefore() keeps focus and state of a node already in the document; insertBefore() would blur it.
+    if (tr.parentNode === body && typeof body.moveBefore === "function") {
+      try {
+        body.moveBefore(tr, before);
+        return;
+      } catch (e) {
+        /* fall through */
+      }
+    }
+    body.insertBefore(tr, before);
+  }
+
+  /** Shows items, reusing the rows of hashes already shown, so a refresh does not throw keyboard focus away. */
   function renderRows(items) {
     var body = $("hashes-body");
-    body.textContent = "";
+    var active = document.activeElement;
+    var before = active && body.contains(active) ? focusTarget(active) : null;
+
+    var existing = {};
+    Array.prototype.forEach.call(body.children, function (tr) {
+      var h = tr.getAttribute("data-hash");
+      if (h !== null) existing[h] = tr;
+    });
+    var wanted = [];
     if (!items.length) {
-      var tr = document.createElement("tr");
-      var td = cell(table.pageNo === 1 ? "No files stored yet." : "No more files.", "empty");
+      var empty = document.createElement("tr");
+      empty.setAttribute("role", "row");
+      var td = cell("empty");
       td.colSpan = 7;
-      tr.appendChild(td);
-      body.appendChild(tr);
-      return;
+      td.textContent = table.pageNo === 1 ? "No files stored yet." : "No more files.";
+      empty.appendChild(td);
+      wanted.push(empty);
     }
     items.forEach(function (it) {
-      var tr = document.createElement("tr");
-      tr.setAttribute("data-testid", "hash-row");
-      tr.setAttribute("data-hash", it.hash || "");
-
-      var nameTd = cell(it.filename || "(unnamed)", "col-name");
-      nameTd.title = it.filename || "";
-      tr.appendChild(nameTd);
-
-      var hashTd = cell(undefined, "col-hash");
-      var code = document.createElement("code");
-      code.className = "hash-short";
-      code.textContent = it.hash || "";
-      code.title = it.hash || "";
-      hashTd.appendChild(code);
-      tr.appendChild(hashTd);
-
-      var sizeTd = cell(D.formatBytes(it.size), "num");
-      sizeTd.title = D.formatNumber(it.size) + " bytes";
-      sizeTd.setAttribute("data-value", String(it.size));
-      tr.appendChild(sizeTd);
-
-      tr.appendChild(cell(it.content_type || "—", "col-type"));
-
-      var dateTd = cell(undefined, "col-date");
-      var d = D.parseDate(it.created_at);
-      if (d) {
-        var time = document.createElement("time");
-        time.dateTime = d.toISOString();
-        time.textContent = D.formatDate(it.created_at);
-        dateTd.appendChild(time);
-      } else {
-        dateTd.textContent = it.created_at ? String(it.created_at) : "—";
-      }
-      tr.appendChild(dateTd);
-
-      tr.appendChild(cell(it.upload_count !== undefined ? D.formatNumber(it.upload_count) : "—", "num"));
-
-      var actTd = cell(undefined, "col-actions");
-      var btn = document.createElement("button");
-      btn.type = "button";
-      btn.className = "btn btn-small";
-      btn.setAttribute("data-testid", "hash-download");
-      btn.textContent = "Download";
-      var hidden = document.createElement("span");
-      hidden.className = "visually-hidden";
-      hidden.textContent = " " + (it.filename || it.hash);
-      btn.appendChild(hidden);
-      var status = document.createElement("span");
-      status.className = "download-fallback";
-      btn.addEventListener("click", function () {
-        D.downloadFile(it.hash, btn, status);
-      });
-      actTd.appendChild(btn);
-      actTd.appendChild(status);
-      tr.appendChild(actTd);
-
-      $("hashes-body").appendChild(tr);
+      var key = it.hash || "";
+      var tr = existing[key];
+      if (tr) delete existing[key]; // a hash listed twice gets a second row
+      else tr = buildRow(it);
+      fillRow(tr, it);
+      wanted.push(tr);
     });
+    Array.prototype.slice.call(body.children).forEach(function (tr) {
+      if (wanted.indexOf(tr) === -1) body.removeChild(tr);
+    });
+    // Rows that keep their order are never moved; new rows are inserted around them.
+    wanted.forEach(function (tr, i) {
+      var at = body.children[i] || null;
+      if (at !== tr) placeRow(body, tr, at);
+    });
+    if (before) restoreFocus(before);
   }
 
   function updatePager(count) {
@@ -347,16 +648,25 @@
       return;
     }
     var start = (table.pageNo - 1) * table.pageSize + 1;
-    $("table-status").textContent =
+    setText(
+      $("table-status"),
       "Page " + table.pageNo + (count > 0 ? " · rows " + start + "–" + (start + count - 1) : " · no rows") +
-      (table.nextToken ? "" : " · last page");
+        (table.nextToken ? "" : " · last page")
+    );
   }
 
-  function loadPage() {
+  /**
+   * Loads the current page. quiet: a background refresh (new files, recovery) that keeps the rows and the pager
+   * text as they are until the answer arrives, so nothing flickers and nothing is announced.
+   */
+  function loadPage(opts) {
+    var quiet = !!(opts && opts.quiet);
     var req = ++table.request;
-    table.loading = true;
-    $("hashes-table").setAttribute("aria-busy", "true");
-    updatePager(0);
+    if (!quiet) {
+      table.loading = true;
+      $("hashes-table").setAttribute("aria-busy", "true");
+      updatePager(0);
+    }
     var path = "/admin/hashes?limit=" + table.pageSize;
     if (table.token) path += "&last_evaluated_key=" + encodeURIComponent(table.token);
     return D.apiFetch("GET", path).then(
@@ -366,6 +676,8 @@
         var items = Array.isArray(body.items) ? body.items : [];
         table.nextToken = body.last_evaluated_key || null;
         table.loading = false;
+        table.loaded = true;
+        table.failed = false;
         $("hashes-table").removeAttribute("aria-busy");
         $("table-error").hidden = true;
         renderRows(items);
@@ -374,15 +686,19 @@
       function (err) {
         if (req !== table.request) return;
         table.loading = false;
+        table.failed = true;
         $("hashes-table").removeAttribute("aria-busy");
         var box = $("table-error");
-        box.textContent =
+        var msg =
           "Could not load stored files: " + D.describeError(err) +
-          ". Use Refresh to try again.";
-        box.hidden = false;
+          ". Trying again with the next statistics update, or use Refresh.";
+        if (box.hidden || box.textContent !== msg) {
+          box.textContent = msg;
+          box.hidden = false;
+        }
         table.nextToken = null;
         updatePager(0);
-        $("table-status").textContent = "Page " + table.pageNo + " · failed to load";
+        setText($("table-status"), "Page " + table.pageNo + " · failed to load");
       }
     );
   }
@@ -400,6 +716,12 @@
     window.addEventListener("resize", function () {
       window.clearTimeout(resizeTimer);
       resizeTimer = window.setTimeout(renderChart, 150);
+    });
+
+    // A long name is cut to two lines; a click or tap shows it in full (keyboard focus in the row does too).
+    $("hashes-body").addEventListener("click", function (ev) {
+      var name = ev.target.closest ? ev.target.closest(".name-text") : null;
+      if (name && !window.getSelection().toString()) name.classList.toggle("is-expanded");
     });
 
     var pageSize = $("page-size");
@@ -433,7 +755,10 @@
     D.initSettings(function () {
       statsGeneration++;
       samples = [];
+      chartStart = Date.now();
       lastTotalFiles = null;
+      table.loaded = false;
+      table.failed = false;
       renderChart();
       resetTable();
       statsLoop();

@@ -180,7 +180,9 @@
    */
   function downloadFile(id, button, fallbackContainer) {
     if (button) {
-      button.disabled = true;
+      // aria-disabled, not disabled: a disabled button loses keyboard focus. A second click meanwhile is ignored.
+      if (button.getAttribute("aria-busy") === "true") return Promise.resolve(null);
+      button.setAttribute("aria-disabled", "true");
       button.setAttribute("aria-busy", "true");
     }
     if (fallbackContainer) {
@@ -221,7 +223,7 @@
       })
       .finally(function () {
         if (button) {
-          button.disabled = false;
+          button.removeAttribute("aria-disabled");
           button.removeAttribute("aria-busy");
         }
       });

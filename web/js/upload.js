@@ -80,6 +80,15 @@
   }
   UploadError.prototype = Object.create(Error.prototype);
 
+  /**
+   * The API refused the file itself (400 validation error, e.g. an empty file; 413 too large; 422): the same
+   * request would get the same answer, so no Retry is offered. Network errors, 5xx, 429, 408, 409 and expired
+   * URLs stay retryable.
+   */
+  function isPermanent(err) {
+    return err instanceof D.ApiError && (err.status === 400 || err.status === 413 || err.status === 422);
+  }
+
   function errorMessage(err) {
     return D.describeError(err);
   }
@@ -87,7 +96,12 @@
   // ---------------------------------------------------------------- rendering
 
   function createRow(item) {
-    item.nameEl = el("span", { className: "file-name", title: item.path, tabindex: "-1", text: item.path });
+    // A file from a folder shows its relative path, the folder part muted; only the base name is sent to the API.
+    var slash = item.path.lastIndexOf("/");
+    item.nameEl = el("span", { className: "file-name", title: item.path, tabindex: "-1" }, [
+      slash > 0 ? el("span", { className: "file-dir", text: item.path.slice(0, slash + 1) }) : null,
+      item.path.slice(slash + 1),
+    ]);
     item.badgeEl = el("span", { className: "badge", "data-testid": "file-status", text: STATUS_LABELS.queued });
     item.progressEl = el("progress", {
       max: "100",
@@ -584,6 +598,7 @@
 
   function fail(item, err) {
     var message = errorMessage(err);
+    var permanent = isPermanent(err);
     item.fraction = computeFraction(item);
     item.retryPhase = err && err.retryPhase === "poll" && item.uploadId ? "poll" : "start";
     if (err && err.rehash) item.hash = null;
@@ -592,7 +607,20 @@
       item.worker = null;
     }
     setStatus(item, "error", "");
+    item.row.setAttribute("data-retryable", permanent ? "false" : "true");
     item.resultEl.textContent = "";
+    item.resultEl.appendChild(el("p", { className: "error-text", "data-testid": "file-error", text: message }));
+    if (permanent) {
+      item.resultEl.appendChild(
+        el("p", {
+          className: "muted small",
+          "data-testid": "file-error-hint",
+          text: "The service refuses this file as it is, so trying again would not help.",
+        })
+      );
+      D.announce(item.path + ": error — " + message + ". Cannot be uploaded.");
+      return;
+    }
     var retry = el("button", { type: "button", className: "btn btn-small", "data-testid": "file-retry" }, [
       "Retry",
       el("span", { className: "visually-hidden", text: " " + item.path }),
@@ -600,7 +628,6 @@
     retry.addEventListener("click", function () {
       retryItem(item);
     });
-    item.resultEl.appendChild(el("p", { className: "error-text", "data-testid": "file-error", text: message }));
     item.resultEl.appendChild(el("div", { className: "result-actions" }, [retry]));
     D.announce(item.path + ": error — " + message);
   }
@@ -608,6 +635,7 @@
   function retryItem(item) {
     if (item.status !== "error") return;
     item.resultEl.textContent = "";
+    item.row.removeAttribute("data-retryable");
     item.nameEl.focus();
     if (item.retryPhase === "poll") {
       setStatus(item, "processing", "Checking the upload status again…");
@@ -698,10 +726,11 @@
     return { files: out, problems: problems };
   }
 
-  function showNotice(text, isError) {
+  function showNotice(text, isError, quiet) {
     noticeEl.textContent = text;
     noticeEl.hidden = !text;
     noticeEl.classList.toggle("error-text", !!isError);
+    if (text && !quiet) D.announce(text);
   }
 
   function initDropZone(zone, fileInput) {
@@ -734,7 +763,7 @@
       depth = 0;
       zone.classList.remove("dragging");
       if (!ev.dataTransfer) return;
-      showNotice("Reading dropped files…", false);
+      showNotice("Reading dropped files…", false, true);
       collectDropped(ev.dataTransfer).then(
         function (result) {
           showNotice(
@@ -770,7 +799,12 @@
       input.addEventListener("change", function () {
         var picked = fromFileList(input.files);
         input.value = ""; // picking the same file again fires change again
-        showNotice("", false);
+        showNotice(
+          !picked.length && input === folderInput
+            ? "The chosen folder has no files in it (empty sub-folders are skipped): nothing to upload."
+            : "",
+          false
+        );
         addFiles(picked);
       });
     });
