@@ -110,10 +110,9 @@ def recorder(aws: Aws) -> Iterator[Recorder]:
         events.unregister("before-parameter-build.*.*", unique_id="dfd-permissions")
 
 
-def grants(aws: Aws) -> dict[str, set[tuple[str, str]]]:
+def grants(resolver: Resolver) -> dict[str, set[tuple[str, str]]]:
     """Each function's (action, resource ARN pattern) pairs, from template.yaml resolved with local names."""
-    template = load_template(ROOT / "template.yaml")
-    resolver = Resolver(template, "http://127.0.0.1:1")
+    template = resolver.template
     result: dict[str, set[tuple[str, str]]] = {}
     for function in MODULES.values():
         pairs: set[tuple[str, str]] = set()
@@ -199,7 +198,7 @@ def exercise_every_path(aws: Aws) -> None:
 def test_every_request_is_granted_and_every_grant_is_used(aws: Aws, recorder: Recorder) -> None:
     exercise_every_path(aws)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
-    granted = grants(aws)
+    granted = grants(resolver)
     used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested
 
     denied = []
