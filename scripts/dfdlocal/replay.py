@@ -19,6 +19,7 @@ from urllib.parse import quote_plus
 
 import requests
 
+from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfdlocal.tools import LOCAL_LAMBDA, LOCAL_QUEUE, Target, add_target_args, reports_unreachable, target
 
 
@@ -58,12 +59,14 @@ def state(where: Target) -> dict[str, int]:
             total += int(page["Count"])
         return total
 
-    totals: dict[str, int] = {}
+    # only the counters proper: the table also holds reconcile's audit records, which a sweep running
+    # during the replay legitimately writes
+    totals = {f"counter.{name}": 0 for name in COUNTER_FIELDS}
     for page in ddb.get_paginator("scan").paginate(TableName=s.counters_table, ConsistentRead=True):
         for item in page["Items"]:
-            for name, value in item.items():
-                if "N" in value:
-                    totals[f"counter.{name}"] = totals.get(f"counter.{name}", 0) + int(value["N"])
+            for name in COUNTER_FIELDS:
+                if "N" in item.get(name, {}):
+                    totals[f"counter.{name}"] += int(item[name]["N"])
     objects = sum(
         page.get("KeyCount", 0)
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s.bucket, Prefix=s.upload_prefix)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import boto3
 import pytest
 
 from dfd import deps
@@ -12,6 +13,8 @@ from dfd.errors import InvalidEvent
 from dfd.events import ObjectRef
 from dfd.handlers import ingest
 from dfd.ingest import IngestResult, Outcome
+from dfdlocal.replay import state
+from dfdlocal.tools import Target
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
 from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch
@@ -340,3 +343,19 @@ def test_multipart_checksum_is_not_taken_for_the_content_hash(aws: Aws) -> None:
         assert result["outcome"] == "stored"
         assert result["hash"] == hashlib.sha256(b"".join(p + key.encode() for p in parts)).hexdigest()
     aws.assert_invariants()
+
+
+def test_replay_tool_state_counts_the_counters_not_reconciles_audit_records(aws: Aws) -> None:
+    """scripts/replay compares state before and after; a reconcile sweep writing its audit record into the
+    counters table meanwhile is not a change the replay made (CI saw exactly that flake)."""
+    where = Target(aws.settings, boto3.Session(region_name=aws.ddb.meta.region_name), None)
+    answer = uploaded(aws, b"delta" * 100, "d.bin")
+    invoke(s3_notification(aws.settings.bucket, answer["key"]))
+    before = state(where)
+    assert before["counter.total_files"] == 1 and before["files"] == 1 and before["objects"] == 1
+    audit_record = {"counter_id": {"S": "audit#2026-11-23T00:00:00Z"}, "before_files": {"N": "18"}}
+    aws.ddb.put_item(TableName=aws.settings.counters_table, Item=audit_record | {"after_bytes": {"N": "9"}})
+    assert state(where) == before
+    invoke(s3_notification(aws.settings.bucket, uploaded(aws, b"delta" * 100, "e.bin")["key"]))
+    after = state(where)
+    assert after["counter.duplicates_avoided"] == before["counter.duplicates_avoided"] + 1
