@@ -275,10 +275,16 @@ def table_hashes(page: Page) -> list[str]:
     return page.get_by_test_id("hash-row").evaluate_all("rows => rows.map(r => r.getAttribute('data-hash'))")
 
 
-def wait_page_loaded(page: Page, number: int) -> list[str]:
+def wait_page_loaded(page: Page, number: int, *, files: int | None = None) -> list[str]:
+    """The hashes of table page `number` once no load is in flight (background refreshes included), and, with
+    `files`, once the page shown was requested after the statistics reported that many files."""
     status = page.get_by_test_id("table-status")
     expect(status).to_have_text(re.compile(rf"^Page {number} · rows "), timeout=10_000)
-    expect(page.get_by_test_id("hashes-table")).not_to_have_attribute("aria-busy", "true")
+    table = page.get_by_test_id("hashes-table")
+    expect(table).not_to_have_attribute("aria-busy", "true")
+    loaded_for = re.compile(r"^\d*$") if files is None else str(files)
+    expect(table).to_have_attribute("data-loaded-for-files", loaded_for, timeout=STATS_TIMEOUT_MS)
+    expect(status).to_have_text(re.compile(rf"^Page {number} · rows "))
     return table_hashes(page)
 
 
@@ -388,7 +394,7 @@ def test_upload_dedup_download_and_dashboard(
             expect(rows).to_have_count(size, timeout=STATS_TIMEOUT_MS)
             expect(admin.get_by_test_id("next-page")).to_be_enabled(timeout=STATS_TIMEOUT_MS)
             expect(admin.get_by_test_id("prev-page")).to_be_disabled()
-            first = wait_page_loaded(admin, 1)
+            first = wait_page_loaded(admin, 1, files=files_total)
             assert len(first) == size == len(set(first)), first
 
             # forward to the last page, then back to the first: each page is what it was
@@ -590,6 +596,99 @@ def test_dashboard_on_a_phone(browser: Browser, stack: RunningStack, request: py
                     }"""
                 )
                 assert lines < 1.5, f"{key} wraps onto {lines:.1f} lines"
+            assert not watch.errors, watch.errors
+    finally:
+        context.close()
+
+
+def test_dashboard_follows_duplicates_and_outlives_hung_requests(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    """The API is played by the test: a duplicate upload (upload_count grows, total_files does not) shows in the
+    table without a click, and a request that never answers times out instead of stopping the dashboard."""
+    digest = hashlib.sha256(b"followed").hexdigest()
+    api: dict[str, Any] = {"uploads": 1, "hang": set(), "held": []}
+
+    def stats() -> dict[str, Any]:
+        uploads = api["uploads"]
+        return {
+            "total_files": 1,
+            "total_bytes_stored": 100,
+            "total_uploads": uploads,
+            "duplicates_avoided": uploads - 1,
+            "total_s3_size_saved": 100 * (uploads - 1),
+            "dedup_ratio": (uploads - 1) / uploads,
+        }
+
+    def answer(route: Route) -> None:
+        which = "stats" if "/admin/stats" in route.request.url else "hashes"
+        if which in api["hang"]:
+            api["hang"].discard(which)
+            api["held"].append(route)  # never answered
+            return
+        if which == "stats":
+            route.fulfill(json=stats())
+            return
+        item = {
+            "hash": digest,
+            "filename": "followed.txt",
+            "size": 100,
+            "content_type": "text/plain",
+            "created_at": "2026-01-02T03:04:05Z",
+            "upload_count": api["uploads"],
+        }
+        route.fulfill(json={"items": [item], "count": 1, "last_evaluated_key": None})
+
+    def upload_count(page: Page) -> Locator:
+        return page.locator(f'[data-testid=hash-row][data-hash="{digest}"] td').nth(5)
+
+    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+    watch = PageWatch()
+    try:
+        with artifacts_on_failure(request.node.name, context, watch, stack):
+            page = watch.attach(context.new_page(), "admin")
+            page.route(re.compile(r"/admin/(stats|hashes)(\?|$)"), answer)
+            page.goto(stack.api_url + "/admin")
+            expect_stat(page, "total_uploads", 1)
+            wait_page_loaded(page, 1)
+            expect(upload_count(page)).to_have_text("1")
+
+            api["uploads"] = 2  # a duplicate: same files, one more upload
+            expect_stat(page, "total_uploads", 2)
+            expect(upload_count(page)).to_have_text("2", timeout=STATS_TIMEOUT_MS)
+
+            # the table's refresh hangs: it times out (10 s), and the next poll loads the page again
+            api["hang"].add("hashes")
+            api["uploads"] = 3
+            expect_stat(page, "total_uploads", 3)
+            expect(upload_count(page)).to_have_text("3", timeout=10_000 + STATS_TIMEOUT_MS)
+
+            # a statistics poll hangs: it times out, is reported, and polling goes on
+            api["hang"].add("stats")
+            expect(page.get_by_test_id("stats-error")).to_contain_text("did not answer", timeout=10_000 + 5_000)
+            api["uploads"] = 4
+            expect_stat(page, "total_uploads", 4)
+            expect(page.get_by_test_id("stats-error")).to_be_hidden()
+            expect(upload_count(page)).to_have_text("4", timeout=STATS_TIMEOUT_MS)
+            assert len(api["held"]) == 2
+            assert not watch.errors, watch.errors
+    finally:
+        context.close()
+
+
+def test_announcements_made_together_are_all_read(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+    watch = PageWatch()
+    try:
+        with artifacts_on_failure(request.node.name, context, watch, stack):
+            page = watch.attach(context.new_page(), "upload")
+            page.goto(stack.api_url + "/")
+            page.evaluate("() => { DFD.announce('First.'); DFD.announce('Second.'); DFD.announce('First.'); }")
+            expect(page.get_by_test_id("live-status")).to_have_text("First. Second.")
+            page.evaluate("() => DFD.announce('Third.')")
+            expect(page.get_by_test_id("live-status")).to_have_text("Third.")
             assert not watch.errors, watch.errors
     finally:
         context.close()

@@ -7,7 +7,6 @@
   var WINDOW_MS = 3 * 60 * 1000; // the chart shows the last 3 minutes...
   var MIN_WINDOW_MS = 15 * 1000; // ...or, for a page opened less than that ago, the time since then (at least 15 s)
   var GAP_MS = 2.5 * STATS_INTERVAL_MS; // no sample for longer than this: the lines break and the gap is shaded
-  var MAX_SAMPLES = 120;
   var SVG_NS = "http://www.w3.org/2000/svg";
 
   var STAT_FIELDS = [
@@ -54,7 +53,6 @@
   var statsTimer = null;
   var statsGeneration = 0;
   var lastStatsError = "";
-  var lastTotalFiles = null;
 
   var table = {
     pageSize: 25,
@@ -64,6 +62,7 @@
     nextToken: null,
     request: 0,
     loading: false, // a load the user asked for (pager, page size, Refresh) is in flight
+    announce: false, // announce the pager status once the current load ends (the user paged)
     loaded: false, // the current page has been shown at least once
     failed: false, // the last load failed: the next successful stats poll loads the page again
   };
@@ -91,20 +90,23 @@
     return isFinite(n) ? n : 0;
   }
 
-  function ratios(s) {
-    var uploads = num(s.total_uploads);
-    var stored = num(s.total_bytes_stored);
-    var saved = num(s.total_s3_size_saved);
-    return {
-      dedup_ratio: uploads > 0 ? num(s.duplicates_avoided) / uploads : null,
-      bytes_saved_ratio: stored + saved > 0 ? saved / (stored + saved) : null,
-    };
+  /** A chart sample from an /admin/stats answer: the counters, plus the two ratios (null while undefined). */
+  function toSample(s) {
+    var sample = { t: Date.now() };
+    STAT_FIELDS.forEach(function (f) {
+      sample[f.key] = num(s[f.key]);
+    });
+    var saved = sample.total_s3_size_saved;
+    var all = sample.total_bytes_stored + saved;
+    sample.dedup_ratio = sample.total_uploads > 0 ? num(s.dedup_ratio) : null; // duplicates ÷ uploads, from the API
+    sample.bytes_saved_ratio = all > 0 ? saved / all : null;
+    return sample;
   }
 
   function renderStats(s) {
     STAT_FIELDS.forEach(function (f) {
       var node = $("stat-" + f.key);
-      var value = num(s[f.key]);
+      var value = s[f.key];
       node.setAttribute("data-value", String(value));
       if (f.kind === "bytes") {
         node.textContent = D.formatBytes(value);
@@ -113,16 +115,14 @@
         node.textContent = D.formatNumber(value);
       }
     });
-    var r = ratios(s);
     var ratioEl = $("stat-dedup_ratio");
-    ratioEl.textContent = r.dedup_ratio !== null ? D.formatPercent(r.dedup_ratio) : "—";
-    ratioEl.setAttribute("data-value", r.dedup_ratio !== null ? String(r.dedup_ratio) : "");
+    ratioEl.textContent = s.dedup_ratio !== null ? D.formatPercent(s.dedup_ratio) : "—";
+    ratioEl.setAttribute("data-value", s.dedup_ratio !== null ? String(s.dedup_ratio) : "");
     ratioEl.title =
-      D.formatNumber(num(s.duplicates_avoided)) + " of " + D.formatNumber(num(s.total_uploads)) +
-      " uploads were duplicates";
+      D.formatNumber(s.duplicates_avoided) + " of " + D.formatNumber(s.total_uploads) + " uploads were duplicates";
     var bytesEl = $("stat-bytes_saved_ratio");
-    bytesEl.textContent = r.bytes_saved_ratio !== null ? D.formatPercent(r.bytes_saved_ratio) : "—";
-    bytesEl.setAttribute("data-value", r.bytes_saved_ratio !== null ? String(r.bytes_saved_ratio) : "");
+    bytesEl.textContent = s.bytes_saved_ratio !== null ? D.formatPercent(s.bytes_saved_ratio) : "—";
+    bytesEl.setAttribute("data-value", s.bytes_saved_ratio !== null ? String(s.bytes_saved_ratio) : "");
   }
 
   function fetchStats() {
@@ -130,15 +130,9 @@
     return D.apiFetch("GET", "/admin/stats").then(
       function (res) {
         if (generation !== statsGeneration) return;
-        var s = res.body || {};
-        renderStats(s);
-        var sample = { t: Date.now() };
-        STAT_FIELDS.forEach(function (f) {
-          sample[f.key] = num(s[f.key]);
-        });
-        var r = ratios(s);
-        sample.dedup_ratio = r.dedup_ratio;
-        sample.bytes_saved_ratio = r.bytes_saved_ratio;
+        var sample = toSample(res.body || {});
+        var prev = samples[samples.length - 1]; // the previous answer (pruning always keeps the latest)
+        renderStats(sample);
         samples.push(sample);
         pruneSamples();
         renderChart();
@@ -148,16 +142,19 @@
           $("stats-error").hidden = true;
           D.announce("Statistics are available again.");
         }
-        var files = num(s.total_files);
         if (table.failed || !table.loaded) {
           // The API answers again (or the first load never finished): load the page that failed.
           if (!table.loading) loadPage({ quiet: table.loaded });
-        } else if (lastTotalFiles !== null && files !== lastTotalFiles && table.stack.length === 0) {
-          // A new file appeared: refresh the first page in the background so it shows up without a click. Also
-          // while a load is in flight (it may predate the file): loadPage() supersedes it, so the change is not lost.
+        } else if (
+          prev &&
+          (sample.total_files !== prev.total_files || sample.total_uploads !== prev.total_uploads) &&
+          table.stack.length === 0
+        ) {
+          // A new file or a duplicate upload: refresh the first page in the background, so new rows and upload
+          // counts show without a click. Also while a load is in flight (it may predate the change): loadPage()
+          // supersedes it, so the change is not lost.
           loadPage({ quiet: true });
         }
-        lastTotalFiles = files;
       },
       function (err) {
         if (generation !== statsGeneration) return;
@@ -184,7 +181,7 @@
 
   function pruneSamples() {
     var oldest = Date.now() - WINDOW_MS - GAP_MS;
-    while (samples.length && (samples[0].t < oldest || samples.length > MAX_SAMPLES)) samples.shift();
+    while (samples.length && samples[0].t < oldest) samples.shift();
   }
 
   // ---------------------------------------------------------------- chart
@@ -226,7 +223,7 @@
   /** A series as a path that breaks where a value is missing or samples are more than GAP_MS apart. */
   function seriesPath(key, px, py) {
     var d = [];
-    var lonely = []; // points with no neighbour in their segment: drawn as markers, a line would be invisible
+    var lonely = []; // samples with no neighbour in their segment: drawn as markers, a line would be invisible
     var prev = null;
     var segment = [];
     function flush() {
@@ -245,7 +242,7 @@
       var x = px(s.t);
       var y = py(v);
       d.push((start ? "M" : "L") + x.toFixed(1) + "," + y.toFixed(1));
-      segment.push([x, y]);
+      segment.push(s);
       prev = s;
     });
     flush();
@@ -295,8 +292,9 @@
     });
     var yMax = metric === "bytes" ? niceMaxBytes(maxVal) : niceMax(maxVal);
 
+    // Not clamped: what is older than the window lies left of the plot, and the clip cuts it off at the axis.
     function px(t) {
-      return L + Math.max(0, 1 - (now - t) / span) * pw;
+      return L + (1 - (now - t) / span) * pw;
     }
     function py(v) {
       return T + ph - (v / yMax) * ph;
@@ -305,8 +303,17 @@
       return T + ph - v * ph;
     }
 
+    // The plot keeps the sample just before the window, so the lines run to the left axis; the clip ends them
+    // there. Only the left side is clipped, so markers at the top, bottom and right (now) edge are whole.
+    var defs = svg("defs");
+    var clip = svg("clipPath", { id: "chart-plot-clip" });
+    clip.appendChild(svg("rect", { x: L, y: 0, width: W - L, height: H }));
+    defs.appendChild(clip);
+    chart.appendChild(defs);
+    var clipped = "url(#chart-plot-clip)";
+
     // Gaps (an outage, a sleeping laptop): shaded, including a gap that is still going on.
-    var gaps = svg("g", { class: "chart-gaps", "aria-hidden": "true" });
+    var gaps = svg("g", { class: "chart-gaps", "aria-hidden": "true", "clip-path": clipped });
     var times = [Math.max(chartStart, now - span)].concat(
       samples.map(function (s) {
         return s.t;
@@ -345,12 +352,14 @@
     });
     drawn.push({ ser: cfg.ratio, style: RATIO_STYLE, y: pyRatio });
     var last = samples[samples.length - 1];
+    var plot = svg("g", { "clip-path": clipped });
+    chart.appendChild(plot);
     drawn.forEach(function (item) {
       var ser = item.ser;
       var style = item.style;
       var path = seriesPath(ser.key, px, item.y);
       if (path.d) {
-        chart.appendChild(
+        plot.appendChild(
           svg("path", {
             d: path.d,
             fill: "none",
@@ -364,11 +373,11 @@
           })
         );
       }
-      path.lonely.forEach(function (p) {
-        chart.appendChild(marker(style.marker, p[0], p[1], ser.color, 3));
+      path.lonely.forEach(function (s) {
+        if (s !== last) plot.appendChild(marker(style.marker, px(s.t), item.y(s[ser.key]), ser.color, 3));
       });
       if (last && last[ser.key] !== null && last[ser.key] !== undefined) {
-        chart.appendChild(marker(style.marker, px(last.t), item.y(last[ser.key]), ser.color));
+        plot.appendChild(marker(style.marker, px(last.t), item.y(last[ser.key]), ser.color));
       }
     });
 
@@ -655,13 +664,29 @@
     );
   }
 
+  /** After the current load: announce the pager status if the user paged (also when a later load took over). */
+  function loadEnded() {
+    if (!table.announce) return;
+    table.announce = false;
+    D.announce($("table-status").textContent);
+  }
+
   /**
-   * Loads the current page. quiet: a background refresh (new files, recovery) that keeps the rows and the pager
-   * text as they are until the answer arrives, so nothing flickers and nothing is announced.
+   * Loads the current page, superseding any load in flight. quiet: a background refresh (new files, duplicates,
+   * recovery) that keeps the rows and the pager text as they are until the answer arrives, so nothing flickers.
+   * announce: announce the pager status once the page is shown (pager clicks).
+   *
+   * The table's data-loaded-for-files attribute is the total_files of the latest statistics when the shown page
+   * was requested; it is absent while a load (quiet or not) is in flight, and after a failed one.
    */
   function loadPage(opts) {
     var quiet = !!(opts && opts.quiet);
     var req = ++table.request;
+    var last = samples[samples.length - 1];
+    var files = last ? String(last.total_files) : "";
+    var tableEl = $("hashes-table");
+    tableEl.removeAttribute("data-loaded-for-files");
+    if (opts && opts.announce) table.announce = true;
     if (!quiet) {
       table.loading = true;
       $("hashes-table").setAttribute("aria-busy", "true");
@@ -682,6 +707,8 @@
         $("table-error").hidden = true;
         renderRows(items);
         updatePager(items.length);
+        tableEl.setAttribute("data-loaded-for-files", files);
+        loadEnded();
       },
       function (err) {
         if (req !== table.request) return;
@@ -699,6 +726,7 @@
         table.nextToken = null;
         updatePager(0);
         setText($("table-status"), "Page " + table.pageNo + " · failed to load");
+        loadEnded();
       }
     );
   }
@@ -736,17 +764,13 @@
       table.stack.push(table.token);
       table.token = table.nextToken;
       table.pageNo++;
-      loadPage().then(function () {
-        D.announce($("table-status").textContent);
-      });
+      loadPage({ announce: true });
     });
     $("prev-page").addEventListener("click", function () {
       if (!table.stack.length || table.loading) return;
       table.token = table.stack.pop();
       table.pageNo--;
-      loadPage().then(function () {
-        D.announce($("table-status").textContent);
-      });
+      loadPage({ announce: true });
     });
     $("refresh-page").addEventListener("click", function () {
       loadPage();
@@ -756,7 +780,6 @@
       statsGeneration++;
       samples = [];
       chartStart = Date.now();
-      lastTotalFiles = null;
       table.loaded = false;
       table.failed = false;
       renderChart();

@@ -76,15 +76,27 @@
     return base === "" ? window.location.origin : base;
   }
 
-  /** fetch JSON from the API. Resolves {status, body} for 2xx, rejects with ApiError otherwise. */
+  var TIMEOUT_MS = 10000;
+
+  /**
+   * fetch JSON from the API. Resolves {status, body} for 2xx, rejects with ApiError otherwise. A request that
+   * gets no complete answer within TIMEOUT_MS is aborted and rejects like a network error (status 0, code
+   * "timeout"), so a hung request cannot stall a caller that waits for it.
+   */
   function apiFetch(method, path, payload) {
-    var init = { method: method, headers: { accept: "application/json" } };
+    var controller = new AbortController();
+    var timedOut = false;
+    var timer = window.setTimeout(function () {
+      timedOut = true;
+      controller.abort();
+    }, TIMEOUT_MS);
+    var init = { method: method, headers: { accept: "application/json" }, signal: controller.signal };
     if (payload !== undefined) {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(payload);
     }
-    return fetch(apiUrl(path), init).then(
-      function (resp) {
+    return fetch(apiUrl(path), init)
+      .then(function (resp) {
         return resp.text().then(function (text) {
           var body = null;
           if (text) {
@@ -100,16 +112,27 @@
           var message = err && err.message ? err.message : "HTTP " + resp.status + " " + (resp.statusText || "");
           throw new ApiError(resp.status, code, message.trim(), body);
         });
-      },
-      function () {
+      })
+      .catch(function (err) {
+        if (err instanceof ApiError) throw err;
+        if (timedOut) {
+          throw new ApiError(
+            0,
+            "timeout",
+            "The API at " + describeBase() + " did not answer within " + TIMEOUT_MS / 1000 + " s",
+            null
+          );
+        }
         throw new ApiError(
           0,
           "network",
           "Network error: could not reach the API at " + describeBase() + " (is it running, and does CORS allow this page?)",
           null
         );
-      }
-    );
+      })
+      .finally(function () {
+        window.clearTimeout(timer);
+      });
   }
 
   var UNITS = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -162,14 +185,22 @@
     return dateFmt ? dateFmt.format(d) : d.toLocaleString();
   }
 
-  /** Polite screen-reader announcement (and visible in the status line). */
+  var pendingAnnouncements = [];
+
+  /**
+   * Polite screen-reader announcement (and visible in the status line). Messages announced within the same
+   * moment (before the region is updated) are read together, so a later one does not silently replace them.
+   */
   function announce(message) {
     var region = document.getElementById("live-status");
-    if (!region) return;
+    if (!region || !message) return;
+    if (pendingAnnouncements.indexOf(message) === -1) pendingAnnouncements.push(message);
+    if (pendingAnnouncements.length > 1) return; // already scheduled
     region.textContent = "";
     // Re-setting after a tick makes screen readers announce repeated messages too.
     window.setTimeout(function () {
-      region.textContent = message;
+      region.textContent = pendingAnnouncements.join(" ");
+      pendingAnnouncements = [];
     }, 30);
   }
 

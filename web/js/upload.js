@@ -607,7 +607,6 @@
       item.worker = null;
     }
     setStatus(item, "error", "");
-    item.row.setAttribute("data-retryable", permanent ? "false" : "true");
     item.resultEl.textContent = "";
     item.resultEl.appendChild(el("p", { className: "error-text", "data-testid": "file-error", text: message }));
     if (permanent) {
@@ -635,7 +634,6 @@
   function retryItem(item) {
     if (item.status !== "error") return;
     item.resultEl.textContent = "";
-    item.row.removeAttribute("data-retryable");
     item.nameEl.focus();
     if (item.retryPhase === "poll") {
       setStatus(item, "processing", "Checking the upload status again…");
