@@ -6,11 +6,13 @@ raises for a handler's failure: it returns an :class:`Invocation` whose ``error`
 retried on every invocation, so the stack can start before all handlers exist.
 
 Invocations run concurrently in the servers' threads, like concurrent Lambda instances would, except that
-they share one process: module state, the Powertools Metrics singleton and os.environ are shared.
+they share one process: module state, the Powertools Metrics singleton and os.environ are shared (metric
+operations are serialized: see :func:`serialize_powertools_metrics`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -66,12 +68,55 @@ class Invocation:
         return json.dumps(self.error if self.error is not None else self.result).encode()
 
 
+_METRICS_LOCK = threading.RLock()
+_METRICS_METHODS = (
+    "add_metric",
+    "add_dimension",
+    "add_metadata",
+    "serialize_metric_set",
+    "flush_metrics",
+    "clear_metrics",
+)
+
+
+def serialize_powertools_metrics() -> bool:
+    """One Powertools metric operation at a time in this process (idempotent; False without Powertools).
+
+    Lambda runs one invocation per process at a time; here concurrent invocations share Powertools' metric set.
+    Unserialized, a flush fails the invocation that runs it: the set changes size while the flush serializes it
+    (another invocation's ``add_metric``: "dictionary changed size during iteration"), or another invocation's
+    flush empties it between this flush's emptiness check and its serialization ("Must contain at least one
+    metric", Powertools' SchemaValidationError). Serialized, a flush publishes what every invocation added so far.
+    """
+    try:
+        from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+    except ImportError:  # pragma: no cover - Powertools is a dependency of the functions
+        return False
+    provider: Any = AmazonCloudWatchEMFProvider
+    if getattr(provider, "_dfd_serialized", False):
+        return True
+    for name in _METRICS_METHODS:
+        setattr(provider, name, _under_metrics_lock(getattr(provider, name)))
+    provider._dfd_serialized = True
+    return True
+
+
+def _under_metrics_lock(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with _METRICS_LOCK:
+            return method(*args, **kwargs)
+
+    return locked
+
+
 class Runtime:
     def __init__(self, functions: Mapping[str, FunctionDef], root: Path) -> None:
         self.functions = dict(functions)
         self.root = root
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.Lock()
+        serialize_powertools_metrics()  # before any handler runs: invocations here are concurrent
 
     def resolve(self, name: str) -> str | None:
         """Logical id for a function name, ARN or ``name:qualifier`` (None when unknown)."""
