@@ -9,9 +9,11 @@ As Lambda's event source mapping does:
 - failed records become visible again after the queue's visibility timeout and SQS (moto) moves them to the
   dead-letter queue after maxReceiveCount receives.
 
-Locally the polled queue's visibility timeout is short (seconds, set at creation) so retries are quick; while
-an invocation runs its messages' visibility is extended (a heartbeat), so a slow handler is not redelivered
-concurrently, which Lambda avoids with a visibility timeout of 6x the function timeout.
+Locally the polled queue's visibility timeout is short (seconds, set at creation) so retries are quick. A
+batch is received with a long visibility instead (IN_FLIGHT_SECONDS, re-armed by a heartbeat while the function
+runs), so a slow handler is not redelivered concurrently however loaded the machine is (Lambda avoids that with a
+visibility timeout of 6x the function timeout); its failed records are then handed back with the queue's own
+short timeout, and retried after it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ log = logging.getLogger("dfdlocal.poller")
 
 WAIT_SECONDS = 1  # long-poll wait: bounds how long a stop takes
 MAX_WINDOW_SECONDS = 1.0
+IN_FLIGHT_SECONDS = 30  # a received batch's visibility while its invocation runs (the heartbeat re-arms it)
 
 
 def lambda_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
@@ -95,12 +98,14 @@ class SqsPoller:
         *,
         concurrency: int,
         dead_letter_queue: str | None = None,
+        in_flight_seconds: int = IN_FLIGHT_SECONDS,
     ) -> None:
         self.source = source
         self.queue = queue
         self.runtime = runtime
         self.client = client
         self.concurrency = max(1, concurrency)
+        self.in_flight = max(1, in_flight_seconds, queue.visibility_timeout)
         self.dead_letter_queue = dead_letter_queue
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -146,6 +151,7 @@ class SqsPoller:
                 QueueUrl=self.queue.url,
                 MaxNumberOfMessages=min(10, batch_size - len(messages)),
                 WaitTimeSeconds=wait,
+                VisibilityTimeout=self.in_flight,
                 MessageSystemAttributeNames=["All"],
                 MessageAttributeNames=["All"],
             )
@@ -168,7 +174,7 @@ class SqsPoller:
         if not messages:
             return 0
         records = [lambda_record(message, self.queue.arn) for message in messages]
-        heartbeat = _Heartbeat(sqs, self.queue, messages)
+        heartbeat = _Heartbeat(sqs, self.queue, messages, self.in_flight)
         heartbeat.start()
         try:
             invocation = self.runtime.invoke(self.source.function, {"Records": records})
@@ -187,6 +193,7 @@ class SqsPoller:
         to_fail = ids if failed is None else failed
         done = [message for message in messages if message["MessageId"] not in to_fail]
         self._delete(sqs, done)
+        self._hand_back(sqs, [message for message in messages if message["MessageId"] in to_fail])
         level = logging.INFO if not to_fail else logging.WARNING
         log.log(
             level,
@@ -210,6 +217,22 @@ class SqsPoller:
             for failure in response.get("Failed", []):
                 log.warning("could not delete a message from %s: %s", self.queue.name, failure)
 
+    def _hand_back(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
+        """Failed records: visible again after the queue's visibility timeout (not the in-flight one)."""
+        for start in range(0, len(messages), 10):
+            chunk = messages[start : start + 10]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": self.queue.visibility_timeout}
+                for i, m in enumerate(chunk)
+            ]
+            try:
+                response = sqs.change_message_visibility_batch(QueueUrl=self.queue.url, Entries=entries)
+            except Exception as exc:
+                log.warning("failed records of %s stay invisible for %d s: %s", self.queue.name, self.in_flight, exc)
+                continue
+            for failure in response.get("Failed", []):
+                log.warning("could not hand a failed message back to %s: %s", self.queue.name, failure)
+
     def _warn_last_attempts(self, messages: list[dict[str, Any]], failed: set[str]) -> None:
         limit = self.queue.max_receive_count
         if limit is None:
@@ -227,13 +250,15 @@ class SqsPoller:
 
 
 class _Heartbeat:
-    """Keeps the batch invisible while the function runs (re-arms the visibility timeout)."""
+    """Keeps the batch invisible while the function runs: re-arms its in-flight visibility three times per period
+    (a beat may be two thirds of a period late)."""
 
-    def __init__(self, sqs: Any, queue: QueueInfo, messages: list[dict[str, Any]]) -> None:
+    def __init__(self, sqs: Any, queue: QueueInfo, messages: list[dict[str, Any]], visibility: int) -> None:
         self.sqs = sqs
         self.queue = queue
+        self.interval = visibility / 3
         self.entries = [
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": queue.visibility_timeout}
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": visibility}
             for i, m in enumerate(messages)
         ]
         self._done = threading.Event()
@@ -247,8 +272,7 @@ class _Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        interval = max(0.5, self.queue.visibility_timeout / 2)
-        while not self._done.wait(interval):
+        while not self._done.wait(self.interval):
             for start in range(0, len(self.entries), 10):
                 try:
                     self.sqs.change_message_visibility_batch(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dfdlocal.emulator import QueueInfo
-from dfdlocal.poller import SqsPoller
+from dfdlocal.poller import IN_FLIGHT_SECONDS, SqsPoller
 from dfdlocal.runtime import Runtime
 from dfdlocal.template import FunctionDef, SqsSource
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
@@ -23,7 +23,15 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 
 class Harness:
-    def __init__(self, stack: RunningStack, handler: Handler, *, max_receive: int = 2, concurrency: int = 1) -> None:
+    def __init__(
+        self,
+        stack: RunningStack,
+        handler: Handler,
+        *,
+        max_receive: int = 2,
+        concurrency: int = 1,
+        in_flight: int = IN_FLIGHT_SECONDS,
+    ) -> None:
         self.stack = stack
         self.sqs = stack.client("sqs")
         suffix = uuid.uuid4().hex[:8]
@@ -45,7 +53,9 @@ class Harness:
         runtime.register(FunctionDef("Fn", "tests.Fn.handler", ".", "python3.12", 30, 128, {}), recording)
         queue = QueueInfo("Q", f"poller-{suffix}", self.url, self.arn(self.url), 1, None, "Dlq", max_receive)
         source = SqsSource("Fn", "Queue", "Q", batch_size=10, report_batch_item_failures=True)
-        self.poller = SqsPoller(source, queue, runtime, stack.client, concurrency=concurrency)
+        self.poller = SqsPoller(
+            source, queue, runtime, stack.client, concurrency=concurrency, in_flight_seconds=in_flight
+        )
 
     def arn(self, url: str) -> str:
         attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
@@ -132,11 +142,15 @@ def test_unhandled_error_or_invalid_response_keeps_the_whole_batch(harness: Call
 
 
 def test_slow_invocation_is_not_redelivered_meanwhile(harness: Callable[..., Harness]) -> None:
+    """The batch is received invisible for the in-flight period (here 4 s, not the default 30 s, so that the
+    heartbeat must re-arm it: every 4/3 s, each beat may be late by more than 2 s on a loaded machine); another
+    poller would receive it within a second of it becoming visible."""
+
     def slow(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        time.sleep(2.5)  # > the 1 s visibility timeout: the heartbeat keeps the message invisible
+        time.sleep(6)  # > the queue's 1 s visibility timeout and the 4 s in-flight one
         return {"batchItemFailures": []}
 
-    h = harness(slow, concurrency=2)
+    h = harness(slow, concurrency=2, in_flight=4)
     h.send("slow")
     h.poller.start()
     wait_until(lambda: h.count(h.url) == 0 and h.deliveries("slow"), timeout=15)
