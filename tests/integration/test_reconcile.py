@@ -473,6 +473,15 @@ def test_local_stack_hook_runs_the_workflow_on_a_timer(local: Local) -> None:
             time.sleep(0.1)
     finally:
         schedule.stop()
+        # stop() waits 5 s at most and never cuts a run short: an execution the timer started would go on in
+        # moto's executor and, once the next test has reset the emulator, re-drive into that test's queue
+        arn = reconcile.find_state_machine(local.sfn)
+        deadline = time.monotonic() + 60
+        while arn and any(
+            e["status"] == "RUNNING" for e in local.sfn.list_executions(stateMachineArn=arn)["executions"]
+        ):
+            assert time.monotonic() < deadline, "the timer's last run did not finish"
+            time.sleep(0.1)
 
 
 def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
@@ -496,4 +505,7 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
     }
     assert "created state machine dfd-reconcile" in err
     assert len(local.drain()) == 1
-    assert reconcile.main(["--endpoint-url", "http://127.0.0.1:9", "--timeout", "5"]) == 2
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused (no fixed port's luck)
+        nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        assert reconcile.main(["--endpoint-url", nobody, "--timeout", "5"]) == 2
