@@ -148,6 +148,12 @@ def test_poison_message_reaches_the_dlq_and_nothing_else_is_lost(stack: RunningS
         return False
 
     wait_until(dead_lettered, timeout=90, interval=0.5)
-    meta = requests.get(f"{stack.api_url}/metadata/{issued['upload_id']}", timeout=10).json()
-    assert meta["status"] == "stored" and meta["hash"] == hashlib.sha256(data).hexdigest()
+
+    def survivor() -> dict[str, Any]:
+        answer: dict[str, Any] = requests.get(f"{stack.api_url}/metadata/{issued['upload_id']}", timeout=10).json()
+        return answer
+
+    wait_until(lambda: survivor()["status"] != "pending", timeout=30)
+    meta = survivor()
+    assert meta["status"] == "stored" and meta["hash"] == hashlib.sha256(data).hexdigest(), meta
     wait_until(lambda: settled(stack), timeout=60)
