@@ -161,6 +161,21 @@ def artifacts_on_failure(name: str, context: BrowserContext, watch: PageWatch, s
         raise
 
 
+@contextmanager
+def browser_session(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest, **options: Any
+) -> Iterator[tuple[BrowserContext, PageWatch]]:
+    """A fresh browser context (the desktop viewport and en-US unless `options` say otherwise) with its page
+    watch; a failure inside leaves artifacts; the context is closed after."""
+    context = browser.new_context(**({"viewport": VIEWPORT, "locale": "en-US"} | options))
+    watch = PageWatch()
+    try:
+        with artifacts_on_failure(request.node.name, context, watch, stack):
+            yield context, watch
+    finally:
+        context.close()
+
+
 def docs_screenshot(page: Page, name: str) -> None:
     """With DFD_SCREENSHOTS=<folder> (relative to the repository), save the README screenshot of a page."""
     folder = os.environ.get("DFD_SCREENSHOTS")
@@ -303,157 +318,152 @@ def test_upload_dedup_download_and_dashboard(
     hash_x, hash_y = hashlib.sha256(content_x).hexdigest(), hashlib.sha256(content_y).hexdigest()
     base = settled_stats(stack)
 
-    context = browser.new_context(
-        viewport=VIEWPORT, locale="en-US", accept_downloads=True, permissions=["clipboard-read", "clipboard-write"]
-    )
-    watch = PageWatch()
     aws_host = urlsplit(stack.aws_url).netloc
-    try:
-        with artifacts_on_failure(request.node.name, context, watch, stack):
-            # ---------------- upload page: A and C are new content
-            page = watch.attach(context.new_page(), "upload")
-            page.goto(stack.api_url + "/")
-            expect(page.get_by_test_id("overall-summary")).to_have_text("No files yet.")
-            page.set_input_files("[data-testid=file-input]", [tmp_path / "a.txt", tmp_path / "c.txt"])
-            row_a, row_c = file_row(page, "a.txt"), file_row(page, "c.txt")
-            for row, digest, body in ((row_a, hash_x, content_x), (row_c, hash_y, content_y)):
-                expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
-                expect(row).to_have_attribute("data-sha256", digest)
-                expect(row).to_have_attribute("data-uploaded-bytes", str(len(body)))
-                expect(row).to_have_attribute("data-upload-id", HEX32)
-                expect(row.get_by_test_id("file-status")).to_have_text("Stored")
-                expect(row.get_by_test_id("file-hash")).to_have_text(digest)
-                expect_complete(row.get_by_test_id("file-progress"))
-            overall = page.get_by_test_id("overall-progress")
-            expect(overall).to_have_attribute("data-finished", "2")
-            expect(overall).to_have_attribute("data-total", "2")
-            expect(overall).to_have_attribute("data-failed", "0")
-            expect_complete(overall)
-            expect(page.get_by_test_id("overall-summary")).to_contain_text("2 of 2 files done")
+    with browser_session(
+        browser, stack, request, accept_downloads=True, permissions=["clipboard-read", "clipboard-write"]
+    ) as (context, watch):
+        # ---------------- upload page: A and C are new content
+        page = watch.attach(context.new_page(), "upload")
+        page.goto(stack.api_url + "/")
+        expect(page.get_by_test_id("overall-summary")).to_have_text("No files yet.")
+        page.set_input_files("[data-testid=file-input]", [tmp_path / "a.txt", tmp_path / "c.txt"])
+        row_a, row_c = file_row(page, "a.txt"), file_row(page, "c.txt")
+        for row, digest, body in ((row_a, hash_x, content_x), (row_c, hash_y, content_y)):
+            expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
+            expect(row).to_have_attribute("data-sha256", digest)
+            expect(row).to_have_attribute("data-uploaded-bytes", str(len(body)))
+            expect(row).to_have_attribute("data-upload-id", HEX32)
+            expect(row.get_by_test_id("file-status")).to_have_text("Stored")
+            expect(row.get_by_test_id("file-hash")).to_have_text(digest)
+            expect_complete(row.get_by_test_id("file-progress"))
+        overall = page.get_by_test_id("overall-progress")
+        expect(overall).to_have_attribute("data-finished", "2")
+        expect(overall).to_have_attribute("data-total", "2")
+        expect(overall).to_have_attribute("data-failed", "0")
+        expect_complete(overall)
+        expect(page.get_by_test_id("overall-summary")).to_contain_text("2 of 2 files done")
 
-            upload_ids = {row_a.get_attribute("data-upload-id"), row_c.get_attribute("data-upload-id")}
-            puts = watch.puts()
-            assert len(puts) == 2, puts
-            assert {urlsplit(url).netloc for url in puts} == {aws_host}, puts
-            assert {urlsplit(url).path.rsplit("/", 1)[-1] for url in puts} == upload_ids, puts
+        upload_ids = {row_a.get_attribute("data-upload-id"), row_c.get_attribute("data-upload-id")}
+        puts = watch.puts()
+        assert len(puts) == 2, puts
+        assert {urlsplit(url).netloc for url in puts} == {aws_host}, puts
+        assert {urlsplit(url).path.rsplit("/", 1)[-1] for url in puts} == upload_ids, puts
 
-            # ---------------- B has A's content: the precheck answers 409, nothing is uploaded
-            page.set_input_files("[data-testid=file-input]", [tmp_path / "b.txt"])
-            row_b = file_row(page, "b.txt")
-            expect(row_b).to_have_attribute("data-status", "duplicate", timeout=INGEST_TIMEOUT_MS)
-            expect(row_b).to_have_attribute("data-precheck", "true")
-            expect(row_b).to_have_attribute("data-uploaded-bytes", "0")
-            expect(row_b).not_to_have_attribute("data-upload-id", ANY)
-            expect(row_b.get_by_test_id("file-status")).to_have_text("Duplicate")
-            expect(row_b.get_by_test_id("file-result")).to_contain_text("Already stored — 0 bytes uploaded")
-            expect(row_b.get_by_test_id("file-hash")).to_have_text(hash_x)
-            expect_complete(row_b.get_by_test_id("file-progress"))
-            expect(overall).to_have_attribute("data-finished", "3")
-            expect(overall).to_have_attribute("data-total", "3")
-            expect_complete(overall)
-            expect(page.get_by_test_id("overall-summary")).to_contain_text("1 duplicate")
-            assert watch.puts() == puts, "a PUT was sent for the duplicate"
-            posts = [status for method, url, status in watch.responses if method == "POST" and url.endswith("/upload")]
-            assert posts == [201, 201, 409], posts
+        # ---------------- B has A's content: the precheck answers 409, nothing is uploaded
+        page.set_input_files("[data-testid=file-input]", [tmp_path / "b.txt"])
+        row_b = file_row(page, "b.txt")
+        expect(row_b).to_have_attribute("data-status", "duplicate", timeout=INGEST_TIMEOUT_MS)
+        expect(row_b).to_have_attribute("data-precheck", "true")
+        expect(row_b).to_have_attribute("data-uploaded-bytes", "0")
+        expect(row_b).not_to_have_attribute("data-upload-id", ANY)
+        expect(row_b.get_by_test_id("file-status")).to_have_text("Duplicate")
+        expect(row_b.get_by_test_id("file-result")).to_contain_text("Already stored — 0 bytes uploaded")
+        expect(row_b.get_by_test_id("file-hash")).to_have_text(hash_x)
+        expect_complete(row_b.get_by_test_id("file-progress"))
+        expect(overall).to_have_attribute("data-finished", "3")
+        expect(overall).to_have_attribute("data-total", "3")
+        expect_complete(overall)
+        expect(page.get_by_test_id("overall-summary")).to_contain_text("1 duplicate")
+        assert watch.puts() == puts, "a PUT was sent for the duplicate"
+        posts = [status for method, url, status in watch.responses if method == "POST" and url.endswith("/upload")]
+        assert posts == [201, 201, 409], posts
 
-            # ---------------- downloads: by upload id (A) and by hash (B, a precheck duplicate)
-            assert download_bytes(page, row_a.get_by_test_id("file-download")) == content_x
-            assert download_bytes(page, row_b.get_by_test_id("file-download")) == content_x
-            expect(row_a.get_by_test_id("download-link")).to_be_visible()
-            docs_screenshot(page, "upload.png")
+        # ---------------- downloads: by upload id (A) and by hash (B, a precheck duplicate)
+        assert download_bytes(page, row_a.get_by_test_id("file-download")) == content_x
+        assert download_bytes(page, row_b.get_by_test_id("file-download")) == content_x
+        expect(row_a.get_by_test_id("download-link")).to_be_visible()
+        docs_screenshot(page, "upload.png")
 
-            # ---------------- dashboard: the counters of the three uploads
-            admin = watch.attach(context.new_page(), "admin")
-            admin.goto(stack.api_url + "/admin")
-            expect_stat(admin, "total_files", base["total_files"] + 2)
-            expect_stat(admin, "total_uploads", base["total_uploads"] + 3)
-            expect_stat(admin, "duplicates_avoided", base["duplicates_avoided"] + 1)
-            expect_stat(admin, "total_bytes_stored", base["total_bytes_stored"] + len(content_x) + len(content_y))
-            expect_stat(admin, "total_s3_size_saved", base["total_s3_size_saved"] + len(content_x))
-            expect(admin.get_by_test_id("stats-error")).to_be_hidden()
+        # ---------------- dashboard: the counters of the three uploads
+        admin = watch.attach(context.new_page(), "admin")
+        admin.goto(stack.api_url + "/admin")
+        expect_stat(admin, "total_files", base["total_files"] + 2)
+        expect_stat(admin, "total_uploads", base["total_uploads"] + 3)
+        expect_stat(admin, "duplicates_avoided", base["duplicates_avoided"] + 1)
+        expect_stat(admin, "total_bytes_stored", base["total_bytes_stored"] + len(content_x) + len(content_y))
+        expect_stat(admin, "total_s3_size_saved", base["total_s3_size_saved"] + len(content_x))
+        expect(admin.get_by_test_id("stats-error")).to_be_hidden()
 
-            # the smallest page size, and enough files for at least two pages of it
-            sizes = admin.get_by_test_id("page-size").evaluate("s => Array.from(s.options, o => Number(o.value))")
-            size = min(sizes)
-            admin.get_by_test_id("page-size").select_option(str(size))
+        # the smallest page size, and enough files for at least two pages of it
+        sizes = admin.get_by_test_id("page-size").evaluate("s => Array.from(s.options, o => Number(o.value))")
+        size = min(sizes)
+        admin.get_by_test_id("page-size").select_option(str(size))
+        wait_page_loaded(admin, 1)
+        points = int(admin.get_by_test_id("stats-chart").get_attribute("data-points") or "0")
+        files_now = base["total_files"] + 2
+        extra = [f"extra {i} ({nonce})\n".encode() * (i + 1) for i in range(max(4, size + 1 - files_now))]
+        wait_stored(stack, [api_upload(stack, f"extra-{i}.txt", body) for i, body in enumerate(extra)])
+
+        # the dashboard follows, without a reload
+        files_total = files_now + len(extra)
+        expect_stat(admin, "total_files", files_total)
+        expect_stat(admin, "total_uploads", base["total_uploads"] + 3 + len(extra))
+        expect_stat(admin, "duplicates_avoided", base["duplicates_avoided"] + 1)
+        assert int(admin.get_by_test_id("stats-chart").get_attribute("data-points") or "0") > points
+
+        # the first page reloads itself when a file appears: full, with a next page
+        rows = admin.get_by_test_id("hash-row")
+        expect(rows).to_have_count(size, timeout=STATS_TIMEOUT_MS)
+        expect(admin.get_by_test_id("next-page")).to_be_enabled(timeout=STATS_TIMEOUT_MS)
+        expect(admin.get_by_test_id("prev-page")).to_be_disabled()
+        first = wait_page_loaded(admin, 1, files=files_total)
+        assert len(first) == size == len(set(first)), first
+
+        # forward to the last page, then back to the first: each page is what it was
+        pages = [first]
+        while admin.get_by_test_id("next-page").is_enabled():
+            admin.get_by_test_id("next-page").click()
+            pages.append(wait_page_loaded(admin, len(pages) + 1))
+            expect(admin.get_by_test_id("prev-page")).to_be_enabled()
+        seen = [digest for listed in pages for digest in listed]
+        assert len(pages) >= 2, pages
+        assert len(seen) == len(set(seen)) == files_total, pages
+        assert {hash_x, hash_y} | {hashlib.sha256(body).hexdigest() for body in extra} <= set(seen)
+        expect(admin.get_by_test_id("table-status")).to_contain_text("last page")
+        for number in range(len(pages) - 1, 0, -1):
+            admin.get_by_test_id("prev-page").click()
+            assert wait_page_loaded(admin, number) == pages[number - 1]
+        expect(admin.get_by_test_id("prev-page")).to_be_disabled()
+        expect(admin.get_by_test_id("table-error")).to_be_hidden()
+
+        # back to the default page size, and Download from the table (by hash)
+        default = admin.get_by_test_id("page-size").evaluate(
+            "s => Array.from(s.options).find(o => o.defaultSelected).value"
+        )
+        admin.get_by_test_id("page-size").select_option(default)
+        wait_page_loaded(admin, 1)
+        row_x = admin.locator(f'[data-testid=hash-row][data-hash="{hash_x}"]')
+        if row_x.count() == 0:  # on a shared stack X may sit on a later page
+            admin.get_by_test_id("page-size").select_option(str(max(sizes)))
             wait_page_loaded(admin, 1)
-            points = int(admin.get_by_test_id("stats-chart").get_attribute("data-points") or "0")
-            files_now = base["total_files"] + 2
-            extra = [f"extra {i} ({nonce})\n".encode() * (i + 1) for i in range(max(4, size + 1 - files_now))]
-            wait_stored(stack, [api_upload(stack, f"extra-{i}.txt", body) for i, body in enumerate(extra)])
+        assert download_bytes(admin, row_x.get_by_test_id("hash-download")) == content_x
+        docs_screenshot(admin, "admin.png")
 
-            # the dashboard follows, without a reload
-            files_total = files_now + len(extra)
-            expect_stat(admin, "total_files", files_total)
-            expect_stat(admin, "total_uploads", base["total_uploads"] + 3 + len(extra))
-            expect_stat(admin, "duplicates_avoided", base["duplicates_avoided"] + 1)
-            assert int(admin.get_by_test_id("stats-chart").get_attribute("data-points") or "0") > points
+        # ---------------- the full SHA-256 without a mouse: Copy, from the keyboard
+        copy = row_x.get_by_test_id("hash-copy")
+        copy.focus()
+        admin.keyboard.press("Enter")
+        expect(copy).to_have_text(re.compile(r"^Copied"))
+        assert admin.evaluate("navigator.clipboard.readText()") == hash_x
 
-            # the first page reloads itself when a file appears: full, with a next page
-            rows = admin.get_by_test_id("hash-row")
-            expect(rows).to_have_count(size, timeout=STATS_TIMEOUT_MS)
-            expect(admin.get_by_test_id("next-page")).to_be_enabled(timeout=STATS_TIMEOUT_MS)
-            expect(admin.get_by_test_id("prev-page")).to_be_disabled()
-            first = wait_page_loaded(admin, 1, files=files_total)
-            assert len(first) == size == len(set(first)), first
+        # ---------------- a new file refreshes the first page in the background: keyboard focus stays put
+        first_row = admin.get_by_test_id("hash-row").first
+        digest = first_row.get_attribute("data-hash") or ""
+        size_bytes = int(first_row.locator("td.col-size").get_attribute("data-value") or "0")
+        row = admin.locator(f'[data-testid=hash-row][data-hash="{digest}"]')
+        uploads = row.locator("td.col-uploads")
+        count = int(uploads.inner_text().replace(",", ""))
+        button = row.get_by_test_id("hash-download")
+        button.focus()
+        admin.evaluate("window.focusedBefore = document.activeElement")
+        api_precheck_duplicate(stack, "again.txt", digest, size_bytes)  # this row's upload count goes up...
+        wait_stored(stack, [api_upload(stack, "focus.txt", f"focus ({nonce})\n".encode())])  # ...and a file appears
+        expect_stat(admin, "total_files", files_total + 1)
+        expect(uploads).to_have_text(f"{count + 1:,}", timeout=STATS_TIMEOUT_MS)  # the page was reloaded
+        expect(button).to_be_focused()
+        assert admin.evaluate("document.activeElement === window.focusedBefore"), "the focused button was replaced"
 
-            # forward to the last page, then back to the first: each page is what it was
-            pages = [first]
-            while admin.get_by_test_id("next-page").is_enabled():
-                admin.get_by_test_id("next-page").click()
-                pages.append(wait_page_loaded(admin, len(pages) + 1))
-                expect(admin.get_by_test_id("prev-page")).to_be_enabled()
-            seen = [digest for listed in pages for digest in listed]
-            assert len(pages) >= 2, pages
-            assert len(seen) == len(set(seen)) == files_total, pages
-            assert {hash_x, hash_y} | {hashlib.sha256(body).hexdigest() for body in extra} <= set(seen)
-            expect(admin.get_by_test_id("table-status")).to_contain_text("last page")
-            for number in range(len(pages) - 1, 0, -1):
-                admin.get_by_test_id("prev-page").click()
-                assert wait_page_loaded(admin, number) == pages[number - 1]
-            expect(admin.get_by_test_id("prev-page")).to_be_disabled()
-            expect(admin.get_by_test_id("table-error")).to_be_hidden()
-
-            # back to the default page size, and Download from the table (by hash)
-            default = admin.get_by_test_id("page-size").evaluate(
-                "s => Array.from(s.options).find(o => o.defaultSelected).value"
-            )
-            admin.get_by_test_id("page-size").select_option(default)
-            wait_page_loaded(admin, 1)
-            row_x = admin.locator(f'[data-testid=hash-row][data-hash="{hash_x}"]')
-            if row_x.count() == 0:  # on a shared stack X may sit on a later page
-                admin.get_by_test_id("page-size").select_option(str(max(sizes)))
-                wait_page_loaded(admin, 1)
-            assert download_bytes(admin, row_x.get_by_test_id("hash-download")) == content_x
-            docs_screenshot(admin, "admin.png")
-
-            # ---------------- the full SHA-256 without a mouse: Copy, from the keyboard
-            copy = row_x.get_by_test_id("hash-copy")
-            copy.focus()
-            admin.keyboard.press("Enter")
-            expect(copy).to_have_text(re.compile(r"^Copied"))
-            assert admin.evaluate("navigator.clipboard.readText()") == hash_x
-
-            # ---------------- a new file refreshes the first page in the background: keyboard focus stays put
-            first_row = admin.get_by_test_id("hash-row").first
-            digest = first_row.get_attribute("data-hash") or ""
-            size_bytes = int(first_row.locator("td.col-size").get_attribute("data-value") or "0")
-            row = admin.locator(f'[data-testid=hash-row][data-hash="{digest}"]')
-            uploads = row.locator("td.col-uploads")
-            count = int(uploads.inner_text().replace(",", ""))
-            button = row.get_by_test_id("hash-download")
-            button.focus()
-            admin.evaluate("window.focusedBefore = document.activeElement")
-            api_precheck_duplicate(stack, "again.txt", digest, size_bytes)  # this row's upload count goes up...
-            wait_stored(stack, [api_upload(stack, "focus.txt", f"focus ({nonce})\n".encode())])  # ...and a file appears
-            expect_stat(admin, "total_files", files_total + 1)
-            expect(uploads).to_have_text(f"{count + 1:,}", timeout=STATS_TIMEOUT_MS)  # the page was reloaded
-            expect(button).to_be_focused()
-            assert admin.evaluate("document.activeElement === window.focusedBefore"), "the focused button was replaced"
-
-            assert not watch.errors, watch.errors
-    finally:
-        context.close()
+        assert not watch.errors, watch.errors
 
 
 def test_upload_page_errors_and_folders(
@@ -466,53 +476,48 @@ def test_upload_page_errors_and_folders(
     (folder / "sub" / "d.txt").write_bytes(f"content D, in a folder ({nonce})\n".encode())
     (tmp_path / "nothing" / "inside").mkdir(parents=True)
 
-    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
-    watch = PageWatch()
-    try:
-        with artifacts_on_failure(request.node.name, context, watch, stack):
-            page = watch.attach(context.new_page(), "upload")
-            page.goto(stack.api_url + "/")
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "upload")
+        page.goto(stack.api_url + "/")
 
-            # an empty file: the API refuses it (400), and retrying cannot change that, so no Retry is offered
-            page.set_input_files("[data-testid=file-input]", [tmp_path / "empty.txt"])
-            empty = file_row(page, "empty.txt")
-            expect(empty).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
-            expect(empty.get_by_test_id("file-error")).to_contain_text("HTTP 400")
-            expect(empty.get_by_test_id("file-error-hint")).to_be_visible()
-            expect(empty.get_by_test_id("file-retry")).to_have_count(0)
+        # an empty file: the API refuses it (400), and retrying cannot change that, so no Retry is offered
+        page.set_input_files("[data-testid=file-input]", [tmp_path / "empty.txt"])
+        empty = file_row(page, "empty.txt")
+        expect(empty).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
+        expect(empty.get_by_test_id("file-error")).to_contain_text("HTTP 400")
+        expect(empty.get_by_test_id("file-error-hint")).to_be_visible()
+        expect(empty.get_by_test_id("file-retry")).to_have_count(0)
 
-            # a folder: the list shows the relative path, the API gets the base name; a 503 is worth a Retry
-            posted: list[str] = []
+        # a folder: the list shows the relative path, the API gets the base name; a 503 is worth a Retry
+        posted: list[str] = []
 
-            def on_request(req: Request) -> None:
-                if req.method == "POST" and req.url.endswith("/upload"):
-                    posted.append(req.post_data_json["filename"])
+        def on_request(req: Request) -> None:
+            if req.method == "POST" and req.url.endswith("/upload"):
+                posted.append(req.post_data_json["filename"])
 
-            page.on("request", on_request)
-            page.route(
-                "**/upload",
-                lambda route: route.fulfill(
-                    status=503, json={"error": {"code": "service_unavailable", "message": "Try again (test)"}}
-                ),
-                times=1,
-            )
-            page.set_input_files("[data-testid=folder-input]", folder)
-            row = file_row(page, "docs/sub/d.txt")
-            expect(row.locator(".file-name")).to_have_text("docs/sub/d.txt")
-            expect(row).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
-            expect(row.get_by_test_id("file-error")).to_contain_text("HTTP 503")
-            row.get_by_test_id("file-retry").click()
-            expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
-            assert posted == ["d.txt", "d.txt"], posted
+        page.on("request", on_request)
+        page.route(
+            "**/upload",
+            lambda route: route.fulfill(
+                status=503, json={"error": {"code": "service_unavailable", "message": "Try again (test)"}}
+            ),
+            times=1,
+        )
+        page.set_input_files("[data-testid=folder-input]", folder)
+        row = file_row(page, "docs/sub/d.txt")
+        expect(row.locator(".file-name")).to_have_text("docs/sub/d.txt")
+        expect(row).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
+        expect(row.get_by_test_id("file-error")).to_contain_text("HTTP 503")
+        row.get_by_test_id("file-retry").click()
+        expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
+        assert posted == ["d.txt", "d.txt"], posted
 
-            # a folder with no files in it (only an empty sub-folder): a notice, not silence
-            page.set_input_files("[data-testid=folder-input]", tmp_path / "nothing")
-            expect(page.get_by_test_id("drop-notice")).to_contain_text("no files")
-            expect(page.get_by_test_id("file-row")).to_have_count(2)
+        # a folder with no files in it (only an empty sub-folder): a notice, not silence
+        page.set_input_files("[data-testid=folder-input]", tmp_path / "nothing")
+        expect(page.get_by_test_id("drop-notice")).to_contain_text("no files")
+        expect(page.get_by_test_id("file-row")).to_have_count(2)
 
-            assert not watch.errors, watch.errors
-    finally:
-        context.close()
+        assert not watch.errors, watch.errors
 
 
 def test_dashboard_recovers_when_the_api_comes_back(
@@ -523,25 +528,20 @@ def test_dashboard_recovers_when_the_api_comes_back(
     def down(route: Route) -> None:
         route.fulfill(status=503, json={"error": {"code": "service_unavailable", "message": "API down (test)"}})
 
-    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
-    watch = PageWatch()
-    try:
-        with artifacts_on_failure(request.node.name, context, watch, stack):
-            page = watch.attach(context.new_page(), "admin")
-            page.route(api_calls, down)
-            page.goto(stack.api_url + "/admin")
-            expect(page.get_by_test_id("stats-error")).to_contain_text("API down (test)")
-            expect(page.get_by_test_id("table-error")).to_contain_text("API down (test)")
-            expect(page.get_by_test_id("table-status")).to_have_text("Page 1 · failed to load")
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        page.route(api_calls, down)
+        page.goto(stack.api_url + "/admin")
+        expect(page.get_by_test_id("stats-error")).to_contain_text("API down (test)")
+        expect(page.get_by_test_id("table-error")).to_contain_text("API down (test)")
+        expect(page.get_by_test_id("table-status")).to_have_text("Page 1 · failed to load")
 
-            # the API is back: the next statistics poll recovers the stats and reloads the table, no click
-            page.unroute(api_calls, down)
-            expect(page.get_by_test_id("stats-error")).to_be_hidden(timeout=STATS_TIMEOUT_MS)
-            expect(page.get_by_test_id("table-error")).to_be_hidden(timeout=STATS_TIMEOUT_MS)
-            expect(page.get_by_test_id("table-status")).to_have_text(re.compile(r"^Page 1 · (rows|no rows)"))
-            assert not watch.errors, watch.errors
-    finally:
-        context.close()
+        # the API is back: the next statistics poll recovers the stats and reloads the table, no click
+        page.unroute(api_calls, down)
+        expect(page.get_by_test_id("stats-error")).to_be_hidden(timeout=STATS_TIMEOUT_MS)
+        expect(page.get_by_test_id("table-error")).to_be_hidden(timeout=STATS_TIMEOUT_MS)
+        expect(page.get_by_test_id("table-status")).to_have_text(re.compile(r"^Page 1 · (rows|no rows)"))
+        assert not watch.errors, watch.errors
 
 
 def test_dashboard_on_a_phone(browser: Browser, stack: RunningStack, request: pytest.FixtureRequest) -> None:
@@ -561,44 +561,42 @@ def test_dashboard_on_a_phone(browser: Browser, stack: RunningStack, request: py
     ]
     page_json = {"items": items, "count": len(items), "last_evaluated_key": "more"}
 
-    context = browser.new_context(viewport={"width": width, "height": 844}, locale="en-US", has_touch=True)
-    watch = PageWatch()
-    try:
-        with artifacts_on_failure(request.node.name, context, watch, stack):
-            page = watch.attach(context.new_page(), "admin")
-            page.route(re.compile(r"/admin/hashes\?"), lambda route: route.fulfill(json=page_json))
-            page.goto(stack.api_url + "/admin")
-            wait_page_loaded(page, 1)
-            expect(page.get_by_test_id("hash-row")).to_have_count(len(items))
+    with browser_session(browser, stack, request, viewport={"width": width, "height": 844}, has_touch=True) as (
+        context,
+        watch,
+    ):
+        page = watch.attach(context.new_page(), "admin")
+        page.route(re.compile(r"/admin/hashes\?"), lambda route: route.fulfill(json=page_json))
+        page.goto(stack.api_url + "/admin")
+        wait_page_loaded(page, 1)
+        expect(page.get_by_test_id("hash-row")).to_have_count(len(items))
 
-            assert page.evaluate("document.documentElement.scrollWidth") <= width
-            overflow = page.locator(".table-wrap").evaluate("w => w.scrollWidth - w.clientWidth")
-            assert overflow <= 0, f"the table scrolls sideways by {overflow} px"
-            for button in page.get_by_test_id("hash-download").all():
-                box = button.bounding_box()
-                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        overflow = page.locator(".table-wrap").evaluate("w => w.scrollWidth - w.clientWidth")
+        assert overflow <= 0, f"the table scrolls sideways by {overflow} px"
+        for button in page.get_by_test_id("hash-download").all():
+            box = button.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
 
-            name = page.get_by_test_id("hash-row").first.locator(".name-text")
-            expect(name).to_have_text(long_name)
-            expect(name).to_have_attribute("title", long_name)
-            line = float(name.evaluate("n => parseFloat(getComputedStyle(n).lineHeight)"))
-            box = name.bounding_box()
-            assert box is not None and box["height"] <= 2 * line + 1, (box, line)
+        name = page.get_by_test_id("hash-row").first.locator(".name-text")
+        expect(name).to_have_text(long_name)
+        expect(name).to_have_attribute("title", long_name)
+        line = float(name.evaluate("n => parseFloat(getComputedStyle(n).lineHeight)"))
+        box = name.bounding_box()
+        assert box is not None and box["height"] <= 2 * line + 1, (box, line)
 
-            for key in ("prev-page", "next-page"):
-                pager = page.get_by_test_id(key)
-                # the height of the label's text, in lines
-                lines = pager.evaluate(
-                    """b => {
-                        const text = document.createRange();
-                        text.selectNodeContents(b);
-                        return text.getBoundingClientRect().height / parseFloat(getComputedStyle(b).lineHeight);
-                    }"""
-                )
-                assert lines < 1.5, f"{key} wraps onto {lines:.1f} lines"
-            assert not watch.errors, watch.errors
-    finally:
-        context.close()
+        for key in ("prev-page", "next-page"):
+            pager = page.get_by_test_id(key)
+            # the height of the label's text, in lines
+            lines = pager.evaluate(
+                """b => {
+                    const text = document.createRange();
+                    text.selectNodeContents(b);
+                    return text.getBoundingClientRect().height / parseFloat(getComputedStyle(b).lineHeight);
+                }"""
+            )
+            assert lines < 1.5, f"{key} wraps onto {lines:.1f} lines"
+        assert not watch.errors, watch.errors
 
 
 def test_dashboard_follows_duplicates_and_outlives_hung_requests(
@@ -642,53 +640,43 @@ def test_dashboard_follows_duplicates_and_outlives_hung_requests(
     def upload_count(page: Page) -> Locator:
         return page.locator(f'[data-testid=hash-row][data-hash="{digest}"] td').nth(5)
 
-    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
-    watch = PageWatch()
-    try:
-        with artifacts_on_failure(request.node.name, context, watch, stack):
-            page = watch.attach(context.new_page(), "admin")
-            page.route(re.compile(r"/admin/(stats|hashes)(\?|$)"), answer)
-            page.goto(stack.api_url + "/admin")
-            expect_stat(page, "total_uploads", 1)
-            wait_page_loaded(page, 1)
-            expect(upload_count(page)).to_have_text("1")
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        page.route(re.compile(r"/admin/(stats|hashes)(\?|$)"), answer)
+        page.goto(stack.api_url + "/admin")
+        expect_stat(page, "total_uploads", 1)
+        wait_page_loaded(page, 1)
+        expect(upload_count(page)).to_have_text("1")
 
-            api["uploads"] = 2  # a duplicate: same files, one more upload
-            expect_stat(page, "total_uploads", 2)
-            expect(upload_count(page)).to_have_text("2", timeout=STATS_TIMEOUT_MS)
+        api["uploads"] = 2  # a duplicate: same files, one more upload
+        expect_stat(page, "total_uploads", 2)
+        expect(upload_count(page)).to_have_text("2", timeout=STATS_TIMEOUT_MS)
 
-            # the table's refresh hangs: it times out (10 s), and the next poll loads the page again
-            api["hang"].add("hashes")
-            api["uploads"] = 3
-            expect_stat(page, "total_uploads", 3)
-            expect(upload_count(page)).to_have_text("3", timeout=10_000 + STATS_TIMEOUT_MS)
+        # the table's refresh hangs: it times out (10 s), and the next poll loads the page again
+        api["hang"].add("hashes")
+        api["uploads"] = 3
+        expect_stat(page, "total_uploads", 3)
+        expect(upload_count(page)).to_have_text("3", timeout=10_000 + STATS_TIMEOUT_MS)
 
-            # a statistics poll hangs: it times out, is reported, and polling goes on
-            api["hang"].add("stats")
-            expect(page.get_by_test_id("stats-error")).to_contain_text("did not answer", timeout=10_000 + 5_000)
-            api["uploads"] = 4
-            expect_stat(page, "total_uploads", 4)
-            expect(page.get_by_test_id("stats-error")).to_be_hidden()
-            expect(upload_count(page)).to_have_text("4", timeout=STATS_TIMEOUT_MS)
-            assert len(api["held"]) == 2
-            assert not watch.errors, watch.errors
-    finally:
-        context.close()
+        # a statistics poll hangs: it times out, is reported, and polling goes on
+        api["hang"].add("stats")
+        expect(page.get_by_test_id("stats-error")).to_contain_text("did not answer", timeout=10_000 + 5_000)
+        api["uploads"] = 4
+        expect_stat(page, "total_uploads", 4)
+        expect(page.get_by_test_id("stats-error")).to_be_hidden()
+        expect(upload_count(page)).to_have_text("4", timeout=STATS_TIMEOUT_MS)
+        assert len(api["held"]) == 2
+        assert not watch.errors, watch.errors
 
 
 def test_announcements_made_together_are_all_read(
     browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
 ) -> None:
-    context = browser.new_context(viewport=VIEWPORT, locale="en-US")
-    watch = PageWatch()
-    try:
-        with artifacts_on_failure(request.node.name, context, watch, stack):
-            page = watch.attach(context.new_page(), "upload")
-            page.goto(stack.api_url + "/")
-            page.evaluate("() => { DFD.announce('First.'); DFD.announce('Second.'); DFD.announce('First.'); }")
-            expect(page.get_by_test_id("live-status")).to_have_text("First. Second.")
-            page.evaluate("() => DFD.announce('Third.')")
-            expect(page.get_by_test_id("live-status")).to_have_text("Third.")
-            assert not watch.errors, watch.errors
-    finally:
-        context.close()
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "upload")
+        page.goto(stack.api_url + "/")
+        page.evaluate("() => { DFD.announce('First.'); DFD.announce('Second.'); DFD.announce('First.'); }")
+        expect(page.get_by_test_id("live-status")).to_have_text("First. Second.")
+        page.evaluate("() => DFD.announce('Third.')")
+        expect(page.get_by_test_id("live-status")).to_have_text("Third.")
+        assert not watch.errors, watch.errors
