@@ -219,19 +219,7 @@ class SqsPoller:
 
     def _hand_back(self, sqs: Any, messages: list[dict[str, Any]]) -> None:
         """Failed records: visible again after the queue's visibility timeout (not the in-flight one)."""
-        for start in range(0, len(messages), 10):
-            chunk = messages[start : start + 10]
-            entries = [
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": self.queue.visibility_timeout}
-                for i, m in enumerate(chunk)
-            ]
-            try:
-                response = sqs.change_message_visibility_batch(QueueUrl=self.queue.url, Entries=entries)
-            except Exception as exc:
-                log.warning("failed records of %s stay invisible for %d s: %s", self.queue.name, self.in_flight, exc)
-                continue
-            for failure in response.get("Failed", []):
-                log.warning("could not hand a failed message back to %s: %s", self.queue.name, failure)
+        change_visibility(sqs, self.queue, messages, self.queue.visibility_timeout, level=logging.WARNING)
 
     def _warn_last_attempts(self, messages: list[dict[str, Any]], failed: set[str]) -> None:
         limit = self.queue.max_receive_count
@@ -249,6 +237,23 @@ class SqsPoller:
                 )
 
 
+def change_visibility(sqs: Any, queue: QueueInfo, messages: list[dict[str, Any]], seconds: int, *, level: int) -> None:
+    """Set the messages' visibility timeout (10 per request); what fails is logged at `level`, not raised."""
+    for start in range(0, len(messages), 10):
+        chunk = messages[start : start + 10]
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": seconds}
+            for i, m in enumerate(chunk)
+        ]
+        try:
+            response = sqs.change_message_visibility_batch(QueueUrl=queue.url, Entries=entries)
+        except Exception as exc:
+            log.log(level, "could not set %d messages of %s visible in %d s: %s", len(chunk), queue.name, seconds, exc)
+            continue
+        for failure in response.get("Failed", []):
+            log.log(level, "could not set a message of %s visible in %d s: %s", queue.name, seconds, failure)
+
+
 class _Heartbeat:
     """Keeps the batch invisible while the function runs: re-arms its in-flight visibility three times per period
     (a beat may be two thirds of a period late)."""
@@ -256,11 +261,8 @@ class _Heartbeat:
     def __init__(self, sqs: Any, queue: QueueInfo, messages: list[dict[str, Any]], visibility: int) -> None:
         self.sqs = sqs
         self.queue = queue
-        self.interval = visibility / 3
-        self.entries = [
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": visibility}
-            for i, m in enumerate(messages)
-        ]
+        self.messages = messages
+        self.visibility = visibility
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{queue.name}", daemon=True)
 
@@ -272,11 +274,5 @@ class _Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._done.wait(self.interval):
-            for start in range(0, len(self.entries), 10):
-                try:
-                    self.sqs.change_message_visibility_batch(
-                        QueueUrl=self.queue.url, Entries=self.entries[start : start + 10]
-                    )
-                except Exception as exc:
-                    log.debug("visibility heartbeat failed: %s", exc)
+        while not self._done.wait(self.visibility / 3):
+            change_visibility(self.sqs, self.queue, self.messages, self.visibility, level=logging.DEBUG)
