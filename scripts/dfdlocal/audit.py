@@ -16,12 +16,12 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfdlocal.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
-COUNTERS = ("total_files", "total_bytes_stored", "total_uploads", "duplicates_avoided", "total_s3_size_saved")
 
 
 @dataclass
@@ -116,9 +116,9 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     checks.append(c1)
 
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
-    totals = dict.fromkeys(COUNTERS, 0)
+    totals = dict.fromkeys(COUNTER_FIELDS, 0)
     for shard in shards:
-        for name in COUNTERS:
+        for name in COUNTER_FIELDS:
             totals[name] += int(shard.get(name, 0))
     recount = {
         "total_files": len(files),
@@ -128,7 +128,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         "total_s3_size_saved": sum((int(i.get("upload_count", 0)) - 1) * int(i["size"]) for i in files),
     }
     c3 = Check("2+3. counters equal the recount (each object version counted exactly once)", True)
-    for name in COUNTERS:
+    for name in COUNTER_FIELDS:
         if totals[name] != recount[name]:
             c3.problems.append(f"{name}: counters say {totals[name]}, recount says {recount[name]}")
     dup_events = sum(1 for e in events if e.get("outcome") == "duplicate")
