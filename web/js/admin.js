@@ -689,7 +689,7 @@
     if (opts && opts.announce) table.announce = true;
     if (!quiet) {
       table.loading = true;
-      $("hashes-table").setAttribute("aria-busy", "true");
+      tableEl.setAttribute("aria-busy", "true");
       updatePager(0);
     }
     var path = "/admin/hashes?limit=" + table.pageSize;
@@ -703,7 +703,7 @@
         table.loading = false;
         table.loaded = true;
         table.failed = false;
-        $("hashes-table").removeAttribute("aria-busy");
+        tableEl.removeAttribute("aria-busy");
         $("table-error").hidden = true;
         renderRows(items);
         updatePager(items.length);
@@ -714,7 +714,7 @@
         if (req !== table.request) return;
         table.loading = false;
         table.failed = true;
-        $("hashes-table").removeAttribute("aria-busy");
+        tableEl.removeAttribute("aria-busy");
         var box = $("table-error");
         var msg =
           "Could not load stored files: " + D.describeError(err) +
