@@ -53,6 +53,7 @@
   var statsTimer = null;
   var statsGeneration = 0;
   var lastStatsError = "";
+  var forbidden = false; // the API answered 403 to /admin/*: nothing is polled until someone else signs in
 
   var table = {
     pageSize: 25,
@@ -158,6 +159,7 @@
       },
       function (err) {
         if (generation !== statsGeneration) return;
+        if (refused(err)) return;
         var msg = "Could not load statistics: " + D.describeError(err);
         $("stats-updated").textContent = "Last attempt " + new Date().toLocaleTimeString() + " failed; retrying every 3 s";
         if (msg !== lastStatsError) {
@@ -712,6 +714,7 @@
       },
       function (err) {
         if (req !== table.request) return;
+        if (refused(err)) return;
         table.loading = false;
         table.failed = true;
         tableEl.removeAttribute("aria-busy");
@@ -729,6 +732,68 @@
         loadEnded();
       }
     );
+  }
+
+  // ---------------------------------------------------------------- access
+
+  /** Stops polling and ignores every answer still in flight. */
+  function stop() {
+    statsGeneration++;
+    window.clearTimeout(statsTimer);
+    statsTimer = null;
+    table.request++;
+    table.loading = false;
+    table.announce = false;
+  }
+
+  /**
+   * A 403 from /admin/*: the signed-in user is not an administrator (or the API refuses the account). Polling
+   * stops (asking again cannot change the answer) and the dashboard gives way to a notice saying so. A 401 is
+   * handled by the sign-in (DFD.apiFetch signs the page out). Returns true if err was such a refusal.
+   */
+  function refused(err) {
+    if (!(err instanceof D.ApiError) || err.status !== 403) return false;
+    if (forbidden) return true;
+    forbidden = true;
+    stop();
+    var who = D.auth.identity();
+    var admins = err.code === "forbidden" || err.code === "http_403";
+    $("admins-only-heading").textContent = admins ? "Admins only" : "Access refused";
+    $("admins-only-text").hidden = !admins;
+    $("admins-only-detail").textContent =
+      (who ? "Signed in as " + who.username + " (tenant " + who.tenant + "). " : "") +
+      "The API answered: " + D.describeError(err) + ".";
+    var dashboard = $("dashboard");
+    var active = document.activeElement;
+    var lost = !active || active === document.body || dashboard.contains(active);
+    dashboard.hidden = true;
+    $("admins-only").hidden = false;
+    if (lost) $("admins-only-heading").focus();
+    D.announce(
+      admins
+        ? "Admins only: this dashboard needs an administrator account" + (who ? "; " + who.username + " is not one." : ".")
+        : "Access refused: " + D.describeError(err)
+    );
+    return true;
+  }
+
+  /** Signed in (again, or as someone else): start from scratch. */
+  function begin() {
+    stop();
+    forbidden = false;
+    $("admins-only").hidden = true;
+    $("dashboard").hidden = false;
+    samples = [];
+    chartStart = Date.now();
+    lastStatsError = "";
+    $("stats-error").hidden = true;
+    $("table-error").hidden = true;
+    table.loaded = false;
+    table.failed = false;
+    resetTable();
+    renderChart();
+    statsLoop();
+    loadPage();
   }
 
   function resetTable() {
@@ -776,21 +841,22 @@
       loadPage();
     });
 
-    D.initSettings(function () {
-      statsGeneration++;
-      samples = [];
-      chartStart = Date.now();
-      table.loaded = false;
-      table.failed = false;
-      renderChart();
-      resetTable();
-      statsLoop();
-      loadPage();
-    });
-
     renderChart();
-    statsLoop();
-    loadPage();
+    D.auth.start({
+      onSignIn: begin,
+      onSignOut: function () {
+        stop();
+        // The next user starts from an empty dashboard.
+        document.querySelectorAll(".stats-grid [id^='stat-']").forEach(function (node) {
+          node.textContent = "—";
+          node.removeAttribute("data-value");
+        });
+        $("hashes-body").textContent = "";
+        $("hashes-table").removeAttribute("data-loaded-for-files");
+        $("stats-updated").textContent = "Loading…";
+        $("table-status").textContent = "Loading…";
+      },
+    });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

@@ -284,6 +284,7 @@
   // ---------------------------------------------------------------- pipeline
 
   function addFiles(entries) {
+    if (!D.auth.isSignedIn()) return; // the pickers are hidden then; a drop anywhere on the page is ignored
     entries.forEach(function (entry) {
       var item = {
         id: nextId++,
@@ -331,6 +332,7 @@
           item.hashed = 0;
           setStatus(item, "hashing", "Computing SHA-256…");
           item.hash = await hashFile(item);
+          if (item.cancelled) return;
         }
         setStatus(item, "uploading", "Checking whether this content is already stored…");
         item.row.setAttribute("data-sha256", item.hash);
@@ -340,20 +342,26 @@
         try {
           res = await D.apiFetch("POST", "/upload", body);
         } catch (err) {
+          if (item.cancelled) return;
           if (err instanceof D.ApiError && err.status === 409 && err.body && err.body.duplicate) {
             finishPrecheckDuplicate(item, err.body.file || {});
             return;
           }
           throw err;
         }
+        if (item.cancelled) return;
         var up = res.body || {};
         if (!up.upload_url || !up.upload_id) {
           throw new UploadError("The API returned no upload URL.", "start");
+        }
+        if (!D.safeHttpUrl(up.upload_url)) {
+          throw new UploadError("The API returned an upload URL that is not http(s); nothing was sent.", "start");
         }
         item.uploadId = up.upload_id;
         item.row.setAttribute("data-upload-id", up.upload_id);
         item.expiresAt = up.expires_at ? D.parseDate(up.expires_at) : null;
         var outcome = await putFile(item, up);
+        if (item.cancelled) return;
         setStatus(
           item,
           "processing",
@@ -379,6 +387,7 @@
         return;
       }
       item.worker = worker;
+      item.hashReject = reject; // a cancelled item's worker is terminated: its promise is settled here
       worker.onmessage = function (ev) {
         var msg = ev.data || {};
         if (msg.type === "progress") {
@@ -570,6 +579,7 @@
   }
 
   function finishPrecheckDuplicate(item, file) {
+    if (item.cancelled) return;
     item.uploaded = 0;
     item.row.setAttribute("data-uploaded-bytes", "0");
     item.row.setAttribute("data-precheck", "true");
@@ -581,6 +591,7 @@
   }
 
   function finishProcessed(item, m) {
+    if (item.cancelled) return;
     var file = m.file || {};
     if (!file.hash && m.hash) file.hash = m.hash;
     if (file.hash) item.hash = file.hash;
@@ -597,6 +608,7 @@
   }
 
   function fail(item, err) {
+    if (item.cancelled) return;
     var message = errorMessage(err);
     var permanent = isPermanent(err);
     item.fraction = computeFraction(item);
@@ -648,6 +660,28 @@
     setStatus(item, "queued", "Waiting…");
     queue.push(item);
     pump();
+  }
+
+  /** Drops every file from the list, stopping its hashing, upload and polling (sign-out, another user). */
+  function cancelAll() {
+    var unfinished = 0;
+    queue = [];
+    items.forEach(function (item) {
+      if (item.status !== "stored" && item.status !== "duplicate" && item.status !== "error") unfinished++;
+      item.cancelled = true;
+      item.pollToken++;
+      if (item.worker) {
+        item.worker.terminate();
+        item.worker = null;
+        if (item.hashReject) item.hashReject(new UploadError("Cancelled.", "start"));
+      }
+      if (item.xhr) item.xhr.abort();
+      item.row.remove();
+    });
+    items = [];
+    showNotice("", false, true);
+    updateOverall();
+    return unfinished;
   }
 
   function clearFinished() {
@@ -760,7 +794,7 @@
       ev.preventDefault();
       depth = 0;
       zone.classList.remove("dragging");
-      if (!ev.dataTransfer) return;
+      if (!ev.dataTransfer || !D.auth.isSignedIn()) return;
       showNotice("Reading dropped files…", false, true);
       collectDropped(ev.dataTransfer).then(
         function (result) {
@@ -820,8 +854,19 @@
       }
     });
 
-    D.initSettings();
     updateOverall();
+    D.auth.start({
+      onSignIn: function (who, info) {
+        if (info.userChanged) cancelAll(); // another user: the previous user's files leave the list
+      },
+      onSignOut: function (reason) {
+        // Signed out: the list is cleared and unfinished uploads stop. A session that ended (401) keeps the list,
+        // so failed files can be retried after signing in again.
+        if (reason !== "signout") return;
+        var stopped = cancelAll();
+        if (stopped) D.announce(stopped + " unfinished upload" + (stopped === 1 ? " was" : "s were") + " stopped.");
+      },
+    });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
