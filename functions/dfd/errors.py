@@ -83,3 +83,17 @@ class TransactionRetryable(ServiceUnavailable):
     """A transaction was cancelled by a conflict or throttling and may be retried."""
 
     code = "transaction_conflict"
+
+
+class Unauthorized(DfdError):
+    """No verified identity on the request (no or unreadable JWT claims)."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(DfdError):
+    """The caller is known but may not do this (admins only, ambiguous or invalid tenant membership)."""
+
+    status = 403
+    code = "forbidden"

@@ -1,0 +1,234 @@
+"""The local user pool: the template's Cognito pool, app client and groups created on the emulator (moto's
+cognito-idp), plus the local tenants and users every developer signs in with.
+
+Users (one password for all: ``$DFD_LOCAL_PASSWORD``, default :data:`DEFAULT_PASSWORD`, set permanent so no
+NEW_PASSWORD_REQUIRED challenge):
+
+* ``alice`` and ``carol`` — group ``tenant-acme`` (tenant ``acme``)
+* ``bob`` — group ``tenant-globex`` (tenant ``globex``)
+* ``admin`` — group ``admins``
+
+What moto does (moto 5.1, ``moto/cognitoidp``), and what follows for the local stack:
+
+* Tokens are RS256, signed with ONE static key bundled with moto (``kid`` ``"dummy"``), the same for every pool;
+  the public half is served at ``/<pool-id>/.well-known/jwks.json``. In server mode moto picks the backend of
+  a request from the credential scope of its ``Authorization`` header first; an unsigned GET of that path is
+  routed by path matching (it works with moto 5.1). :attr:`LocalPool.jwks_source` sends a SigV4-looking header
+  naming cognito-idp (:data:`MOTO_JWKS_HEADERS`) so the routing does not depend on that fallback.
+* ``iss`` is ``https://cognito-idp.<region>.amazonaws.com/<pool-id>`` — the AWS value, not the emulator's URL —
+  so the local verifier is configured with :attr:`LocalPool.issuer` and fetches keys from
+  :attr:`LocalPool.jwks_url` (the emulator).
+* Access tokens carry ``client_id``, ``username``, ``scope`` ``aws.cognito.signin.user.admin``, ``token_use``,
+  ``cognito:groups`` (a list, absent when the user has no group); id tokens ``aud`` and ``cognito:username``.
+* Tokens always live 1 hour: moto ignores the client's ``AccessTokenValidity`` / ``TokenValidityUnits``. It does
+  not enforce ``ExplicitAuthFlows`` nor ``AliasAttributes`` / ``CaseSensitive: false`` (sign in with the exact
+  username); it does enforce the pool's password policy on ``AdminSetUserPassword``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dfdlocal.jwtauth import JwksSource, JwtVerifier, http_jwks_source
+
+if TYPE_CHECKING:
+    from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
+
+PASSWORD_ENV = "DFD_LOCAL_PASSWORD"  # noqa: S105 - the variable name, not a password
+DEFAULT_PASSWORD = "dfd-Local-pass1"  # noqa: S105 - documented local-only password
+ADMIN_GROUP = "admins"
+LOCAL_TENANT_GROUPS: dict[str, str] = {
+    "tenant-acme": "Local tenant acme (alice, carol).",
+    "tenant-globex": "Local tenant globex (bob).",
+}
+LOCAL_USERS: dict[str, str] = {
+    "alice": "tenant-acme",
+    "carol": "tenant-acme",
+    "bob": "tenant-globex",
+    "admin": "admins",
+}
+# Required by the deployed authorizer (template.yaml): Cognito puts it in access tokens only.
+ACCESS_SCOPE = "aws.cognito.signin.user.admin"
+MOTO_JWKS_HEADERS = {
+    "Authorization": (
+        "AWS4-HMAC-SHA256 Credential=testing/20240101/{region}/cognito-idp/aws4_request, "
+        "SignedHeaders=host, Signature=0"
+    )
+}
+
+POOL_TYPE = "AWS::Cognito::UserPool"
+CLIENT_TYPE = "AWS::Cognito::UserPoolClient"
+GROUP_TYPE = "AWS::Cognito::UserPoolGroup"
+# Template property -> CreateUserPool parameter, for what moto accepts.
+POOL_PROPERTIES = {
+    "UserPoolName": "PoolName",
+    "AliasAttributes": "AliasAttributes",
+    "UsernameAttributes": "UsernameAttributes",
+    "AutoVerifiedAttributes": "AutoVerifiedAttributes",
+    "UsernameConfiguration": "UsernameConfiguration",
+    "Policies": "Policies",
+    "AdminCreateUserConfig": "AdminCreateUserConfig",
+    "AccountRecoverySetting": "AccountRecoverySetting",
+    "MfaConfiguration": "MfaConfiguration",
+    "DeletionProtection": "DeletionProtection",
+    "Schema": "Schema",
+    "UserPoolTags": "UserPoolTags",
+}
+CLIENT_PROPERTIES = (
+    "ClientName",
+    "GenerateSecret",
+    "ExplicitAuthFlows",
+    "AccessTokenValidity",
+    "IdTokenValidity",
+    "RefreshTokenValidity",
+    "TokenValidityUnits",
+    "PreventUserExistenceErrors",
+    "EnableTokenRevocation",
+    "ReadAttributes",
+    "WriteAttributes",
+)
+GROUP_PROPERTIES = ("GroupName", "Description", "Precedence")
+
+
+class CognitoTemplateError(ValueError):
+    """The template has no usable Cognito pool / client for the local stack."""
+
+
+@dataclass(frozen=True)
+class CognitoDefs:
+    """The template's pool, its app client and its groups, properties evaluated."""
+
+    pool_logical_id: str
+    pool: dict[str, Any]
+    client_logical_id: str
+    client: dict[str, Any]
+    groups: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class LocalPool:
+    user_pool_id: str
+    client_id: str
+    issuer: str  # the `iss` of moto's tokens (the AWS form)
+    jwks_url: str  # on the emulator
+    region: str
+    password: str
+    users: Mapping[str, str]  # username -> group
+
+    def jwks_source(self) -> JwksSource:
+        """Fetches the pool's JWKS from the emulator (moto server mode)."""
+        headers = {name: value.format(region=self.region) for name, value in MOTO_JWKS_HEADERS.items()}
+        return http_jwks_source(self.jwks_url, headers=headers)
+
+    def verifier(self, jwks: JwksSource | None = None) -> JwtVerifier:
+        """The local JWT authorizer for this pool and client (access tokens with the template's scope)."""
+        return JwtVerifier(
+            issuer=self.issuer,
+            client_id=self.client_id,
+            jwks=jwks or self.jwks_source(),
+            token_uses=("access",),
+            required_scopes=(ACCESS_SCOPE,),
+        )
+
+
+def local_password(environ: Mapping[str, str] | None = None) -> str:
+    """``$DFD_LOCAL_PASSWORD`` or the documented default."""
+    return (environ if environ is not None else os.environ).get(PASSWORD_ENV) or DEFAULT_PASSWORD
+
+
+def cognito_definitions(template: Mapping[str, Any], resolve: Callable[[Any], Any]) -> CognitoDefs:
+    """The one user pool of ``template`` (CloudFormation long form), its app client and its groups.
+
+    ``resolve`` evaluates intrinsic functions with local names (``dfdlocal.template.Resolver.resolve``).
+    """
+    resources: Mapping[str, Any] = template.get("Resources") or {}
+    pools = [lid for lid, res in resources.items() if isinstance(res, dict) and res.get("Type") == POOL_TYPE]
+    if len(pools) != 1:
+        raise CognitoTemplateError(f"expected exactly one {POOL_TYPE}, found {len(pools)}")
+    pool_id = pools[0]
+
+    def of_pool(kind: str) -> list[tuple[str, dict[str, Any]]]:
+        found = []
+        for logical_id, resource in resources.items():
+            if not isinstance(resource, dict) or resource.get("Type") != kind:
+                continue
+            properties = dict(resource.get("Properties") or {})
+            if properties.get("UserPoolId") == {"Ref": pool_id}:
+                found.append((logical_id, properties))
+        return found
+
+    clients = of_pool(CLIENT_TYPE)
+    if len(clients) != 1:
+        raise CognitoTemplateError(f"expected exactly one {CLIENT_TYPE} of {pool_id}, found {len(clients)}")
+    client_id, client = clients[0]
+
+    def evaluated(logical_id: str, properties: Mapping[str, Any], names: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in names:
+            if name in properties:
+                try:
+                    out[name] = resolve(properties[name])
+                except Exception as exc:
+                    raise CognitoTemplateError(f"{logical_id}.{name}: {exc}") from exc
+        return out
+
+    pool_props = dict(resources[pool_id].get("Properties") or {})
+    return CognitoDefs(
+        pool_logical_id=pool_id,
+        pool=evaluated(pool_id, pool_props, POOL_PROPERTIES),
+        client_logical_id=client_id,
+        client=evaluated(client_id, client, CLIENT_PROPERTIES),
+        groups=tuple(evaluated(lid, props, GROUP_PROPERTIES) for lid, props in of_pool(GROUP_TYPE)),
+    )
+
+
+def bootstrap(
+    idp: CognitoIdentityProviderClient,
+    definitions: CognitoDefs,
+    *,
+    endpoint: str,
+    password: str | None = None,
+) -> LocalPool:
+    """Create the pool, its client, the template's groups, the local tenant groups and the local users.
+
+    ``endpoint`` is the emulator's URL (for the JWKS URL). Every call creates a new pool (the emulator starts
+    empty each run).
+    """
+    password = password or local_password()
+    region = idp.meta.region_name
+    pool_params = {POOL_PROPERTIES[name]: value for name, value in definitions.pool.items()}
+    pool_params.setdefault("PoolName", definitions.pool_logical_id)
+    user_pool_id = idp.create_user_pool(**pool_params)["UserPool"]["Id"]
+
+    client_params = dict(definitions.client)
+    client_params.setdefault("ClientName", definitions.client_logical_id)
+    client_params["GenerateSecret"] = False  # the local stack signs in like the public web client
+    client_id = idp.create_user_pool_client(UserPoolId=user_pool_id, **client_params)["UserPoolClient"]["ClientId"]
+
+    groups: dict[str, dict[str, Any]] = {}
+    for group in definitions.groups:
+        groups[str(group["GroupName"])] = group
+    for name, description in LOCAL_TENANT_GROUPS.items():
+        groups.setdefault(name, {"GroupName": name, "Description": description})
+    if ADMIN_GROUP not in groups:
+        raise CognitoTemplateError(f"the template defines no {GROUP_TYPE} named {ADMIN_GROUP!r}")
+    for group in groups.values():
+        idp.create_group(UserPoolId=user_pool_id, **group)
+
+    for username, group_name in LOCAL_USERS.items():
+        idp.admin_create_user(UserPoolId=user_pool_id, Username=username, MessageAction="SUPPRESS")
+        idp.admin_set_user_password(UserPoolId=user_pool_id, Username=username, Password=password, Permanent=True)
+        idp.admin_add_user_to_group(UserPoolId=user_pool_id, Username=username, GroupName=group_name)
+
+    return LocalPool(
+        user_pool_id=user_pool_id,
+        client_id=client_id,
+        issuer=f"https://cognito-idp.{region}.amazonaws.com/{user_pool_id}",
+        jwks_url=f"{endpoint.rstrip('/')}/{user_pool_id}/.well-known/jwks.json",
+        region=region,
+        password=password,
+        users=dict(LOCAL_USERS),
+    )
