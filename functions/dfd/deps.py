@@ -45,10 +45,11 @@ def upload_service() -> UploadService:
 
 @cache
 def ingestor() -> Ingestor:
-    from dfd.adapters.s3 import ObjectStore
+    from dfd.adapters.s3 import ObjectStore, ReadTuning
     from dfd.ingest import Ingestor
 
-    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3()))
+    tuning = ReadTuning.from_settings(settings())
+    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
 
 
 def reset() -> None:

@@ -134,13 +134,7 @@ class Ingestor:
         if info.checksum_sha256:
             return info.checksum_sha256, 0  # verified by S3 on upload: the body is never read
         digest = hashlib.sha256()
-        count = self._objects.stream(
-            opened,
-            digest.update,
-            part_size=self._s.parallel_part_size,
-            workers=self._s.parallel_workers,
-            threshold=self._s.parallel_threshold,
-        )
+        count = self._objects.stream(opened, digest.update)
         if count != info.size:
             raise ObjectChanged(f"read {count} bytes of {info.key}, expected {info.size}")
         return digest.hexdigest(), count
