@@ -17,7 +17,6 @@ TEST_ENV = {
     "EVENTS_TABLE": "IngestEvents",
     "S3_BUCKET": "dfd-file-service",
     "COUNTER_SHARDS": "4",
-    "TOKEN_SECRET": "test-secret",
     "POWERTOOLS_SERVICE_NAME": "dfd",
     "POWERTOOLS_METRICS_NAMESPACE": "dfd",
     "POWERTOOLS_TRACE_DISABLED": "true",

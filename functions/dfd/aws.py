@@ -2,8 +2,9 @@
 
 Each factory is cached; the client behind it is built on its first attribute access, or at init by
 `dfd.handlers.init_done` for the clients a function's first request needs, so a function that never calls S3
-(metadata, stats, hashes, and the ingest's presigner) never pays the ~30 ms of building an S3 client.
-`deps.reset()` clears the factories.
+(metadata, stats, hashes, and the ingest's presigner) never pays for building an S3 client: 33-46 ms CPU
+(median 40) of a metadata cold start, measured by bench row 7's harness (docs/performance.md, target 7), so
+LazyClient stays. `deps.reset()` clears the factories.
 """
 
 from __future__ import annotations

@@ -1,21 +1,39 @@
 """Settings for every function, read once from the environment and validated at init (fail fast).
 
 One place for table, bucket and key names: the template sets the same variables for every function
-(Globals), the local stack sets them from the resources it creates.
+(Globals), the local stack sets them from the resources it creates. Each tunable setting is written once, as
+a field of :class:`Settings`: its default, its environment variable and its allowed range (field metadata);
+:meth:`Settings.from_env` reads every such field generically.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
+from typing import Any
 
 GIB = 1024**3
+MIB = 1024**2
+
+# ranged parallel reads above 16 MiB: 8 connections x 6 MiB parts = 48 MiB in flight at most
+# (docs/performance.md: target 2's 64 MiB bound and target 4's speedup); dfd.adapters.s3.ReadTuning's defaults
+PARALLEL_THRESHOLD = 16 * MIB
+PARALLEL_PART_SIZE = 6 * MIB
+PARALLEL_WORKERS = 8
+
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
 
 
 class ConfigError(RuntimeError):
     """The environment does not describe a usable deployment: raised at import, never per request."""
+
+
+def _integer(env: str, default: int, low: int, high: int) -> Any:
+    """An integer setting read from `env`, `default` when unset, valid from `low` to `high`."""
+    return field(default=default, metadata={"env": env, "range": (low, high)})
 
 
 @dataclass(frozen=True)
@@ -26,20 +44,20 @@ class Settings:
     events_table: str
     bucket: str
     upload_prefix: str = "uploads/"
-    counter_shards: int = 16
-    pending_shards: int = 4
-    max_upload_bytes: int = 5 * GIB
-    upload_url_expires: int = 900
-    download_url_expires: int = 300
-    upload_ttl_days: int = 7
-    event_ttl_days: int = 30
-    reconcile_grace_seconds: int = 900
-    token_secret: str = field(default="", repr=False)
-    # ranged parallel reads above 16 MiB: 8 connections x 6 MiB parts = 48 MiB in flight at most
-    # (docs/performance.md: target 2's 64 MiB bound and target 4's speedup)
-    parallel_threshold: int = 16 * 1024**2
-    parallel_part_size: int = 6 * 1024**2
-    parallel_workers: int = 8
+    # stats reads the counter shards in ONE BatchGetItem (<= 100 keys)
+    counter_shards: int = _integer("COUNTER_SHARDS", 16, 1, 100)
+    pending_shards: int = _integer("PENDING_SHARDS", 4, 1, 64)
+    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 5 * GIB, 1, 5 * 1024**4)
+    upload_url_expires: int = _integer("UPLOAD_URL_EXPIRES", 900, 60, 7 * 24 * 3600)
+    download_url_expires: int = _integer("DOWNLOAD_URL_EXPIRES", 300, 10, 7 * 24 * 3600)
+    upload_ttl_days: int = _integer("UPLOAD_TTL_DAYS", 7, 1, 3650)
+    event_ttl_days: int = _integer("EVENT_TTL_DAYS", 30, 1, 3650)
+    reconcile_grace_seconds: int = _integer("RECONCILE_GRACE_SECONDS", 900, 0, 7 * 24 * 3600)
+    parallel_threshold: int = _integer("PARALLEL_THRESHOLD_BYTES", PARALLEL_THRESHOLD, 1, 5 * 1024**4)
+    parallel_part_size: int = _integer("PARALLEL_PART_BYTES", PARALLEL_PART_SIZE, MIB, GIB)
+    parallel_workers: int = _integer("PARALLEL_WORKERS", PARALLEL_WORKERS, 1, 64)
+    # browser origins the HTTP API answers CORS for: "*" alone, or http(s)://host[:port] origins
+    allowed_origins: tuple[str, ...] = ("*",)
 
     def __post_init__(self) -> None:
         for name in ("files_table", "counters_table", "uploads_table", "events_table", "bucket"):
@@ -47,26 +65,16 @@ class Settings:
                 raise ConfigError(f"{name} must not be empty")
         if not self.upload_prefix.endswith("/") or self.upload_prefix.startswith("/"):
             raise ConfigError("UPLOAD_PREFIX must end with '/' and not start with '/'")
-        checks = {
-            "COUNTER_SHARDS": (
-                self.counter_shards,
-                1,
-                100,
-            ),  # stats reads them in ONE BatchGetItem (<=100 keys)
-            "PENDING_SHARDS": (self.pending_shards, 1, 64),
-            "MAX_UPLOAD_BYTES": (self.max_upload_bytes, 1, 5 * 1024**4),
-            "UPLOAD_URL_EXPIRES": (self.upload_url_expires, 60, 7 * 24 * 3600),
-            "DOWNLOAD_URL_EXPIRES": (self.download_url_expires, 10, 7 * 24 * 3600),
-            "UPLOAD_TTL_DAYS": (self.upload_ttl_days, 1, 3650),
-            "EVENT_TTL_DAYS": (self.event_ttl_days, 1, 3650),
-            "RECONCILE_GRACE_SECONDS": (self.reconcile_grace_seconds, 0, 7 * 24 * 3600),
-            "PARALLEL_THRESHOLD_BYTES": (self.parallel_threshold, 1, 5 * 1024**4),
-            "PARALLEL_PART_BYTES": (self.parallel_part_size, 1024 * 1024, 1024**3),
-            "PARALLEL_WORKERS": (self.parallel_workers, 1, 64),
-        }
-        for name, (value, low, high) in checks.items():
-            if not low <= value <= high:
-                raise ConfigError(f"{name}={value} is outside {low}..{high}")
+        for spec in fields(self):
+            if "range" in spec.metadata:
+                value, (low, high) = getattr(self, spec.name), spec.metadata["range"]
+                if not low <= value <= high:
+                    raise ConfigError(f"{spec.metadata['env']}={value} is outside {low}..{high}")
+        origins = self.allowed_origins
+        if origins != ("*",) and (not origins or not all(_ORIGIN.fullmatch(origin) for origin in origins)):
+            raise ConfigError(
+                f"ALLOWED_ORIGINS={','.join(origins)!r}: '*' alone, or comma-separated http(s)://host[:port] origins"
+            )
 
     @property
     def shard_ids(self) -> list[str]:
@@ -82,36 +90,26 @@ class Settings:
                 raise ConfigError(f"environment variable {name} is required")
             return value
 
-        def integer(name: str, default: int) -> int:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                return int(raw)
-            except ValueError:
-                raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
-
-        defaults = cls.__dataclass_fields__
-        return cls(
-            files_table=required("DDB_TABLE"),
-            counters_table=required("DDB_COUNTERS_TABLE"),
-            uploads_table=required("UPLOADS_TABLE"),
-            events_table=required("EVENTS_TABLE"),
-            bucket=required("S3_BUCKET"),
-            upload_prefix=env.get("UPLOAD_PREFIX", "").strip() or "uploads/",
-            counter_shards=integer("COUNTER_SHARDS", defaults["counter_shards"].default),  # type: ignore[arg-type]
-            pending_shards=integer("PENDING_SHARDS", defaults["pending_shards"].default),  # type: ignore[arg-type]
-            max_upload_bytes=integer("MAX_UPLOAD_BYTES", 5 * GIB),
-            upload_url_expires=integer("UPLOAD_URL_EXPIRES", 900),
-            download_url_expires=integer("DOWNLOAD_URL_EXPIRES", 300),
-            upload_ttl_days=integer("UPLOAD_TTL_DAYS", 7),
-            event_ttl_days=integer("EVENT_TTL_DAYS", 30),
-            reconcile_grace_seconds=integer("RECONCILE_GRACE_SECONDS", 900),
-            token_secret=env.get("TOKEN_SECRET", ""),
-            parallel_threshold=integer("PARALLEL_THRESHOLD_BYTES", defaults["parallel_threshold"].default),  # type: ignore[arg-type]
-            parallel_part_size=integer("PARALLEL_PART_BYTES", defaults["parallel_part_size"].default),  # type: ignore[arg-type]
-            parallel_workers=integer("PARALLEL_WORKERS", defaults["parallel_workers"].default),  # type: ignore[arg-type]
-        )
+        values: dict[str, Any] = {
+            "files_table": required("DDB_TABLE"),
+            "counters_table": required("DDB_COUNTERS_TABLE"),
+            "uploads_table": required("UPLOADS_TABLE"),
+            "events_table": required("EVENTS_TABLE"),
+            "bucket": required("S3_BUCKET"),
+        }
+        if prefix := env.get("UPLOAD_PREFIX", "").strip():
+            values["upload_prefix"] = prefix
+        if origins := [origin.strip() for origin in env.get("ALLOWED_ORIGINS", "").split(",") if origin.strip()]:
+            values["allowed_origins"] = tuple(origins)
+        for spec in fields(cls):
+            name = spec.metadata.get("env")
+            raw = env.get(name, "").strip() if name else ""
+            if raw:
+                try:
+                    values[spec.name] = int(raw)
+                except ValueError:
+                    raise ConfigError(f"environment variable {name}={raw!r} is not an integer") from None
+        return cls(**values)
 
 
 def counter_id(index: int) -> str:

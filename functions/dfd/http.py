@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 # The event handler is ~25 ms of every HTTP function's cold start: its package __init__ imports every resolver
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response, content_types
 from aws_lambda_powertools.logging import correlation_paths
 
+from dfd.config import settings
 from dfd.errors import BadRequest, DfdError, NotFound
 from dfd.observability import logger, tracer
 
@@ -35,18 +35,18 @@ def error_response(error: DfdError) -> Response[str]:
     return json_response(error.status, error.to_body())
 
 
-def cors_config() -> CORSConfig:
-    origins = [o.strip() for o in os.environ.get("ALLOWED_ORIGINS", "*").split(",") if o.strip()] or ["*"]
+def cors_config(origins: tuple[str, ...]) -> CORSConfig:
+    """CORS for `origins` (Settings.allowed_origins: validated at init)."""
     return CORSConfig(
         allow_origin=origins[0],
-        extra_origins=origins[1:],
+        extra_origins=list(origins[1:]),
         allow_headers=["Content-Type", "Authorization"],
         max_age=600,
     )
 
 
 def make_app() -> APIGatewayHttpResolver:
-    app = APIGatewayHttpResolver(cors=cors_config())
+    app = APIGatewayHttpResolver(cors=cors_config(settings().allowed_origins))
 
     @app.exception_handler(DfdError)  # type: ignore[untyped-decorator]
     def _domain_error(error: DfdError) -> Response[str]:

@@ -1,6 +1,6 @@
 """The ingest decision: one object version → stored (new content) or duplicate, exactly once.
 
-Flow per object (see the design brief):
+Flow per object (docs/design.md):
   1. Identify the object version (VersionId or ETag) → event key, with ONE S3 call: a GetObject whose headers
      may carry S3's stored full-object SHA-256 (then the body is dropped unread), or — when the upload id in
      the key says the PUT carried a SHA-256 (ids.hints_checksum) — a HeadObject, so a checksummed object
@@ -134,13 +134,7 @@ class Ingestor:
         if info.checksum_sha256:
             return info.checksum_sha256, 0  # verified by S3 on upload: the body is never read
         digest = hashlib.sha256()
-        count = self._objects.stream(
-            opened,
-            digest.update,
-            part_size=self._s.parallel_part_size,
-            workers=self._s.parallel_workers,
-            threshold=self._s.parallel_threshold,
-        )
+        count = self._objects.stream(opened, digest.update)
         if count != info.size:
             raise ObjectChanged(f"read {count} bytes of {info.key}, expected {info.size}")
         return digest.hexdigest(), count

@@ -107,14 +107,10 @@ class Queries:
 
     def hashes(self, raw_limit: str | None, raw_token: str | None) -> dict[str, Any]:
         limit = parse_limit(raw_limit)
-        start = decode_token(raw_token, self._token_secret) if raw_token else None
+        start = decode_token(raw_token) if raw_token else None
         items, last = self._repo.scan_files(limit, start)
         return {
             "items": [file_view(item) for item in items],
             "count": len(items),
-            "last_evaluated_key": encode_token(last, self._token_secret) if last else None,
+            "last_evaluated_key": encode_token(last) if last else None,
         }
-
-    @property
-    def _token_secret(self) -> str:
-        return self._s.token_secret or f"dfd:{self._s.bucket}:{self._s.files_table}"

@@ -215,7 +215,7 @@ def banner(stack: LocalStack, reset: bool) -> str:
     shown = ("DDB_TABLE", "DDB_COUNTERS_TABLE", "UPLOADS_TABLE", "EVENTS_TABLE", "S3_BUCKET", "UPLOAD_PREFIX")
     lines += ["", "Function environment (os.environ of this process):"]
     lines.append("  " + "  ".join(f"{key}={stack.environment[key]}" for key in shown if key in stack.environment))
-    lines.append("  AWS_ENDPOINT_URL=" + stack.aws_url + "  TOKEN_SECRET=<random per run>")
+    lines.append("  AWS_ENDPOINT_URL=" + stack.aws_url)
     if model.ignored:
         lines += ["", "Not emulated: " + ", ".join(f"{lid} ({kind})" for lid, kind in model.ignored.items())]
     for note in resources.notes:

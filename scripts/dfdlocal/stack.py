@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import secrets
 import socket
 import threading
 from collections.abc import Mapping
@@ -265,7 +264,6 @@ class LocalStack:
                 env[variable] = TABLE_NAMES[logical_id]
         if "S3_BUCKET" not in env and len(self.resources.buckets) == 1:
             env["S3_BUCKET"] = next(iter(self.resources.buckets.values()))
-        env["TOKEN_SECRET"] = secrets.token_hex(32)  # random per run: tokens of a previous run are invalid
         env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
         env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()
@@ -330,6 +328,6 @@ class LocalStack:
             "queues": queues,
             "functions": sorted(self.model.functions),
             "routes": [route.route_key + " " + route.function for route in self.model.routes],
-            "environment": {k: v for k, v in self.environment.items() if k != "TOKEN_SECRET"},
+            "environment": dict(self.environment),
             "import_errors": dict(self.import_errors),
         }

@@ -18,7 +18,7 @@ GIB = 1024**3
 
 @pytest.fixture(autouse=True)
 def bad_input_changes_nothing(aws: Aws) -> Iterator[None]:
-    """After every test of refused requests, the design brief's invariants still hold."""
+    """After every test of refused requests, the invariants of docs/design.md still hold."""
     yield
     aws.assert_invariants()
 
@@ -121,15 +121,19 @@ def test_tampered_tokens_are_400(aws: Aws) -> None:
     _, page = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": "1"}))
     token = page["last_evaluated_key"]
     assert token
-    forged_key = encode_token({"hash": "f" * 64}, "another-secret")
-    flipped = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
-    for bad in ["garbage", "!!!!", flipped, forged_key, token + "x", "e30", "a" * 600]:
+    not_a_hash = encode_token({"hash": "F" * 64})
+    flipped = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]  # the JSON's closing `"}` breaks
+    for bad in ["garbage", "!!!!", flipped, not_a_hash, token + "x", "e30", "a" * 600]:
         query = {"limit": "1", "last_evaluated_key": bad}
         status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))
         assert_error(status, body, 400, "invalid_token")
     query = {"limit": "1", "last_evaluated_key": token}
     status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))
     assert status == 200 and body["count"] == 1
+    # any well-formed position is accepted (the listing is the admin's to read in full): past the last hash
+    query = {"limit": "1", "last_evaluated_key": encode_token({"hash": "f" * 64})}
+    status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))
+    assert status == 200 and body["items"] == [] and body["last_evaluated_key"] is None
 
 
 def test_unknown_route_is_404_json(aws: Aws) -> None:

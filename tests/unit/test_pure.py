@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -14,7 +15,7 @@ from dfd.events import ObjectRef, is_sqs_batch, refs_from_message_body, refs_fro
 from dfd.hashing import b64_to_hex, hex_to_b64, sha256_of_chunks
 from dfd.ids import clean_filename, event_key, upload_id_from_key, valid_content_type, version_token
 from dfd.queries import content_disposition, parse_limit
-from dfd.tokens import decode_token, encode_token
+from dfd.tokens import MAX_TOKEN_CHARS, decode_token, encode_token
 from dfd.uploads import parse_request
 from tests.support import eventbridge, fixture, minimal_record, s3_notification
 
@@ -39,9 +40,31 @@ def test_config_validates_at_init() -> None:
         BASE_ENV | {"UPLOAD_PREFIX": "uploads"},
         BASE_ENV | {"UPLOAD_PREFIX": "/uploads/"},
         BASE_ENV | {"S3_BUCKET": " "},
+        BASE_ENV | {"PARALLEL_PART_BYTES": "1000"},
+        BASE_ENV | {"ALLOWED_ORIGINS": "*,https://app.example.com"},
+        BASE_ENV | {"ALLOWED_ORIGINS": "https://app.example.com/path"},
+        BASE_ENV | {"ALLOWED_ORIGINS": "app.example.com"},
     ):
         with pytest.raises(ConfigError):
             Settings.from_env(broken)
+
+
+def test_config_defaults_are_the_dataclass_defaults() -> None:
+    from_env = Settings.from_env(BASE_ENV)
+    direct = Settings(files_table="f", counters_table="c", uploads_table="u", events_table="e", bucket="b")
+    assert from_env == direct
+    assert from_env.upload_url_expires == 900 and from_env.parallel_workers == 8
+    assert from_env.allowed_origins == ("*",)
+    tuned = Settings.from_env(
+        BASE_ENV
+        | {
+            "PARALLEL_WORKERS": " 4 ",
+            "RECONCILE_GRACE_SECONDS": "0",
+            "ALLOWED_ORIGINS": "https://app.example.com, http://127.0.0.1:8765,",
+        }
+    )
+    assert tuned.parallel_workers == 4 and tuned.reconcile_grace_seconds == 0
+    assert tuned.allowed_origins == ("https://app.example.com", "http://127.0.0.1:8765")
 
 
 def test_keys_and_identity() -> None:
@@ -83,17 +106,38 @@ def test_content_types() -> None:
         assert not valid_content_type(bad), bad
 
 
-def test_tokens_round_trip_and_refuse_tampering() -> None:
-    key = {"hash": "a" * 64}
-    token = encode_token(key, "s1")
-    assert decode_token(token, "s1") == key
-    for bad in (token[:-1], token + "A", encode_token(key, "s2"), "", "%%%", "a" * 1000):
-        with pytest.raises(BadRequest):
-            decode_token(bad, "s1")
-    with pytest.raises(BadRequest):  # well signed but not a file key
-        decode_token(encode_token({"hash": "nothex"}, "s1"), "s1")
-    with pytest.raises(BadRequest):
-        decode_token(encode_token({"hash": "a" * 64, "x": "y"}, "s1"), "s1")
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_tokens_round_trip_and_refuse_anything_else() -> None:
+    key = {"hash": "0123456789abcdef" * 4}
+    token = encode_token(key)
+    assert decode_token(token) == key
+    assert json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))) == key  # opaque, not secret
+    malformed = [
+        "",
+        "%%%",
+        "a" * 1000,  # over MAX_TOKEN_CHARS
+        token[:-1],  # cut: the JSON no longer closes
+        token + "A",  # a length no base64 has
+        token[:10] + "!" + token[11:],  # not base64url
+        _b64(b"\xff\xfe"),  # not UTF-8
+        _b64(b"[]"),
+        _b64(b"{}"),
+        _b64(b'{"hash": 5}'),
+        _b64(b'{"hash": null}'),
+        encode_token({"hash": "nothex"}),
+        encode_token({"hash": "A" * 64}),  # hashes are lowercase
+        encode_token({"hash": "a" * 63}),
+        encode_token({"hash": "a" * 64 + "\n"}),
+        encode_token({"hash": "a" * 64, "x": "y"}),  # a key the file table does not have
+    ]
+    for bad in malformed:
+        with pytest.raises(BadRequest) as raised:
+            decode_token(bad)
+        assert raised.value.code == "invalid_token", bad
+    assert len(encode_token(key)) <= MAX_TOKEN_CHARS
 
 
 def test_checksums() -> None:

@@ -11,7 +11,8 @@ Reading an object for the ingest (the numbers behind these choices: docs/perform
   first bytes of that stream time the connection: one that already keeps the hash busy (a local endpoint)
   carries on alone; a slower one (S3 gives ~100 MB/s per connection) is joined by byte ranges fetched
   concurrently into a fixed set of part buffers (in-flight memory = workers x part size, whatever the
-  object's size), fed to the sink strictly in order, each part as its bytes arrive.
+  object's size), fed to the sink strictly in order, each part as its bytes arrive. The numbers are the
+  store's :class:`ReadTuning`, given at construction (from Settings in ``dfd.deps``).
 """
 
 from __future__ import annotations
@@ -23,18 +24,19 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
 from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.hashing import b64_to_hex
 
+if TYPE_CHECKING:
+    from dfd.config import Settings
+
 CHUNK = 1024 * 1024  # one stream's reads
 RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap
-PROBE_BYTES = 2 * 1024 * 1024  # read from one stream before deciding whether ranged GETs would help
-FAST_STREAM = 400e6  # bytes/s: one stream this fast already keeps the hash busy (ranges would only add overhead)
-SPARE_PARTS = 0  # part buffers beyond one per connection (see ObjectStore._parallel; memory vs idle links)
 DRAIN_LIMIT = 256 * 1024  # an unread body up to this size is drained (the connection stays pooled)
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
@@ -66,6 +68,27 @@ def ask_for_stored_checksums(client: Any) -> None:
     ingest hashes every byte with SHA-256 itself, and a second pass (CRC32 of every byte) would cost a third of
     its throughput. Only for a client that never presigns (the header would become a signed header)."""
     client.meta.events.register("before-sign.s3.GetObject", _checksum_mode_header, unique_id="dfd-checksum-mode")
+
+
+@dataclass(frozen=True)
+class ReadTuning:
+    """How :meth:`ObjectStore.stream` reads an object (docs/performance.md, targets 1, 2 and 4)."""
+
+    threshold: int = PARALLEL_THRESHOLD  # up to this size: one stream, never ranges
+    part_size: int = PARALLEL_PART_SIZE  # bytes of one ranged GET, and of one part buffer
+    workers: int = PARALLEL_WORKERS  # ranged GETs in flight at once (1: always one stream)
+    probe_bytes: int = 2 * 1024 * 1024  # read from the one stream (after its first CHUNK) to time it
+    fast_stream: float = 400e6  # bytes/s: a stream this fast already keeps the hash busy (ranges only add overhead)
+    # where part buffers come from (each `part_size` bytes, at most `workers` per read); tests count them
+    allocate: Callable[[int], bytearray] = bytearray
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReadTuning:
+        return cls(
+            threshold=settings.parallel_threshold,
+            part_size=settings.parallel_part_size,
+            workers=settings.parallel_workers,
+        )
 
 
 @dataclass(frozen=True)
@@ -130,7 +153,6 @@ class _Part:
         self.buffer = buffer
         self.filled = 0
         self.error: BaseException | None = None
-        self.future: Future[None] | None = None
         self._arrived = threading.Condition()
 
     def advance(self, filled: int) -> None:
@@ -161,9 +183,10 @@ class _Part:
 
 
 class ObjectStore:
-    def __init__(self, client: Any, presign_client: Any | None = None) -> None:
+    def __init__(self, client: Any, presign_client: Any | None = None, *, tuning: ReadTuning | None = None) -> None:
         self._s3 = client
         self._presign = presign_client or client
+        self.tuning = tuning or ReadTuning()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -194,26 +217,28 @@ class ObjectStore:
         return OpenedObject(info, None)
 
     # ------------------------------------------------------------------ read
-    def stream(self, opened: OpenedObject, sink: Sink, *, part_size: int, workers: int, threshold: int) -> int:
+    def stream(self, opened: OpenedObject, sink: Sink) -> int:
         """Feed every byte of the identified version to `sink`, in order; return the count fed.
 
-        Up to `threshold`: one stream. Above it, the first PROBE_BYTES come from that one stream and time it:
-        a connection that already keeps the sink busy (FAST_STREAM: a local endpoint) carries on alone, a
-        slower one (S3: ~100 MB/s per connection) is joined by ranged GETs, `workers` in flight."""
+        Up to the tuning's `threshold`: one stream. Above it, the next `probe_bytes` after the first CHUNK come
+        from that one stream and time it: a connection that already keeps the sink busy (`fast_stream`: a local
+        endpoint) carries on alone, a slower one (S3: ~100 MB/s per connection) is joined by ranged GETs,
+        `workers` in flight."""
+        tuning = self.tuning
         info = opened.info
         body = opened.take_body()
         if body is None:
             body = self._get(info)
         try:
-            if info.size <= max(threshold, part_size, PROBE_BYTES) or workers < 2:
+            if info.size <= max(tuning.threshold, tuning.part_size, tuning.probe_bytes) or tuning.workers < 2:
                 return self._feed(info, body, sink, info.size, last=True)
             fed = self._feed(info, body, sink, CHUNK)  # the first bytes time the server, not the link
             started = time.perf_counter()
-            fed += self._feed(info, body, sink, PROBE_BYTES)
-            if PROBE_BYTES / max(time.perf_counter() - started, 1e-9) >= FAST_STREAM:
+            fed += self._feed(info, body, sink, tuning.probe_bytes)
+            if tuning.probe_bytes / max(time.perf_counter() - started, 1e-9) >= tuning.fast_stream:
                 return fed + self._feed(info, body, sink, info.size - fed, last=True)
             body, handed = None, body
-            return fed + self._parallel(info, handed, sink, fed, part_size, workers)
+            return fed + self._parallel(info, handed, sink, fed)
         finally:
             if body is not None:
                 body.close()
@@ -252,20 +277,20 @@ class ObjectStore:
                 self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dfd-range")
             return self._pool
 
-    def _parallel(
-        self, info: ObjectInfo, body: Any | None, sink: Sink, offset: int, part_size: int, workers: int
-    ) -> int:
+    def _parallel(self, info: ObjectInfo, body: Any | None, sink: Sink, offset: int) -> int:
         """The bytes from `offset` on, as ranges fetched `workers` at a time and fed to `sink` in order.
 
-        Memory: `workers + SPARE_PARTS` part buffers, allocated once; a fetched range holds its buffer until
-        the sink has had it. The spare buffers let a connection that finished ahead of the sink start its next
-        range at once instead of idling. `body`, a stream positioned at `offset`, serves the first range."""
+        Memory: one part buffer per worker, allocated once; a fetched range holds its buffer until the sink has
+        had it, then the buffer takes the next range. `body`, a stream positioned at `offset`, serves the first
+        range."""
+        part_size, workers = self.tuning.part_size, self.tuning.workers
         ranges = deque((start, min(start + part_size, info.size)) for start in range(offset, info.size, part_size))
-        free = [bytearray(part_size) for _ in range(min(workers + SPARE_PARTS, len(ranges)))]
+        free = [self.tuning.allocate(part_size) for _ in range(min(workers, len(ranges)))]
         pool = self._executor(workers)
         stop = threading.Event()
         window: deque[_Part] = deque()  # launched ranges, in order; the sink takes the first
-        lock = threading.Lock()
+        launched: list[Future[None]] = []  # every range's worker, fed or not (each closes its body last)
+        lock = threading.Condition()  # guards the state above; notified when a worker hands back its connection
         running = 0
         source = body
 
@@ -277,7 +302,7 @@ class ObjectStore:
                 part = _Part(start, end, free.pop())
                 window.append(part)
                 running += 1
-                part.future = pool.submit(fetch, part, source)
+                launched.append(pool.submit(fetch, part, source))
                 source = None
 
         def fetch(part: _Part, stream: Any | None) -> None:
@@ -288,6 +313,7 @@ class ObjectStore:
                 with lock:
                     running -= 1
                     launch()
+                    lock.notify()
 
         count = 0
         try:
@@ -295,6 +321,10 @@ class ObjectStore:
                 launch()
             while True:
                 with lock:
+                    # every launched range fed, but ranges remain: their buffers are free and the workers that
+                    # filled them are still closing their bodies; the first to finish launches the next range
+                    while not window and ranges:
+                        lock.wait()
                     if not window:
                         break
                     part = window[0]
@@ -306,10 +336,12 @@ class ObjectStore:
         finally:
             stop.set()
             with lock:
-                futures = [part.future for part in window if part.future is not None]
+                futures = list(launched)
             for future in futures:
                 future.cancel()
-            wait_all(futures)  # no worker outlives the read (nor writes into a buffer after it)
+            # no worker outlives the read: none writes into a buffer, reads or holds a connection after it
+            # (a fed range's worker may still be draining and closing its body)
+            wait_all(futures)
             if source is not None:
                 source.close()
         return count

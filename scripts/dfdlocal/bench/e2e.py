@@ -131,7 +131,6 @@ def run_inprocess(uploads: list[Upload]) -> dict[str, Any]:
         **TABLES,
         "AWS_DEFAULT_REGION": "us-east-1",
         "S3_BUCKET": BUCKET,
-        "TOKEN_SECRET": "bench",
         "POWERTOOLS_SERVICE_NAME": "dfd",
         "POWERTOOLS_METRICS_NAMESPACE": "dfd",
         "POWERTOOLS_LOG_LEVEL": "ERROR",

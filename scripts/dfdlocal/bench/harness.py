@@ -97,7 +97,6 @@ def function_environment(endpoint: str) -> dict[str, str]:
         "S3_BUCKET": BUCKET,
         "UPLOAD_PREFIX": "uploads/",
         "COUNTER_SHARDS": template_default("CounterShards"),
-        "TOKEN_SECRET": "bench",
         "POWERTOOLS_SERVICE_NAME": "dfd",
         "POWERTOOLS_METRICS_NAMESPACE": "dfd",
         "POWERTOOLS_LOG_LEVEL": "ERROR",

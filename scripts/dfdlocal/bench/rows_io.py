@@ -311,7 +311,7 @@ def _parallel_row(
     options = bench.options
     link = f"{bandwidth / 1e6:.0f} MB/s/connection" + (f" +{options.latency_ms:g} ms" if options.latency_ms else "")
     with throttled_store(proxy) as (store, client):
-        single = _ingestor(bench, store, parallel_workers=1)
+        single = _ingestor(bench, type(store)(client, tuning=dataclasses.replace(store.tuning, workers=1)))
         ranged = _ingestor(bench, store)
         workers = ranged._s.parallel_workers
         row: Row | None = None
