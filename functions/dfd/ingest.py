@@ -6,11 +6,14 @@ Flow per object (docs/design.md):
      the key says the PUT carried a SHA-256 (ids.hints_checksum) — a HeadObject, so a checksummed object
      costs no GetObject at all. The hint only orders the calls; the checksum always comes from S3.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
-  3. ONE consistent BatchGetItem: the event record, the file record for the hash, the upload record.
-  4. ONE TransactWriteItems keyed on the event and the content (new or duplicate), counters included.
+  3. ONE consistent read of the state (Repository.ingest_state): the event record, the file record for the
+     hash, the upload record.
+  4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
+     commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable).
-Cancellation reasons drive the retries: event already recorded → replay; file appeared → duplicate;
-file is this very object → canonical (never deleted); conflicts/throttling → backoff.
+The repository's typed conflicts (dfd.ports) drive the retries: event already recorded → replay; key claimed by
+a stored copy → conflict (or canonical); file appeared → duplicate; file vanished → new; file is this very
+object → canonical (never deleted); upload already processed → rejected; conflicts/throttling → backoff.
 """
 
 from __future__ import annotations
@@ -20,16 +23,28 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from dfd import clock
-from dfd.adapters.dynamo import CancelledTransaction, Item, Repository
-from dfd.adapters.s3 import ObjectInfo, ObjectStore, OpenedObject
 from dfd.config import Settings
 from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.events import ObjectRef
-from dfd.ids import event_key, filename_from_key, hints_checksum, key_claim, upload_id_from_key, version_token
+from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
+from dfd.ports import (
+    CommitRefused,
+    EventRecorded,
+    FileChanged,
+    Item,
+    KeyClaimed,
+    ObjectInfo,
+    ObjectStore,
+    ObjectVersion,
+    OpenedObject,
+    Repository,
+    UploadTaken,
+)
 
 MAX_ATTEMPTS = 8
 
@@ -85,7 +100,7 @@ class Ingestor:
         repo: Repository,
         objects: ObjectStore,
         *,
-        now: Callable[[], Any] = clock.now,
+        now: Callable[[], datetime] = clock.now,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         after_commit: Callable[[IngestResult], None] | None = None,
@@ -142,11 +157,16 @@ class Ingestor:
     # ------------------------------------------------------------------ decision
     def _decide_and_commit(self, info: ObjectInfo, result: IngestResult) -> None:
         assert result.hash is not None and result.event_key is not None
+        version = ObjectVersion(
+            result.event_key, info.bucket, info.key, info.etag, info.size, result.hash, result.upload_id
+        )
         state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id)
         if state.event is not None:
-            self._replayed(info, state.event, result)
+            self._replayed(version, state.event, result)
             return
-        upload = state.upload
+        upload = state.upload or {}
+        filename = upload.get("filename") or filename_from_key(info.key)
+        content_type = upload.get("content_type") or info.content_type or "application/octet-stream"
         known = state.file
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
@@ -154,28 +174,34 @@ class Ingestor:
                 # the event names the stored copy itself (its event record has expired): change nothing,
                 # but record the event again so that sweeps stop re-driving it
                 result.outcome = Outcome.CANONICAL
-                self._repo.put_event(self._event_record(info, result, Outcome.STORED))
+                self._repo.record_event(version, Outcome.STORED, self._now())
                 return
             duplicate = known is not None
-            plan = self._plan(info, result, upload, known)
+            commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
-                self._repo.transact(plan.items)
-            except CancelledTransaction as cancelled:
-                if cancelled.failed(plan.roles["event"]):
-                    event = cancelled.item(plan.roles["event"]) or self._repo.get_event(result.event_key)
-                    self._replayed(info, event or {"outcome": "unknown"}, result)
-                    return
-                if cancelled.failed(plan.roles["claim"]):
-                    self._conflict(info, result, cancelled.item(plan.roles["claim"]))
-                    return
-                if cancelled.failed(plan.roles["file"]):
-                    # new: the file appeared (lost a race) → redo as duplicate; duplicate: the file vanished
-                    # (→ new) or is this very object (→ canonical). The next plan follows what is there now.
-                    known = cancelled.item(plan.roles["file"]) or self._repo.get_file(result.hash, consistent=True)
-                    continue
-                if "upload" in plan.roles and cancelled.failed(plan.roles["upload"]):
-                    self._rejected(info, result)
-                    return
+                commit(
+                    version,
+                    filename=filename,
+                    content_type=content_type,
+                    counter_shard=self._rng.randrange(self._s.counter_shards),
+                    now=self._now(),
+                )
+            except EventRecorded as recorded:
+                event = recorded.item or self._repo.get_event(version.event_key)
+                self._replayed(version, event or {"outcome": "unknown"}, result)
+                return
+            except KeyClaimed as claimed:
+                self._conflict(version, result, claimed.item)
+                return
+            except FileChanged as changed:
+                # new: the file appeared (lost a race) → redo as duplicate; duplicate: the file vanished
+                # (→ new) or is this very object (→ canonical). The next attempt follows what is there now.
+                known = changed.item or self._repo.get_file(version.hash, consistent=True)
+                continue
+            except UploadTaken:
+                self._rejected(version, result)
+                return
+            except CommitRefused:
                 self._backoff(attempt)
                 continue
             except ServiceUnavailable:
@@ -195,110 +221,35 @@ class Ingestor:
     def _backoff(self, attempt: int) -> None:
         self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
 
-    def _replayed(self, info: ObjectInfo, event: Item, result: IngestResult) -> None:
+    def _replayed(self, version: ObjectVersion, event: Item, result: IngestResult) -> None:
         """This object version was ingested before: change nothing, but finish a duplicate's delete (or a
         rejected second PUT's)."""
         result.outcome = Outcome.REPLAY
         result.detail["recorded_outcome"] = event.get("outcome")
         if event.get("outcome") in (Outcome.DUPLICATE, Outcome.REJECTED):
-            result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
+            result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
 
-    def _conflict(self, info: ObjectInfo, result: IngestResult, claim: Item | None) -> None:
+    def _conflict(self, version: ObjectVersion, result: IngestResult, claim: Item | None) -> None:
         """The key holds another content's stored copy, overwritten in place (a direct put bypassing the API):
         that record's bytes are gone. Never delete here, count nothing; record it so operators are told once."""
-        claim = claim or self._repo.get_event(key_claim(info.bucket, info.key)) or {}
-        if claim.get("hash") == result.hash:
+        claim = claim or self._repo.get_claim(version.bucket, version.key) or {}
+        if claim.get("hash") == version.hash:
             result.outcome = Outcome.CANONICAL
-            self._repo.put_event(self._event_record(info, result, Outcome.STORED))
+            self._repo.record_event(version, Outcome.STORED, self._now())
             return
         result.outcome = Outcome.CONFLICT
         result.detail["stored_hash"] = claim.get("hash")
-        self._repo.put_event(self._event_record(info, result, Outcome.CONFLICT))
+        self._repo.record_event(version, Outcome.CONFLICT, self._now())
 
-    def _rejected(self, info: ObjectInfo, result: IngestResult) -> None:
+    def _rejected(self, version: ObjectVersion, result: IngestResult) -> None:
         """A second object version at an upload key whose upload was already processed (the presigned URL was
         used again after a duplicate's bytes were deleted): not an upload of its own — delete it, count nothing.
         A stored object is never deleted: its key is claimed."""
-        if self._repo.get_event(key_claim(info.bucket, info.key)) is not None:
-            self._conflict(info, result, None)
+        if self._repo.get_claim(version.bucket, version.key) is not None:
+            self._conflict(version, result, None)
             return
         result.outcome = Outcome.REJECTED
-        if self._repo.put_event(self._event_record(info, result, Outcome.REJECTED)):
-            result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
+        if self._repo.record_event(version, Outcome.REJECTED, self._now()):
+            result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
         else:  # a concurrent delivery recorded this version first: follow what it recorded
-            self._replayed(info, self._repo.get_event(result.event_key or "") or {}, result)
-
-    def _event_record(self, info: ObjectInfo, result: IngestResult, outcome: Outcome) -> Item:
-        now = self._now()
-        return {
-            "event_key": result.event_key,
-            "outcome": str(outcome),
-            "hash": result.hash,
-            "bucket": info.bucket,
-            "key": info.key,
-            "etag": info.etag,
-            "size": info.size,
-            "upload_id": result.upload_id,
-            "processed_at": clock.iso(now),
-            "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
-        }
-
-    def _plan(self, info: ObjectInfo, result: IngestResult, upload: Item | None, known: Item | None) -> Plan:
-        assert result.hash is not None and result.event_key is not None
-        duplicate = known is not None
-        event = self._event_record(info, result, Outcome.DUPLICATE if duplicate else Outcome.STORED)
-        stamp = event["processed_at"]
-        filename = (upload or {}).get("filename") or filename_from_key(info.key)
-        content_type = (upload or {}).get("content_type") or info.content_type or "application/octet-stream"
-        repo = self._repo
-        plan = Plan()
-        plan.add("event", repo.put_event_item(event))
-        claim = key_claim(info.bucket, info.key)
-        shard = self._s.shard_ids[self._rng.randrange(self._s.counter_shards)]
-        if duplicate:
-            plan.add("file", repo.count_duplicate_file_item(result.hash, info.key, stamp))
-            plan.add("claim", repo.no_claim_item(claim))  # never delete bytes some record stores at this key
-            deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": info.size}
-        else:
-            record = {
-                "hash": result.hash,
-                "size": info.size,
-                "content_type": content_type,
-                "filename": filename,
-                "s3_key": info.key,
-                "bucket": info.bucket,
-                "etag": info.etag,
-                "created_at": stamp,
-                "last_upload_at": stamp,
-                "upload_count": 1,
-                "first_upload_id": result.upload_id,
-            }
-            plan.add("file", repo.put_new_file_item(record))
-            plan.add("claim", repo.put_claim_item(claim, result.hash, stamp))
-            deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": info.size}
-        if result.upload_id is not None:
-            fields = {
-                "status": event["outcome"],
-                "hash": result.hash,
-                "size": info.size,
-                "processed_at": stamp,
-                "s3_key": info.key,
-                "bucket": info.bucket,
-            }
-            defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
-            plan.add("upload", repo.finish_upload_item(result.upload_id, fields, defaults, result.event_key))
-        plan.add("counters", repo.add_counters_item(shard, deltas))
-        return plan
-
-
-@dataclass
-class Plan:
-    """The items of one TransactWriteItems, and which item plays which role (cancellation reasons are
-    reported by position)."""
-
-    items: list[Any] = field(default_factory=list)
-    roles: dict[str, int] = field(default_factory=dict)
-
-    def add(self, role: str, item: Any) -> None:
-        self.roles[role] = len(self.items)
-        self.items.append(item)
+            self._replayed(version, self._repo.get_event(version.event_key) or {}, result)

@@ -6,11 +6,10 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from dfd.adapters.dynamo import COUNTER_FIELDS, Repository
-from dfd.adapters.s3 import ObjectStore
 from dfd.config import Settings
 from dfd.errors import BadRequest, NotFound, NotReady
 from dfd.ids import is_hash, is_upload_id
+from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository
 from dfd.tokens import decode_token, encode_token
 from dfd.views import file_view, upload_view
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from dfd import clock
-from dfd.adapters.dynamo import CancelledTransaction, Repository
-from dfd.adapters.s3 import ObjectStore
 from dfd.config import Settings
 from dfd.errors import PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
+from dfd.ports import CommitRefused, NewUpload, ObjectStore, Repository
 from dfd.views import file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -73,7 +73,7 @@ class UploadService:
         repo: Repository,
         objects: ObjectStore,
         *,
-        now: Callable[[], Any] = clock.now,
+        now: Callable[[], datetime] = clock.now,
         rng: random.Random | None = None,
     ) -> None:
         self._s = settings
@@ -95,18 +95,12 @@ class UploadService:
             stored = self._repo.get_file(digest, consistent=True)
             if stored is None:
                 return None
-            stamp = clock.iso(self._now())
-            shard = self._s.shard_ids[self._rng.randrange(self._s.counter_shards)]
-            deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": int(stored["size"])}
+            now = self._now()
+            shard = self._rng.randrange(self._s.counter_shards)
             try:
-                self._repo.transact(
-                    [
-                        self._repo.count_duplicate_file_item(digest, None, stamp),
-                        self._repo.add_counters_item(shard, deltas),
-                    ]
-                )
-            except CancelledTransaction:
-                continue  # the record vanished between read and write: look again
+                self._repo.count_precheck_duplicate(digest, int(stored["size"]), counter_shard=shard, now=now)
+            except CommitRefused:
+                continue  # the record vanished between read and write (FileVanished): look again
             stored["upload_count"] = int(stored.get("upload_count", 0)) + 1
             return UploadAnswer(409, {"duplicate": True, "file": file_view(stored)})
         return None
@@ -124,23 +118,18 @@ class UploadService:
             checksum_b64=hex_to_b64(request.sha256) if request.sha256 else None,
             expires_in=expires_in,
         )
-        expires_at = clock.iso(clock.plus(now, seconds=expires_in))
-        record = {
-            "upload_id": upload_id,
-            "status": "pending",
-            "filename": request.filename,
-            "size": request.size,
-            "content_type": request.content_type,
-            "sha256": request.sha256,
-            "s3_key": key,
-            "bucket": self._s.bucket,
-            "created_at": clock.iso(now),
-            "expires_at": expires_at,
-            "reconcile_after": clock.iso(clock.plus(now, seconds=self._s.reconcile_grace_seconds)),
-            "pending_shard": f"p#{self._rng.randrange(self._s.pending_shards)}",
-            "ttl": clock.epoch(clock.plus(now, days=self._s.upload_ttl_days)),
-        }
-        self._repo.put_upload(record)
+        expires_at = clock.plus(now, seconds=expires_in)
+        upload = NewUpload(
+            upload_id,
+            request.filename,
+            request.size,
+            request.content_type,
+            request.sha256,
+            key,
+            self._s.bucket,
+            expires_at,
+        )
+        self._repo.register_upload(upload, now)
         return UploadAnswer(
             201,
             {
@@ -151,6 +140,6 @@ class UploadService:
                 "key": key,
                 "bucket": self._s.bucket,
                 "expires_in": expires_in,
-                "expires_at": expires_at,
+                "expires_at": clock.iso(expires_at),
             },
         )

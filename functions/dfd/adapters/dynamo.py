@@ -1,23 +1,47 @@
-"""DynamoDB adapter: the only module that knows item layouts and turns ClientError into domain errors."""
+"""DynamoDB adapter: the only module that knows item layouts, keys, conditions and transaction shapes, and the
+one that turns ClientError into domain errors.
+
+The domain asks for intents (:class:`dfd.ports.Repository`); each write below builds its items here and, for a
+transaction, a :class:`_Plan` that names the role of every item. DynamoDB reports cancellation reasons by
+position; :meth:`_Plan.refusal` turns them into the typed conflict of the role whose condition failed (the
+first in ``_PRECEDENCE``). A new item in a transaction is one more ``plan.add(role, request, conflict)``.
+"""
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from dfd import clock
 from dfd.config import Settings
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
+from dfd.ids import key_claim
+from dfd.ports import COUNTER_FIELDS as COUNTER_FIELDS
+from dfd.ports import (
+    CommitRefused,
+    EventRecorded,
+    FileAppeared,
+    FileChanged,
+    FileIsThisObject,
+    FileVanished,
+    KeyClaimed,
+    NewUpload,
+    ObjectVersion,
+    UploadTaken,
+)
+from dfd.ports import IngestState as IngestState
+from dfd.ports import Item as Item
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
-
-Item = dict[str, Any]
 
 _RETRYABLE_CODES = {
     "ProvisionedThroughputExceededException",
@@ -55,7 +79,8 @@ def from_item(raw: Mapping[str, Any]) -> Item:
 
 
 class CancelledTransaction(DfdError):
-    """A TransactWriteItems was cancelled by failed conditions; `reasons[i]` speaks of item i."""
+    """A TransactWriteItems was cancelled by failed conditions; `reasons[i]` speaks of item i. Never leaves this
+    module: :meth:`Repository._run` turns it into the plan's typed conflict."""
 
     status = 409
     code = "transaction_cancelled"
@@ -89,19 +114,14 @@ def translate(error: ClientError | BotoCoreError, action: str) -> DfdError:
     return DfdError(f"DynamoDB {action} failed ({code})", code="storage_error")
 
 
-@dataclass(frozen=True)
-class IngestState:
-    event: Item | None
-    file: Item | None
-    upload: Item | None
-
-
 class Repository:
-    """Reads and writes of the four tables. Receives its client; knows table and attribute names."""
+    """Reads and writes of the four tables (implements :class:`dfd.ports.Repository`). Receives its client; knows
+    table and attribute names. `rng` spreads pending uploads over the pending index's shards."""
 
-    def __init__(self, client: Any, settings: Settings) -> None:
+    def __init__(self, client: Any, settings: Settings, *, rng: random.Random | None = None) -> None:
         self._db = client
         self._s = settings
+        self._rng = rng or random.Random()
 
     # ---------------------------------------------------------------- reads
     def _get(self, table: str, key: Item, *, consistent: bool = False) -> Item | None:
@@ -120,6 +140,9 @@ class Repository:
 
     def get_event(self, event_key: str) -> Item | None:
         return self._get(self._s.events_table, {"event_key": event_key}, consistent=True)
+
+    def get_claim(self, bucket: str, key: str) -> Item | None:
+        return self.get_event(key_claim(bucket, key))
 
     def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
         """BatchGetItem with UnprocessedKeys retried (bounded, with backoff)."""
@@ -186,23 +209,38 @@ class Repository:
         last = response.get("LastEvaluatedKey")
         return items, ({"hash": from_item(last)["hash"]} if last else None)
 
-    # ---------------------------------------------------------------- writes
-    def put_upload(self, item: Item) -> None:
+    # ---------------------------------------------------------------- writes (intents of dfd.ports.Repository)
+    def register_upload(self, upload: NewUpload, now: datetime) -> None:
+        s = self._s
+        record = {
+            "upload_id": upload.upload_id,
+            "status": "pending",
+            "filename": upload.filename,
+            "size": upload.size,
+            "content_type": upload.content_type,
+            "sha256": upload.sha256,
+            "s3_key": upload.key,
+            "bucket": upload.bucket,
+            "created_at": clock.iso(now),
+            "expires_at": clock.iso(upload.expires_at),
+            "reconcile_after": clock.iso(clock.plus(now, seconds=s.reconcile_grace_seconds)),
+            "pending_shard": f"p#{self._rng.randrange(s.pending_shards)}",
+            "ttl": clock.epoch(clock.plus(now, days=s.upload_ttl_days)),
+        }
         try:
             self._db.put_item(
-                TableName=self._s.uploads_table,
-                Item=to_item(item),
+                TableName=s.uploads_table,
+                Item=to_item(record),
                 ConditionExpression="attribute_not_exists(upload_id)",
             )
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "PutItem") from error
 
-    def put_event(self, record: Item) -> bool:
-        """Record an event outside a transaction; False when it was already recorded."""
+    def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         try:
             self._db.put_item(
                 TableName=self._s.events_table,
-                Item=to_item(record),
+                Item=to_item(self._event_record(version, outcome, now)),
                 ConditionExpression="attribute_not_exists(event_key)",
             )
         except (ClientError, BotoCoreError) as error:
@@ -213,14 +251,105 @@ class Repository:
             raise translate(error, "PutItem") from error
         return True
 
+    def commit_stored(
+        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+    ) -> None:
+        stamp = clock.iso(now)
+        record = {
+            "hash": version.hash,
+            "size": version.size,
+            "content_type": content_type,
+            "filename": filename,
+            "s3_key": version.key,
+            "bucket": version.bucket,
+            "etag": version.etag,
+            "created_at": stamp,
+            "last_upload_at": stamp,
+            "upload_count": 1,
+            "first_upload_id": version.upload_id,
+        }
+        plan = _Plan()
+        plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
+        plan.add("file", self._put_new_file_item(record), FileAppeared)
+        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
+        plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        self._run(plan)
+
+    def commit_duplicate(
+        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+    ) -> None:
+        stamp = clock.iso(now)
+
+        def file_changed(item: Item | None) -> CommitRefused:
+            if item is None:
+                return FileVanished(None)
+            return FileIsThisObject(item) if item.get("s3_key") == version.key else FileChanged(item)
+
+        plan = _Plan()
+        plan.add("event", self._put_event_item(self._event_record(version, "duplicate", now)), EventRecorded)
+        plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp), file_changed)
+        # never delete bytes some record stores at this key
+        plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
+        self._add_finish_upload(plan, version, "duplicate", filename, content_type, stamp)
+        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
+        plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        self._run(plan)
+
+    def count_precheck_duplicate(self, digest: str, size: int, *, counter_shard: int, now: datetime) -> None:
+        plan = _Plan()
+        plan.add("file", self._count_duplicate_file_item(digest, None, clock.iso(now)), FileVanished)
+        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": size}
+        plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        self._run(plan)
+
     def transact(self, items: list[dict[str, Any]]) -> None:
+        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch)."""
         try:
             self._db.transact_write_items(TransactItems=items)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "TransactWriteItems") from error
 
-    # ---------------------------------------------------------------- transaction items
-    def put_event_item(self, record: Item) -> dict[str, Any]:
+    def _run(self, plan: _Plan) -> None:
+        try:
+            self.transact(plan.items)
+        except CancelledTransaction as cancelled:
+            raise plan.refusal(cancelled) from cancelled
+
+    # ---------------------------------------------------------------- items and transaction items
+    def _event_record(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
+        return {
+            "event_key": version.event_key,
+            "outcome": str(outcome),
+            "hash": version.hash,
+            "bucket": version.bucket,
+            "key": version.key,
+            "etag": version.etag,
+            "size": version.size,
+            "upload_id": version.upload_id,
+            "processed_at": clock.iso(now),
+            "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
+        }
+
+    def _add_finish_upload(
+        self, plan: _Plan, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str
+    ) -> None:
+        if version.upload_id is None:
+            return
+        fields = {
+            "status": status,
+            "hash": version.hash,
+            "size": version.size,
+            "processed_at": stamp,
+            "s3_key": version.key,
+            "bucket": version.bucket,
+        }
+        defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
+        request = self._finish_upload_item(version.upload_id, fields, defaults, version.event_key)
+        plan.add("upload", request, UploadTaken)
+
+    def _put_event_item(self, record: Item) -> dict[str, Any]:
         return {
             "Put": {
                 "TableName": self._s.events_table,
@@ -230,7 +359,7 @@ class Repository:
             }
         }
 
-    def put_new_file_item(self, record: Item) -> dict[str, Any]:
+    def _put_new_file_item(self, record: Item) -> dict[str, Any]:
         return {
             "Put": {
                 "TableName": self._s.files_table,
@@ -241,7 +370,7 @@ class Repository:
             }
         }
 
-    def put_claim_item(self, claim: str, digest: str, now: str) -> dict[str, Any]:
+    def _put_claim_item(self, claim: str, digest: str, now: str) -> dict[str, Any]:
         """Claim the object key for the content stored there (no TTL: as long as the record lives)."""
         return {
             "Put": {
@@ -252,7 +381,7 @@ class Repository:
             }
         }
 
-    def no_claim_item(self, claim: str) -> dict[str, Any]:
+    def _no_claim_item(self, claim: str) -> dict[str, Any]:
         """Condition: no stored object lives at this key."""
         return {
             "ConditionCheck": {
@@ -263,7 +392,7 @@ class Repository:
             }
         }
 
-    def count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
+    def _count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
         """+1 upload on an existing file record — never the record whose object IS this key."""
         condition = "attribute_exists(#h)"
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now)}
@@ -282,7 +411,7 @@ class Repository:
             }
         }
 
-    def finish_upload_item(self, upload_id: str, fields: Item, defaults: Item, event_key: str) -> dict[str, Any]:
+    def _finish_upload_item(self, upload_id: str, fields: Item, defaults: Item, event_key: str) -> dict[str, Any]:
         """Mark an upload processed by this event: SET fields, set defaults only where absent, leave the pending
         index. Refused when another object version already processed it (a second PUT with the same URL)."""
         names: dict[str, str] = {}
@@ -312,13 +441,14 @@ class Repository:
             }
         }
 
-    def add_counters_item(self, shard: str, deltas: Mapping[str, int]) -> dict[str, Any]:
+    def _add_counters_item(self, shard: int, deltas: Mapping[str, int]) -> dict[str, Any]:
+        """ADD the deltas to one counter shard (`shard` < counter_shards; the caller spreads the load)."""
         names = {f"#c{i}": name for i, name in enumerate(deltas)}
         values = {f":c{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
         return {
             "Update": {
                 "TableName": self._s.counters_table,
-                "Key": to_item({"counter_id": shard}),
+                "Key": to_item({"counter_id": self._s.shard_ids[shard]}),
                 "UpdateExpression": "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(deltas))),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -326,10 +456,34 @@ class Repository:
         }
 
 
-COUNTER_FIELDS = (
-    "total_files",
-    "total_bytes_stored",
-    "total_uploads",
-    "duplicates_avoided",
-    "total_s3_size_saved",
-)
+Refusal = Callable[[Item | None], CommitRefused]
+
+# The conflict a cancelled transaction raises is that of the first role, in this order, whose condition
+# failed (several can fail at once: an event already recorded explains everything else); roles not listed
+# follow in the plan's order.
+_PRECEDENCE = ("event", "claim", "file", "upload")
+
+
+@dataclass
+class _Plan:
+    """The items of one TransactWriteItems, which role each plays, and the conflict each one's failed
+    condition means."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    roles: dict[str, int] = field(default_factory=dict)
+    conflicts: dict[str, Refusal] = field(default_factory=dict)
+
+    def add(self, role: str, request: dict[str, Any], conflict: Refusal | None = None) -> None:
+        assert role not in self.roles, f"role {role} twice in one transaction"
+        self.roles[role] = len(self.items)
+        self.items.append(request)
+        if conflict is not None:
+            self.conflicts[role] = conflict
+
+    def refusal(self, cancelled: CancelledTransaction) -> CommitRefused:
+        order = [r for r in _PRECEDENCE if r in self.roles] + [r for r in self.roles if r not in _PRECEDENCE]
+        for role in order:
+            index = self.roles[role]
+            if role in self.conflicts and cancelled.failed(index):
+                return self.conflicts[role](cancelled.item(index))
+        return CommitRefused(None, str(cancelled))

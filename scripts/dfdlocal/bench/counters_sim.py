@@ -173,7 +173,7 @@ class Simulation:
         objects = _FakeObjects(self, who, rng)
         ingestor = Ingestor(
             self.settings,
-            _FakeRepository(self, who),  # type: ignore[arg-type]
+            _FakeRepository(self, who),
             objects,  # type: ignore[arg-type]
             sleep=lambda seconds: self.sleep(who, seconds),
             rng=rng,
@@ -272,10 +272,12 @@ class _FakeObjects:
         raise AssertionError("new content is never deleted")
 
 
-class _FakeRepository:
+class _FakeRepository(Repository):
+    """The real repository's transactions (commit_stored, ...), submitted to the simulation instead of DynamoDB."""
+
     def __init__(self, sim: Simulation, who: int) -> None:
+        super().__init__(None, sim.settings)
         self.sim, self.who = sim, who
-        self._items = Repository(None, sim.settings)  # only builds transaction items
 
     def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
         return IngestState(None, None, None)
@@ -283,9 +285,6 @@ class _FakeRepository:
     def transact(self, items: list[dict[str, Any]]) -> None:
         if not self.sim.transact(self.who, items):
             raise TransactionRetryable("DynamoDB TransactWriteItems cancelled: ['TransactionConflict']")
-
-    def __getattr__(self, name: str) -> Any:  # put_event_item, add_counters_item, ...
-        return getattr(self._items, name)
 
 
 def compare(ingesters: int = 32, objects_per_ingester: int = 16, seed: int = 7) -> dict[int, SimResult]:

@@ -1,0 +1,181 @@
+"""The ports the domain modules (ingest, uploads, queries) depend on: what they ask of storage, in their terms.
+
+Adapters implement them (:class:`dfd.adapters.dynamo.Repository`, :class:`dfd.adapters.s3.ObjectStore`;
+deps.py wires them); ``tests/unit/fakes.py`` holds an in-memory model of each. A repository write is an
+intent ("commit this object version as new content", "count a duplicate avoided"): which items, keys and
+conditions it becomes is the adapter's business alone. A write refused by one of its conditions raises one of
+the typed conflicts below, carrying the item that stood in the way as the store returned it (or None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+# The S3 adapter's value types, re-exported so that domain modules import only from here.
+from dfd.adapters.s3 import ObjectInfo as ObjectInfo
+from dfd.adapters.s3 import OpenedObject as OpenedObject
+from dfd.errors import DfdError
+
+Item = dict[str, Any]
+Sink = Callable[[memoryview], object]
+
+COUNTER_FIELDS = (
+    "total_files",
+    "total_bytes_stored",
+    "total_uploads",
+    "duplicates_avoided",
+    "total_s3_size_saved",
+)
+
+
+@dataclass(frozen=True)
+class IngestState:
+    """What the ingest decision reads first: this version's event record, the file record for its content,
+    its upload record (each None when absent)."""
+
+    event: Item | None
+    file: Item | None
+    upload: Item | None
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One object version as the ingest identified and hashed it."""
+
+    event_key: str
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    hash: str
+    upload_id: str | None
+
+
+@dataclass(frozen=True)
+class NewUpload:
+    """An upload just issued (a presigned PUT to `key`), pending until its object is ingested."""
+
+    upload_id: str
+    filename: str
+    size: int
+    content_type: str
+    sha256: str | None
+    key: str
+    bucket: str
+    expires_at: datetime
+
+
+# ---------------------------------------------------------------------------------------------- conflicts
+class CommitRefused(DfdError):
+    """A write was refused by one of its conditions. Raised as such only when no known condition explains it
+    (the caller backs off and retries); otherwise as one of the subclasses, which say which condition failed."""
+
+    status = 409
+    code = "transaction_cancelled"
+
+    def __init__(self, item: Item | None = None, message: str | None = None) -> None:
+        super().__init__(message or self.__doc__ or type(self).__name__)
+        self.item = item
+
+
+class EventRecorded(CommitRefused):
+    """This object version's event is already recorded (item: the event record)."""
+
+
+class KeyClaimed(CommitRefused):
+    """The object key holds a stored copy (item: the key's claim, with the hash stored there)."""
+
+
+class FileChanged(CommitRefused):
+    """The file record for the content is not what the write assumed (item: the record now, or None)."""
+
+
+class FileAppeared(FileChanged):
+    """Storing new content: a file record for it exists already (item: that record)."""
+
+
+class FileVanished(FileChanged):
+    """Counting a duplicate: the file record for the content is gone (item: None)."""
+
+
+class FileIsThisObject(FileChanged):
+    """Counting a duplicate: the file record's stored copy IS this object (item: that record)."""
+
+
+class UploadTaken(CommitRefused):
+    """The upload was already processed by another object version (item: the upload record)."""
+
+
+# ---------------------------------------------------------------------------------------------- ports
+class Repository(Protocol):
+    # reads
+    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState: ...
+
+    def get_file(self, digest: str, *, consistent: bool = False) -> Item | None: ...
+
+    def get_upload(self, upload_id: str) -> Item | None: ...
+
+    def get_event(self, event_key: str) -> Item | None: ...
+
+    def get_claim(self, bucket: str, key: str) -> Item | None:
+        """The claim of an object key that holds a stored copy (its `hash`), or None."""
+        ...
+
+    def counter_totals(self) -> dict[str, int]:
+        """The sum of every counter shard, one entry per COUNTER_FIELDS name."""
+        ...
+
+    def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]: ...
+
+    # writes
+    def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        """Record the version's outcome on its own (nothing else changes); False when already recorded."""
+        ...
+
+    def commit_stored(
+        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+    ) -> None:
+        """In one transaction: the event (stored), the file record, the key's claim, the upload finished,
+        counted as a file stored. Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, CommitRefused."""
+        ...
+
+    def commit_duplicate(
+        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+    ) -> None:
+        """In one transaction: the event (duplicate), +1 upload on the file record, no claim on the key, the
+        upload finished, counted as a duplicate avoided. Raises EventRecorded, KeyClaimed, FileVanished,
+        FileIsThisObject, FileChanged, UploadTaken, CommitRefused."""
+        ...
+
+    def count_precheck_duplicate(self, digest: str, size: int, *, counter_shard: int, now: datetime) -> None:
+        """Known content announced by POST /upload: +1 upload on the file record, counted as a duplicate
+        avoided of `size` bytes, in one transaction. Raises FileVanished when the record is gone."""
+        ...
+
+    def register_upload(self, upload: NewUpload, now: datetime) -> None:
+        """Record an issued upload as pending (the reconcile sweep finds it if its object never arrives)."""
+        ...
+
+
+class ObjectStore(Protocol):
+    def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject: ...
+
+    def stream(self, opened: OpenedObject, sink: Sink, *, part_size: int, workers: int, threshold: int) -> int: ...
+
+    def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
+
+    def presign_put(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        content_type: str,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]: ...
+
+    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str: ...

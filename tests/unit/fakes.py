@@ -1,0 +1,339 @@
+"""In-memory models of the two ports (dfd.ports): the domain's logic, tested in milliseconds.
+
+FakeRepository keeps the four tables as dicts and honours the conditions of the DynamoDB adapter's writes:
+a transaction either applies all its writes or none, and a refused one raises the typed conflict of the first
+failed condition in the adapter's order (event, claim, file, upload) carrying a copy of the item that stood in
+the way. tests/integration proves the same behaviour against the real expressions (moto).
+
+Fault seams: `faults` (exceptions the next transactions raise before any condition is checked: throttling,
+TransactionConflict) and `after_state` (runs once, right after ingest_state has read: a concurrent writer).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dfd import clock
+from dfd.config import Settings
+from dfd.errors import ObjectChanged, ObjectNotFound
+from dfd.ports import (
+    COUNTER_FIELDS,
+    CommitRefused,
+    EventRecorded,
+    FileAppeared,
+    FileChanged,
+    FileIsThisObject,
+    FileVanished,
+    IngestState,
+    Item,
+    KeyClaimed,
+    NewUpload,
+    ObjectInfo,
+    ObjectVersion,
+    OpenedObject,
+    Sink,
+    UploadTaken,
+)
+
+
+class FakeRepository:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.files: dict[str, Item] = {}
+        self.uploads: dict[str, Item] = {}
+        self.events: dict[str, Item] = {}
+        self.claims: dict[tuple[str, str], Item] = {}
+        self.counters: dict[int, dict[str, int]] = {}
+        self.faults: list[Exception] = []
+        self.after_state: Callable[[], None] | None = None
+        self.transactions = 0  # attempted (faults included)
+        self.committed = 0
+
+    # ---------------------------------------------------------------- reads
+    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
+        state = IngestState(
+            self.get_event(event_key),
+            self.get_file(digest),
+            self.get_upload(upload_id) if upload_id is not None else None,
+        )
+        hook, self.after_state = self.after_state, None
+        if hook is not None:
+            hook()
+        return state
+
+    def get_file(self, digest: str, *, consistent: bool = False) -> Item | None:
+        return copy.deepcopy(self.files.get(digest))
+
+    def get_upload(self, upload_id: str) -> Item | None:
+        return copy.deepcopy(self.uploads.get(upload_id))
+
+    def get_event(self, event_key: str) -> Item | None:
+        return copy.deepcopy(self.events.get(event_key))
+
+    def get_claim(self, bucket: str, key: str) -> Item | None:
+        return copy.deepcopy(self.claims.get((bucket, key)))
+
+    def counter_totals(self) -> dict[str, int]:
+        totals = dict.fromkeys(COUNTER_FIELDS, 0)
+        for shard in self.counters.values():
+            for name, value in shard.items():
+                totals[name] += value
+        return totals
+
+    def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
+        after = (start_key or {}).get("hash", "")
+        rest = [self.files[h] for h in sorted(self.files) if h > after]
+        page = copy.deepcopy(rest[:limit])
+        return page, ({"hash": page[-1]["hash"]} if len(rest) > limit else None)
+
+    # ---------------------------------------------------------------- writes
+    def register_upload(self, upload: NewUpload, now: datetime) -> None:
+        assert upload.upload_id not in self.uploads, "upload ids are unique"
+        self.uploads[upload.upload_id] = {
+            "upload_id": upload.upload_id,
+            "status": "pending",
+            "filename": upload.filename,
+            "size": upload.size,
+            "content_type": upload.content_type,
+            "sha256": upload.sha256,
+            "s3_key": upload.key,
+            "bucket": upload.bucket,
+            "created_at": clock.iso(now),
+            "expires_at": clock.iso(upload.expires_at),
+            "pending": True,
+        }
+
+    def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        if version.event_key in self.events:
+            return False
+        self.events[version.event_key] = self._event(version, outcome, now)
+        return True
+
+    def commit_stored(
+        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+    ) -> None:
+        self._begin(counter_shard)
+        file = self.files.get(version.hash)
+        claim = self.claims.get((version.bucket, version.key))
+        self._check(
+            version,
+            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
+            file=FileAppeared(copy.deepcopy(file)) if file is not None else None,
+        )
+        stamp = clock.iso(now)
+        self.events[version.event_key] = self._event(version, "stored", now)
+        self.files[version.hash] = {
+            "hash": version.hash,
+            "size": version.size,
+            "content_type": content_type,
+            "filename": filename,
+            "s3_key": version.key,
+            "bucket": version.bucket,
+            "etag": version.etag,
+            "created_at": stamp,
+            "last_upload_at": stamp,
+            "upload_count": 1,
+            "first_upload_id": version.upload_id,
+        }
+        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
+        self._finish_upload(version, "stored", filename, content_type, stamp)
+        self._count(counter_shard, total_uploads=1, total_files=1, total_bytes_stored=version.size)
+
+    def commit_duplicate(
+        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+    ) -> None:
+        self._begin(counter_shard)
+        file = self.files.get(version.hash)
+        claim = self.claims.get((version.bucket, version.key))
+        file_refused: CommitRefused | None = None
+        if file is None:
+            file_refused = FileVanished(None)
+        elif "s3_key" not in file:  # `s3_key <> :key` is false on a missing attribute
+            file_refused = FileChanged(copy.deepcopy(file))
+        elif file["s3_key"] == version.key:
+            file_refused = FileIsThisObject(copy.deepcopy(file))
+        self._check(
+            version,
+            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
+            file=file_refused,
+        )
+        assert file is not None
+        stamp = clock.iso(now)
+        self.events[version.event_key] = self._event(version, "duplicate", now)
+        file["upload_count"] = file.get("upload_count", 0) + 1
+        file["last_upload_at"] = stamp
+        self._finish_upload(version, "duplicate", filename, content_type, stamp)
+        self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
+
+    def count_precheck_duplicate(self, digest: str, size: int, *, counter_shard: int, now: datetime) -> None:
+        self._begin(counter_shard)
+        file = self.files.get(digest)
+        if file is None:
+            raise FileVanished(None)
+        file["upload_count"] = file.get("upload_count", 0) + 1
+        file["last_upload_at"] = clock.iso(now)
+        self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=size)
+
+    # ---------------------------------------------------------------- the model's rules
+    def _begin(self, counter_shard: int) -> None:
+        self.transactions += 1
+        assert 0 <= counter_shard < self.settings.counter_shards, counter_shard
+        if self.faults:
+            raise self.faults.pop(0)
+
+    def _check(self, version: ObjectVersion, *, claim: CommitRefused | None, file: CommitRefused | None) -> None:
+        """Every condition of an ingest transaction; the first failed one in the adapter's order wins."""
+        event = self.events.get(version.event_key)
+        upload_refused: CommitRefused | None = None
+        if version.upload_id is not None:
+            upload = self.uploads.get(version.upload_id)
+            if upload is not None and upload.get("event_key") not in (None, version.event_key):
+                upload_refused = UploadTaken(copy.deepcopy(upload))
+        for refused in (
+            EventRecorded(copy.deepcopy(event)) if event is not None else None,
+            claim,
+            file,
+            upload_refused,
+        ):
+            if refused is not None:
+                raise refused
+
+    def _event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
+        return {
+            "event_key": version.event_key,
+            "outcome": str(outcome),
+            "hash": version.hash,
+            "bucket": version.bucket,
+            "key": version.key,
+            "etag": version.etag,
+            "size": version.size,
+            "upload_id": version.upload_id,
+            "processed_at": clock.iso(now),
+        }
+
+    def _finish_upload(self, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str) -> None:
+        if version.upload_id is None:
+            return
+        upload = self.uploads.setdefault(version.upload_id, {"upload_id": version.upload_id})
+        upload.update(
+            status=status,
+            hash=version.hash,
+            size=version.size,
+            processed_at=stamp,
+            s3_key=version.key,
+            bucket=version.bucket,
+            event_key=version.event_key,
+        )
+        for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
+            upload.setdefault(name, value)
+        upload.pop("pending", None)
+
+    def _count(self, shard: int, **deltas: int) -> None:
+        totals = self.counters.setdefault(shard, {})
+        for name, delta in deltas.items():
+            totals[name] = totals.get(name, 0) + delta
+        self.committed += 1
+
+
+@dataclass
+class FakeObject:
+    data: bytes
+    etag: str
+    version_id: str | None
+    content_type: str | None
+    checksum_sha256: str | None
+
+
+@dataclass
+class FakeObjectStore:
+    """Objects by (bucket, key). A GET answers IfMatch like S3 (ObjectChanged when the ETag moved on)."""
+
+    objects: dict[tuple[str, str], FakeObject] = field(default_factory=dict)
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+    presigned: list[dict[str, Any]] = field(default_factory=list)
+    before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
+    streamed_with: list[dict[str, int]] = field(default_factory=list)
+    _puts: int = 0
+
+    def put(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        *,
+        checksum: bool = False,
+        content_type: str | None = "application/octet-stream",
+    ) -> FakeObject:
+        self._puts += 1
+        etag = '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
+        digest = hashlib.sha256(data).hexdigest() if checksum else None
+        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest)
+        return self.objects[(bucket, key)]
+
+    def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {key} does not exist")
+        info = ObjectInfo(
+            bucket, key, found.etag, found.version_id, len(found.data), found.content_type, found.checksum_sha256
+        )
+        body = None if (found.checksum_sha256 or expect_checksum) else io.BytesIO(found.data)
+        return OpenedObject(info, body)
+
+    def stream(self, opened: OpenedObject, sink: Sink, *, part_size: int, workers: int, threshold: int) -> int:
+        self.streamed_with.append({"part_size": part_size, "workers": workers, "threshold": threshold})
+        hook, self.before_stream = self.before_stream, None
+        if hook is not None:
+            hook(opened.info)
+        body = opened.take_body()
+        if body is None:  # GetObject IfMatch the ETag the HEAD identified
+            info = opened.info
+            found = self.objects.get((info.bucket, info.key))
+            if found is None:
+                raise ObjectNotFound(f"s3 object {info.key} does not exist")
+            if found.etag != info.etag:
+                raise ObjectChanged(f"s3 object {info.key} changed while it was read")
+            body = io.BytesIO(found.data)
+        count = 0
+        with body:
+            while chunk := body.read(7):
+                sink(memoryview(chunk))
+                count += len(chunk)
+        return count
+
+    def delete(self, bucket: str, key: str, etag: str | None) -> bool:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            return True
+        if etag and found.etag != etag:
+            return False
+        del self.objects[(bucket, key)]
+        self.deleted.append((bucket, key))
+        return True
+
+    def presign_put(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        content_type: str,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        self.presigned.append(
+            {"bucket": bucket, "key": key, "size": size, "content_type": content_type, "checksum_b64": checksum_b64}
+        )
+        headers = {"content-type": content_type, "content-length": str(size), "if-none-match": "*"}
+        if checksum_b64:
+            headers["x-amz-checksum-sha256"] = checksum_b64
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}", headers
+
+    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}"

@@ -1,0 +1,417 @@
+"""The ingest decision and the upload service on in-memory ports (tests/unit/fakes.py): every outcome and
+every retry path, in milliseconds. tests/integration runs the same flows on moto's DynamoDB and S3."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pytest
+
+from dfd.config import Settings
+from dfd.errors import ServiceUnavailable, TransactionRetryable
+from dfd.events import ObjectRef
+from dfd.ids import hints_checksum, upload_id_from_key
+from dfd.ingest import MAX_ATTEMPTS, Ingestor, IngestResult, Outcome
+from dfd.ports import CommitRefused, Item, ObjectInfo
+from dfd.uploads import UploadRequest, UploadService
+from tests.unit.fakes import FakeObjectStore, FakeRepository
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+BUCKET = "bucket"
+
+
+@dataclass
+class World:
+    settings: Settings = field(
+        default_factory=lambda: Settings(
+            files_table="f", counters_table="c", uploads_table="u", events_table="e", bucket=BUCKET, counter_shards=4
+        )
+    )
+    repo: FakeRepository = field(init=False)
+    objects: FakeObjectStore = field(default_factory=FakeObjectStore)
+    sleeps: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.repo = FakeRepository(self.settings)
+
+    def ingestor(self, **kwargs: object) -> Ingestor:
+        return Ingestor(
+            self.settings,
+            self.repo,
+            self.objects,
+            now=lambda: NOW,
+            sleep=self.sleeps.append,
+            rng=random.Random(7),
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    def service(self) -> UploadService:
+        return UploadService(self.settings, self.repo, self.objects, now=lambda: NOW, rng=random.Random(3))
+
+    def upload(self, data: bytes, name: str = "a.txt", *, checksum: bool = False) -> str:
+        """POST /upload, then the client's PUT: the object's key."""
+        sha = hashlib.sha256(data).hexdigest() if checksum else None
+        answer = self.service().create(UploadRequest(name, len(data), "text/plain", sha))
+        assert answer.status == 201, answer
+        key = str(answer.body["key"])
+        self.objects.put(BUCKET, key, data, checksum=checksum, content_type="text/plain")
+        return key
+
+    def ingest(self, key: str, **kwargs: object) -> IngestResult:
+        return self.ingestor(**kwargs).ingest(ObjectRef(BUCKET, key))
+
+    def totals(self) -> dict[str, int]:
+        return self.repo.counter_totals()
+
+    def assert_invariants(self) -> None:
+        """What audit checks on the real tables: one stored copy per file record, counters match the records."""
+        totals = self.totals()
+        assert totals["total_files"] == len(self.repo.files)
+        assert totals["total_bytes_stored"] == sum(f["size"] for f in self.repo.files.values())
+        assert totals["total_uploads"] == sum(f["upload_count"] for f in self.repo.files.values())
+        for file in self.repo.files.values():
+            assert (BUCKET, file["s3_key"]) in self.objects.objects, file
+            assert self.repo.claims[(BUCKET, file["s3_key"])]["hash"] == file["hash"]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def expect(result: IngestResult, outcome: Outcome) -> None:
+    assert result.outcome == outcome, result
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+# ---------------------------------------------------------------------------------------------- the outcomes
+@pytest.mark.parametrize("checksum", [False, True])
+def test_new_content_is_stored(world: World, checksum: bool) -> None:
+    data = b"new content\n" * 10
+    key = world.upload(data, "report.txt", checksum=checksum)
+    result = world.ingest(key)
+    assert result.outcome == Outcome.STORED and not result.deleted and result.attempts == 1
+    assert result.hash == sha(data) and result.size == len(data)
+    assert result.hashed_bytes == (0 if checksum else len(data))  # a stored checksum spares the read
+    assert hints_checksum(result.upload_id) is checksum
+    file = world.repo.files[sha(data)]
+    assert file["s3_key"] == key and file["filename"] == "report.txt" and file["upload_count"] == 1
+    upload = world.repo.uploads[upload_id_from_key("uploads/", key) or ""]
+    assert upload["status"] == "stored" and upload["hash"] == sha(data) and "pending" not in upload
+    assert world.repo.events[result.event_key or ""]["outcome"] == "stored"
+    assert world.totals() == {
+        "total_files": 1,
+        "total_bytes_stored": len(data),
+        "total_uploads": 1,
+        "duplicates_avoided": 0,
+        "total_s3_size_saved": 0,
+    }
+    tuning = {"part_size": world.settings.parallel_part_size, "workers": world.settings.parallel_workers}
+    tuning["threshold"] = world.settings.parallel_threshold
+    assert world.objects.streamed_with == ([] if checksum else [tuning])
+    world.assert_invariants()
+
+
+def test_known_content_is_a_duplicate_and_its_bytes_are_deleted(world: World) -> None:
+    data = b"twice\n" * 20
+    first = world.upload(data, "one.txt")
+    second = world.upload(data, "two.txt")
+    assert world.ingest(first).outcome == Outcome.STORED
+    result = world.ingest(second)
+    assert result.outcome == Outcome.DUPLICATE and result.deleted and result.bytes_saved == len(data)
+    assert (BUCKET, second) not in world.objects.objects and (BUCKET, first) in world.objects.objects
+    assert world.repo.files[sha(data)]["upload_count"] == 2
+    upload = world.repo.uploads[result.upload_id or ""]
+    assert upload["status"] == "duplicate" and upload["filename"] == "two.txt"
+    totals = world.totals()
+    assert totals["total_files"] == 1 and totals["duplicates_avoided"] == 1
+    assert totals["total_s3_size_saved"] == len(data) and totals["total_uploads"] == 2
+    world.assert_invariants()
+
+
+def test_a_redelivered_event_is_a_replay_that_changes_nothing(world: World) -> None:
+    key = world.upload(b"once")
+    assert world.ingest(key).outcome == Outcome.STORED
+    before = (dict(world.totals()), {k: dict(v) for k, v in world.repo.files.items()})
+    result = world.ingest(key)
+    assert result.outcome == Outcome.REPLAY and result.detail["recorded_outcome"] == "stored"
+    assert not result.deleted and (BUCKET, key) in world.objects.objects
+    assert (world.totals(), world.repo.files) == before
+
+
+def test_replay_of_a_duplicate_finishes_its_delete(world: World) -> None:
+    """The function died between the commit and the delete: the redelivery deletes, counts nothing."""
+    data = b"crashy" * 10
+    world.ingest(world.upload(data))
+    second = world.upload(data)
+
+    class Crash(Exception):
+        pass
+
+    def crash(result: IngestResult) -> None:
+        raise Crash
+
+    with pytest.raises(Crash):
+        world.ingest(second, after_commit=crash)
+    assert (BUCKET, second) in world.objects.objects
+    counted = world.totals()
+    result = world.ingest(second)
+    assert result.outcome == Outcome.REPLAY and result.detail["recorded_outcome"] == "duplicate"
+    assert result.deleted and (BUCKET, second) not in world.objects.objects
+    assert world.totals() == counted
+    world.assert_invariants()
+
+
+def test_the_stored_copy_itself_is_canonical_once_its_event_expired(world: World) -> None:
+    key = world.upload(b"canonical")
+    event_key = world.ingest(key).event_key or ""
+    del world.repo.events[event_key]  # expired (TTL)
+    counted = world.totals()
+    result = world.ingest(key)
+    assert result.outcome == Outcome.CANONICAL and not result.deleted
+    assert (BUCKET, key) in world.objects.objects and world.totals() == counted
+    assert world.repo.events[event_key]["outcome"] == "stored"  # recorded again: sweeps stop re-driving it
+    world.assert_invariants()
+
+
+@pytest.mark.parametrize(
+    ("bucket", "key", "reason"),
+    [
+        ("other", "uploads/x", "other bucket"),
+        (BUCKET, "elsewhere/x", "outside the upload prefix"),
+        (BUCKET, "uploads/folder/", "outside the upload prefix"),
+    ],
+)
+def test_objects_that_are_not_ours_are_ignored(world: World, bucket: str, key: str, reason: str) -> None:
+    world.objects.put(bucket, key, b"not ours")
+    result = world.ingestor().ingest(ObjectRef(bucket, key))
+    assert result.outcome == Outcome.IGNORED and result.detail["reason"] == reason
+    assert world.repo.transactions == 0 and not world.repo.events
+
+
+def test_a_missing_object_is_gone(world: World) -> None:
+    result = world.ingest("uploads/" + "0" * 32)
+    assert result.outcome == Outcome.GONE and world.repo.transactions == 0
+
+
+def test_an_object_deleted_between_head_and_get_is_gone(world: World) -> None:
+    key = world.upload(b"vanishing", checksum=True)
+    world.objects.objects[(BUCKET, key)].checksum_sha256 = None  # the HEAD finds no stored checksum: GET follows
+    world.objects.before_stream = lambda info: world.objects.objects.pop((info.bucket, info.key))
+    result = world.ingest(key)
+    assert result.outcome == Outcome.GONE and world.repo.transactions == 0
+
+
+def test_an_object_overwritten_while_read_is_superseded(world: World) -> None:
+    key = world.upload(b"old bytes", checksum=True)
+    world.objects.objects[(BUCKET, key)].checksum_sha256 = None
+    world.objects.before_stream = lambda info: world.objects.put(info.bucket, info.key, b"newer bytes")
+    result = world.ingest(key)
+    assert result.outcome == Outcome.SUPERSEDED and world.repo.transactions == 0
+    assert not world.repo.events and (BUCKET, key) in world.objects.objects
+
+
+def test_a_short_read_is_superseded(world: World) -> None:
+    key = world.upload(b"0123456789", checksum=True)
+    world.objects.objects[(BUCKET, key)].checksum_sha256 = None
+
+    def truncate(info: ObjectInfo) -> None:  # same ETag, fewer bytes than the HEAD said
+        world.objects.objects[(info.bucket, info.key)].data = b"01234"
+
+    world.objects.before_stream = truncate
+    result = world.ingest(key)
+    assert result.outcome == Outcome.SUPERSEDED and world.repo.transactions == 0
+
+
+def test_a_second_put_at_a_processed_upload_key_is_rejected(world: World) -> None:
+    """The presigned URL used again after the duplicate's bytes were deleted: deleted, counted nowhere."""
+    data = b"dup" * 10
+    world.ingest(world.upload(data))
+    second = world.upload(data)
+    assert world.ingest(second).outcome == Outcome.DUPLICATE
+    counted = world.totals()
+    world.objects.put(BUCKET, second, b"something else entirely")
+    result = world.ingest(second)
+    assert result.outcome == Outcome.REJECTED and result.deleted
+    assert (BUCKET, second) not in world.objects.objects and world.totals() == counted
+    assert world.repo.events[result.event_key or ""]["outcome"] == "rejected"
+    assert world.repo.uploads[result.upload_id or ""]["status"] == "duplicate"
+    replay = world.ingest(second)  # gone now
+    assert replay.outcome == Outcome.GONE
+    world.assert_invariants()
+
+
+def test_a_stored_object_overwritten_in_place_is_a_conflict_never_deleted(world: World) -> None:
+    key = world.upload(b"original")
+    assert world.ingest(key).outcome == Outcome.STORED
+    counted = world.totals()
+    world.objects.put(BUCKET, key, b"overwritten by a direct put")
+    result = world.ingest(key)
+    # the key's claim outranks the upload's (also failed) condition
+    assert result.outcome == Outcome.CONFLICT and result.detail["stored_hash"] == sha(b"original")
+    assert not result.deleted and (BUCKET, key) in world.objects.objects and world.totals() == counted
+    assert world.repo.events[result.event_key or ""]["outcome"] == "conflict"
+    assert world.ingest(key).outcome == Outcome.REPLAY  # operators are told once
+
+
+def test_a_duplicate_at_a_claimed_key_is_a_conflict(world: World) -> None:
+    """Content A stored at k1, content B at k2; k2 overwritten with A: never delete k2 (B's only copy)."""
+    first = world.upload(b"content A")
+    second = world.upload(b"content B")
+    world.ingest(first)
+    world.ingest(second)
+    world.objects.put(BUCKET, second, b"content A")
+    result = world.ingest(second)
+    assert result.outcome == Outcome.CONFLICT and result.detail["stored_hash"] == sha(b"content B")
+    assert (BUCKET, second) in world.objects.objects and world.repo.files[sha(b"content A")]["upload_count"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- retry paths
+def test_a_lost_race_is_redone_as_a_duplicate(world: World) -> None:
+    data = b"racy" * 10
+    winner, loser = world.upload(data), world.upload(data)
+    world.repo.after_state = lambda: expect(world.ingest(winner), Outcome.STORED)
+    result = world.ingest(loser)
+    assert result.outcome == Outcome.DUPLICATE and result.attempts == 2 and result.deleted
+    assert world.totals()["total_files"] == 1 and world.totals()["duplicates_avoided"] == 1
+    world.assert_invariants()
+
+
+def test_a_concurrent_delivery_of_the_same_event_counts_once(world: World) -> None:
+    key = world.upload(b"twice delivered")
+    world.repo.after_state = lambda: expect(world.ingest(key), Outcome.STORED)
+    result = world.ingest(key)
+    assert result.outcome == Outcome.REPLAY and result.detail["recorded_outcome"] == "stored"
+    assert world.totals()["total_uploads"] == 1
+    world.assert_invariants()
+
+
+def test_a_file_that_vanished_before_the_duplicate_commit_is_stored_anew(world: World) -> None:
+    data = b"short-lived" * 5
+    first, second = world.upload(data), world.upload(data)
+    world.ingest(first)
+
+    def record_deleted() -> None:  # an operator removed the record (and its bytes) meanwhile
+        stored = world.repo.files.pop(sha(data))
+        del world.repo.claims[(BUCKET, stored["s3_key"])]
+        world.objects.objects.pop((BUCKET, stored["s3_key"]))
+        world.repo.counters.clear()
+
+    world.repo.after_state = record_deleted
+    result = world.ingest(second)
+    assert result.outcome == Outcome.STORED and result.attempts == 2 and not result.deleted
+    assert world.repo.files[sha(data)]["s3_key"] == second and (BUCKET, second) in world.objects.objects
+    world.assert_invariants()
+
+
+def test_a_file_record_that_turned_out_to_be_this_object_is_canonical(world: World) -> None:
+    data = b"moved" * 5
+    first, second = world.upload(data), world.upload(data)
+    world.ingest(first)
+
+    def record_now_names_second() -> None:
+        world.repo.files[sha(data)]["s3_key"] = second
+
+    world.repo.after_state = record_now_names_second
+    result = world.ingest(second)
+    assert result.outcome == Outcome.CANONICAL and result.attempts == 2 and not result.deleted
+    assert (BUCKET, second) in world.objects.objects
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        TransactionRetryable("cancelled: ['TransactionConflict']"),
+        ServiceUnavailable("throttled"),
+        CommitRefused(None, "cancelled for no known condition"),
+    ],
+)
+def test_conflicts_and_throttling_back_off_then_commit(world: World, fault: Exception) -> None:
+    key = world.upload(b"retried")
+    world.repo.faults = [fault, fault]
+    result = world.ingest(key)
+    assert result.outcome == Outcome.STORED and result.attempts == 3
+    assert len(world.sleeps) == 2
+    for attempt, slept in enumerate(world.sleeps, start=1):  # exponential, jittered by 0.5 to 1.5
+        assert 0.02 * 2**attempt * 0.5 <= slept <= 0.02 * 2**attempt * 1.5
+    assert world.totals()["total_uploads"] == 1
+    world.assert_invariants()
+
+
+@pytest.mark.parametrize("fault", [ServiceUnavailable("throttled"), CommitRefused(None, "cancelled")])
+def test_exhausted_attempts_raise_service_unavailable(world: World, fault: Exception) -> None:
+    key = world.upload(b"never commits")
+    world.repo.faults = [fault] * MAX_ATTEMPTS
+    with pytest.raises(ServiceUnavailable):
+        world.ingest(key)
+    assert world.repo.transactions == MAX_ATTEMPTS and world.repo.committed == 0
+    assert len(world.sleeps) == MAX_ATTEMPTS - (1 if isinstance(fault, ServiceUnavailable) else 0)
+    assert world.ingest(key).outcome == Outcome.STORED  # the redelivery commits
+
+
+# ---------------------------------------------------------------------------------------------- uploads
+def test_an_upload_is_issued_as_a_presigned_put(world: World) -> None:
+    data = b"to upload"
+    answer = world.service().create(UploadRequest("a.txt", len(data), "text/plain", sha(data)))
+    assert answer.status == 201
+    body = answer.body
+    assert body["method"] == "PUT" and body["bucket"] == BUCKET and body["key"] == "uploads/" + body["upload_id"]
+    assert body["expires_in"] == 900 and body["expires_at"] == "2026-03-01T12:15:00Z"
+    assert body["headers"]["x-amz-checksum-sha256"] and hints_checksum(body["upload_id"])
+    record = world.repo.uploads[body["upload_id"]]
+    assert record["status"] == "pending" and record["sha256"] == sha(data) and record["pending"]
+    assert record["created_at"] == "2026-03-01T12:00:00Z" and record["expires_at"] == body["expires_at"]
+    assert world.repo.transactions == 0 and world.totals()["total_uploads"] == 0
+
+
+def test_known_content_is_answered_409_and_counted_with_the_stored_size(world: World) -> None:
+    data = b"already here" * 3
+    world.ingest(world.upload(data))
+    answer = world.service().create(UploadRequest("b.txt", 999, "text/plain", sha(data)))
+    assert answer.status == 409 and answer.body["duplicate"] is True
+    assert answer.body["file"]["upload_count"] == 2 and world.repo.files[sha(data)]["upload_count"] == 2
+    totals = world.totals()
+    assert totals["duplicates_avoided"] == 1 and totals["total_s3_size_saved"] == len(data)  # stored, not 999
+    assert totals["total_uploads"] == 2 and len(world.objects.presigned) == 1  # only the first upload's
+    world.assert_invariants()
+
+
+def test_a_precheck_whose_record_vanished_issues_an_upload(world: World) -> None:
+    data = b"about to vanish"
+    world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/x", "upload_count": 1}
+    real_get = world.repo.get_file
+
+    def read_then_vanish(digest: str, *, consistent: bool = False) -> Item | None:
+        found = real_get(digest, consistent=consistent)
+        world.repo.files.pop(digest, None)  # deleted between the read and the write
+        return found
+
+    world.repo.get_file = read_then_vanish  # type: ignore[method-assign]
+    answer = world.service().create(UploadRequest("c.txt", len(data), "text/plain", sha(data)))
+    assert answer.status == 201 and answer.body["upload_id"] in world.repo.uploads
+    assert world.repo.transactions == 1 and world.repo.committed == 0 and world.totals()["duplicates_avoided"] == 0
+
+
+def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
+    """Deleted between the read and the write, then stored again by another upload: the second look counts."""
+    data = b"flapping"
+    record = {"hash": sha(data), "size": len(data), "s3_key": "uploads/y", "upload_count": 1}
+    reads: list[str] = []
+
+    def flapping(digest: str, *, consistent: bool = False) -> Item | None:
+        reads.append(digest)
+        if len(reads) == 1:
+            return dict(record)  # ... and it is gone when the transaction runs
+        world.repo.files[digest] = dict(record)
+        return dict(record)
+
+    world.repo.get_file = flapping  # type: ignore[method-assign]
+    answer = world.service().create(UploadRequest("d.txt", len(data), "text/plain", sha(data)))
+    assert answer.status == 409 and len(reads) == 2
+    assert world.repo.transactions == 2 and world.repo.committed == 1 and world.totals()["duplicates_avoided"] == 1
