@@ -14,13 +14,46 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-# The S3 adapter's value types, re-exported so that domain modules import only from here.
-from dfd.adapters.s3 import ObjectInfo as ObjectInfo
-from dfd.adapters.s3 import OpenedObject as OpenedObject
 from dfd.errors import DfdError
 
 Item = dict[str, Any]
 Sink = Callable[[memoryview], object]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    bucket: str
+    key: str
+    etag: str
+    version_id: str | None
+    size: int
+    content_type: str | None
+    checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
+
+
+class OpenedObject:
+    """An identified object version, and the body of its GetObject when one was sent. Close it when done."""
+
+    def __init__(self, info: ObjectInfo, body: Any | None) -> None:
+        self.info = info
+        self._body = body
+
+    def take_body(self) -> Any | None:
+        """The open GetObject body (the caller closes it), or None when no GetObject was sent."""
+        body, self._body = self._body, None
+        return body
+
+    def close(self) -> None:
+        body, self._body = self._body, None
+        if body is not None:
+            body.close()
+
+    def __enter__(self) -> OpenedObject:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 COUNTER_FIELDS = (
     "total_files",
@@ -163,7 +196,10 @@ class Repository(Protocol):
 class ObjectStore(Protocol):
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject: ...
 
-    def stream(self, opened: OpenedObject, sink: Sink, *, part_size: int, workers: int, threshold: int) -> int: ...
+    def stream(self, opened: OpenedObject, sink: Sink) -> int:
+        """Feed every byte of the identified version to `sink`, in order; return the count fed (the adapter
+        chooses one stream or parallel ranges)."""
+        ...
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
 

@@ -112,9 +112,7 @@ def test_new_content_is_stored(world: World, checksum: bool) -> None:
         "duplicates_avoided": 0,
         "total_s3_size_saved": 0,
     }
-    tuning = {"part_size": world.settings.parallel_part_size, "workers": world.settings.parallel_workers}
-    tuning["threshold"] = world.settings.parallel_threshold
-    assert world.objects.streamed_with == ([] if checksum else [tuning])
+    assert world.objects.streams == (0 if checksum else 1)
     world.assert_invariants()
 
 

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from dfd.adapters.s3 import CHUNK, ObjectStore, OpenedObject, ReadTuning
+from dfd.adapters.s3 import CHUNK, ObjectStore, ReadTuning
 from dfd.config import Settings
 from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
+from dfd.ports import OpenedObject
 
 BUCKET, KEY, ETAG = "b", "uploads/k", '"etag-1"'
 KIB = 1024

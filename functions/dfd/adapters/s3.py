@@ -31,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
 from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.hashing import b64_to_hex
+from dfd.ports import ObjectInfo, OpenedObject, Sink
 
 if TYPE_CHECKING:
     from dfd.config import Settings
@@ -41,8 +42,6 @@ DRAIN_LIMIT = 256 * 1024  # an unread body up to this size is drained (the conne
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _RETRYABLE = {"SlowDown", "503", "500", "InternalError", "ServiceUnavailable", "RequestTimeout"}
-
-Sink = Callable[[memoryview], object]
 
 
 def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdError:
@@ -91,17 +90,6 @@ class ReadTuning:
         )
 
 
-@dataclass(frozen=True)
-class ObjectInfo:
-    bucket: str
-    key: str
-    etag: str
-    version_id: str | None
-    size: int
-    content_type: str | None
-    checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
-
-
 def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
     checksum = response.get("ChecksumSHA256")
     checksum_type = response.get("ChecksumType")
@@ -119,30 +107,6 @@ def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
         content_type=response.get("ContentType"),
         checksum_sha256=verified,
     )
-
-
-class OpenedObject:
-    """An identified object version, and the body of its GetObject when one was sent. Close it when done."""
-
-    def __init__(self, info: ObjectInfo, body: Any | None) -> None:
-        self.info = info
-        self._body = body
-
-    def take_body(self) -> Any | None:
-        """The open GetObject body (the caller closes it), or None when no GetObject was sent."""
-        body, self._body = self._body, None
-        return body
-
-    def close(self) -> None:
-        body, self._body = self._body, None
-        if body is not None:
-            body.close()
-
-    def __enter__(self) -> OpenedObject:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _Part:
