@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib import request as urlrequest
 
 from dfdlocal.names import ACCOUNT_ID, RECONCILE_STATE_MACHINE
+from dfdlocal.template import scalar_text
 
 if TYPE_CHECKING:
     from dfdlocal.stack import LocalStack
@@ -128,16 +129,8 @@ def state_machine_from_model(model: Any) -> tuple[str, Path, dict[str, str]]:
         raise ReconcileError(f"{LOGICAL_ID}.DefinitionUri must be a path relative to the template")
     raw = props.get("DefinitionSubstitutions") or {}
     evaluated = model.resolver.evaluate(LOGICAL_ID, "DefinitionSubstitutions", raw)
-    substitutions = {str(key): _text(value) for key, value in evaluated.items()}
+    substitutions = {str(key): scalar_text(value) for key, value in evaluated.items()}
     return machine.name, Path(model.path).parent / uri, substitutions
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(_text(item) for item in value)
-    return str(value)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -223,7 +223,7 @@ class Resolver:
                 items = raw if isinstance(raw, list) else str(raw).split(",")
                 values[name] = [str(item).strip() for item in items]
             else:
-                values[name] = _scalar_text(raw)
+                values[name] = scalar_text(raw)
         return values
 
     def identity(self, logical_id: str) -> _Identity:
@@ -315,7 +315,7 @@ class Resolver:
                 return self._sub(arg)
             if key == "Fn::Join":
                 separator, values = arg
-                return str(separator).join(_scalar_text(v) for v in self._list(values))
+                return str(separator).join(scalar_text(v) for v in self._list(values))
             if key == "Fn::Select":
                 index, values = arg
                 return self._list(values)[int(self.resolve(index))]
@@ -327,7 +327,7 @@ class Resolver:
                 return self.resolve(when_true if self.condition(str(name)) else when_false)
             if key == "Fn::Equals":
                 left, right = (self.resolve(side) for side in arg)
-                return _scalar_text(left) == _scalar_text(right)
+                return scalar_text(left) == scalar_text(right)
             if key == "Fn::Not":
                 return not self.resolve(arg[0])
             if key == "Fn::And":
@@ -363,11 +363,11 @@ class Resolver:
             if expression.startswith("!"):
                 return "${" + expression[1:] + "}"
             if expression in variables:
-                return _scalar_text(variables[expression])
+                return scalar_text(variables[expression])
             if "." in expression and not expression.startswith("AWS::"):
                 logical_id, _, attribute = expression.partition(".")
                 return self.get_att(logical_id, attribute)
-            return _scalar_text(self.ref(expression))
+            return scalar_text(self.ref(expression))
 
         return re.sub(r"\$\{([^}]+)\}", replace, text)
 
@@ -381,11 +381,11 @@ class Resolver:
             raise TemplateError(f"{logical_id}.{what}: cannot evaluate {node!r}: {exc!r}") from None
 
 
-def _scalar_text(value: Any) -> str:
+def scalar_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return ",".join(_scalar_text(item) for item in value)
+        return ",".join(scalar_text(item) for item in value)
     return str(value)
 
 
@@ -528,7 +528,7 @@ def _read_function(
         for key, value in declared.items():
             resolved = resolver.evaluate(logical_id, f"Environment.Variables.{key}", value)
             if resolved is not NO_VALUE:
-                variables[key] = _scalar_text(resolved)
+                variables[key] = scalar_text(resolved)
     for key, value in variables.items():
         known = model.environment.get(key)
         if known is not None and known != value:

@@ -29,14 +29,13 @@ from dfd.config import Settings
 from dfd.handlers import ingest, metadata, upload
 from dfdlocal import reconcile
 from dfdlocal.emulator import make_emulator_server
+from dfdlocal.names import RECONCILE_STATE_MACHINE, REGION
 from dfdlocal.template import TEMPLATE, load_template, read_model
 from dfdtools import reconcile as reconcile_tool
 from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
 from tests.integration.conftest import template_resources
 from tests.support import LambdaContext, api_event, call, sqs_batch
-
-REGION = "us-east-1"
 
 
 @dataclass
@@ -468,7 +467,7 @@ def test_local_stack_hook_runs_the_workflow_on_a_timer(local: Local) -> None:
     schedule = reconcile.start_reconcile_schedule(stack, interval=0.2)  # type: ignore[arg-type]
     assert schedule is not None
     try:
-        assert "dfd-reconcile" in schedule.describe()
+        assert RECONCILE_STATE_MACHINE in schedule.describe()
         deadline = time.monotonic() + 20
         while not local.drain():
             assert time.monotonic() < deadline, "the timer never re-drove the orphan"
@@ -505,7 +504,7 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         "now": now,
         "executions": 1,
     }
-    assert "created state machine dfd-reconcile" in err
+    assert f"created state machine {RECONCILE_STATE_MACHINE}" in err
     assert len(local.drain()) == 1
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused (no fixed port's luck)
