@@ -15,16 +15,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
-test: $(STAMP)
-	$(BIN)/ruff check functions scripts tests
-	$(BIN)/ruff format --check functions scripts tests
-	$(BIN)/mypy
+test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## The local stack in the foreground until Ctrl-C: moto on :4566, HTTP API + web pages on :3000, Lambda Invoke
 ## API on :3001, the SQS poller; all from template.yaml, state in memory. Options: make run RUN_ARGS='--help'
 run: $(STAMP)
 	$(BIN)/python -m dfdlocal $(RUN_ARGS)
+
+## The benchmark suite (docs/performance.md): the same as scripts/bench. Options: make bench BENCH_ARGS='--help'
+bench: $(STAMP)
+	$(BIN)/python -m dfdbench $(BENCH_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit tests/integration $(PYTEST_ARGS)

@@ -1,20 +1,20 @@
 """Static checks of template.yaml: cfn-lint clean, routes and handlers, least privilege, queue/table settings.
 
-No network, no AWS: the template is read with a plain YAML loader that keeps CloudFormation short tags
-(!Ref, !Sub, !GetAtt, ...) as unevaluated `Tag` nodes - the same way the local stack reads it.
+No network, no AWS: the template is read as the local stack reads it (cfn-lint's decoder), CloudFormation
+short tags (!Ref, !Sub, !GetAtt, ...) in their unevaluated long form ({"Ref": ...}, {"Fn::Sub": ...}).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from dfdlocal.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -135,48 +135,16 @@ RETAINED = ["FilesTable", "CountersTable", "FilesBucket"]
 
 
 # --------------------------------------------------------------------------------------------------------
-# A small YAML loader for CloudFormation short tags
+# The template, as the local stack reads it (cfn-lint's decoder: short tags in long form)
 # --------------------------------------------------------------------------------------------------------
-@dataclass
-class Tag:
-    """An unevaluated CloudFormation short-form intrinsic: `!Sub "x"` -> Tag("Sub", "x")."""
-
-    name: str
-    value: Any
-
-
-class CfnLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that turns every `!Name` tag into a Tag node instead of failing."""
-
-
-def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Tag:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        assert isinstance(node, yaml.MappingNode)
-        value = loader.construct_mapping(node, deep=True)
-    return Tag(suffix, value)
-
-
-CfnLoader.add_multi_constructor("!", _construct_tag)
-
-
-def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    loader = CfnLoader(path.read_text(encoding="utf-8"))
-    try:
-        data = loader.get_single_data()
-    finally:
-        loader.dispose()
-    assert isinstance(data, dict), f"{path} is not a YAML mapping"
-    return data
+def Tag(name: str, value: Any) -> dict[str, Any]:
+    """The long form of a short-tag intrinsic: `!Sub "x"` -> Tag("Sub", "x") == {"Fn::Sub": "x"}."""
+    return {name: value} if name in ("Ref", "Condition") else {f"Fn::{name}": value}
 
 
 @cache
 def _template() -> dict[str, Any]:
-    return load_template()
+    return load_template(TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -188,9 +156,7 @@ def template() -> dict[str, Any]:
 # Helpers
 # --------------------------------------------------------------------------------------------------------
 def _intrinsic(node: Any) -> tuple[str, Any] | None:
-    """("Ref" | "Sub" | "GetAtt" | ..., value) for a short tag or a long-form {"Fn::X": ...} mapping."""
-    if isinstance(node, Tag):
-        return node.name, node.value
+    """("Ref" | "Sub" | "GetAtt" | ..., value) for a long-form {"Ref": ...} or {"Fn::X": ...} mapping."""
     if isinstance(node, dict) and len(node) == 1:
         (key, value) = next(iter(node.items()))
         if key == "Ref":
@@ -259,8 +225,6 @@ def _statements(policy_holder: Any) -> list[dict[str, Any]]:
 def _all_policy_statements(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
     """Every statement of every policy document anywhere in the template (IAM and resource policies)."""
     found: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(node, Tag):
-        return _all_policy_statements(node.value, where)
     if isinstance(node, dict):
         statement = node.get("Statement")
         if isinstance(statement, list | dict) and ("Version" in node or where.endswith("Policies")):
