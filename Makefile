@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench clean
+.PHONY: venv test test-fast lint checkov run bench clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,20 @@ lint: $(STAMP)
 	$(BIN)/ruff check functions scripts tests
 	$(BIN)/ruff format --check functions scripts tests
 	$(BIN)/mypy
+	$(MAKE) --no-print-directory checkov
+
+## Security scan of template.yaml: checkov in its own venv (its pins conflict with ours), created once; fails on any
+## failed check (a check that does not apply is skipped in the template itself, with its reason).
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_STAMP):
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30'
+	touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation -f template.yaml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -480,7 +480,9 @@ def read_model(
 
 
 def _evaluated(resolver: Resolver, logical_id: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: resolver.evaluate(logical_id, key, value) for key, value in raw.items()}
+    """The evaluated properties; a property whose value is ``AWS::NoValue`` (e.g. a false ``!If``) is removed."""
+    evaluated = {key: resolver.evaluate(logical_id, key, value) for key, value in raw.items()}
+    return {key: value for key, value in evaluated.items() if value is not NO_VALUE}
 
 
 def _cors(resolver: Resolver, api: str, raw: Any) -> CorsConfig | None:

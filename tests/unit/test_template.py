@@ -444,7 +444,9 @@ def test_queues_redrive_and_encryption(template: dict[str, Any]) -> None:
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
     assert _is_getatt(queue["RedrivePolicy"]["deadLetterTargetArn"], "IngestDLQ.Arn")
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
-    assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
+    # SSE-SQS unless a customer-managed key is given (tests/unit/test_template_posture.py checks the KMS side)
+    sse_sqs = Tag("If", ["HasKmsKey", Tag("Ref", "AWS::NoValue"), True])
+    assert queue["SqsManagedSseEnabled"] == sse_sqs and dlq["SqsManagedSseEnabled"] == sse_sqs
 
 
 def test_queue_policy_lets_only_this_bucket_send(template: dict[str, Any]) -> None:
@@ -517,8 +519,10 @@ def test_bucket(template: dict[str, Any]) -> None:
     assert set(props["PublicAccessBlockConfiguration"].values()) == {True}
     assert len(props["PublicAccessBlockConfiguration"]) == 4
     assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    # SSE-S3 unless a customer-managed key is given (tests/unit/test_template_posture.py checks the KMS side)
     (encryption,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert isinstance(encryption, Tag) and encryption.name == "If" and encryption.value[0] == "HasKmsKey"
+    assert encryption.value[2] == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
     (rule,) = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
