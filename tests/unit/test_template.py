@@ -521,8 +521,9 @@ def test_bucket(template: dict[str, Any]) -> None:
     assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
     # SSE-S3 unless a customer-managed key is given (tests/unit/test_template_posture.py checks the KMS side)
     (encryption,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    assert isinstance(encryption, Tag) and encryption.name == "If" and encryption.value[0] == "HasKmsKey"
-    assert encryption.value[2] == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    (condition, _, default) = encryption["Fn::If"]
+    assert condition == "HasKmsKey"
+    assert default == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
     (rule,) = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
