@@ -15,6 +15,7 @@ TEST_ENV = {
     "DDB_COUNTERS_TABLE": "counters",
     "UPLOADS_TABLE": "Uploads",
     "EVENTS_TABLE": "IngestEvents",
+    "TENANT_FILES_TABLE": "TenantFiles",
     "S3_BUCKET": "dfd-file-service",
     "COUNTER_SHARDS": "4",
     "POWERTOOLS_SERVICE_NAME": "dfd",

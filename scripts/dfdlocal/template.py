@@ -30,6 +30,7 @@ TABLE_NAMES = {
     "CountersTable": "counters",
     "UploadsTable": "Uploads",
     "EventsTable": "IngestEvents",
+    "TenantFilesTable": "TenantFiles",
 }
 BUCKET_NAME = "dfd-file-service"
 NAME_PREFIX = "dfd-"

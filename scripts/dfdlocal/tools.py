@@ -38,6 +38,7 @@ LOCAL_NAMES = {
     "DDB_COUNTERS_TABLE": "counters",
     "UPLOADS_TABLE": "Uploads",
     "EVENTS_TABLE": "IngestEvents",
+    "TENANT_FILES_TABLE": "TenantFiles",
     "S3_BUCKET": "dfd-file-service",
 }
 LOCAL_QUEUE = "dfd-ingest"

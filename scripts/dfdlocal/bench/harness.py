@@ -28,6 +28,7 @@ REGION = "us-east-1"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 TABLES = {"DDB_TABLE": "FileMetadata", "DDB_COUNTERS_TABLE": "counters", "UPLOADS_TABLE": "Uploads"}
 TABLES["EVENTS_TABLE"] = "IngestEvents"
+TABLES["TENANT_FILES_TABLE"] = "TenantFiles"
 KEYS = {"FileMetadata": "hash", "counters": "counter_id", "Uploads": "upload_id", "IngestEvents": "event_key"}
 BUCKET = "dfd-file-service"
 
