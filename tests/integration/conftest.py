@@ -37,7 +37,7 @@ class Aws:
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every table's items and every object: to prove a replay changed nothing."""
         tables = [self.settings.files_table, self.settings.counters_table, self.settings.uploads_table]
-        tables.append(self.settings.events_table)
+        tables += [self.settings.events_table, self.settings.tenant_files_table]
         state: dict[str, list[dict[str, Any]]] = {}
         for table in tables:
             items = self.ddb.scan(TableName=table, ConsistentRead=True)["Items"]
@@ -76,6 +76,15 @@ def create_resources(settings: Settings) -> tuple[Any, Any, Any, str]:
             AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
+    ddb.create_table(
+        TableName=settings.tenant_files_table,
+        KeySchema=[{"AttributeName": "tenant", "KeyType": "HASH"}, {"AttributeName": "hash", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "tenant", "AttributeType": "S"},
+            {"AttributeName": "hash", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
     s3.create_bucket(Bucket=settings.bucket)
     queue_url = sqs.create_queue(QueueName="dfd-ingest")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
