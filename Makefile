@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint run bench clean
+.PHONY: venv test test-fast lint checkov run bench clean
 
 venv: $(STAMP)
 
@@ -15,16 +15,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
-test: $(STAMP)
-	$(BIN)/ruff check functions scripts tests
-	$(BIN)/ruff format --check functions scripts tests
-	$(BIN)/mypy
+test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## The local stack in the foreground until Ctrl-C: moto on :4566, HTTP API + web pages on :3000, Lambda Invoke
 ## API on :3001, the SQS poller; all from template.yaml, state in memory. Options: make run RUN_ARGS='--help'
 run: $(STAMP)
 	$(BIN)/python -m dfdlocal $(RUN_ARGS)
+
+## The benchmark suite (docs/performance.md): the same as scripts/bench. Options: make bench BENCH_ARGS='--help'
+bench: $(STAMP)
+	$(BIN)/python -m dfdbench $(BENCH_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit tests/integration $(PYTEST_ARGS)
@@ -33,6 +34,20 @@ lint: $(STAMP)
 	$(BIN)/ruff check functions scripts tests
 	$(BIN)/ruff format --check functions scripts tests
 	$(BIN)/mypy
+	$(MAKE) --no-print-directory checkov
+
+## Security scan of template.yaml: checkov in its own venv (its pins conflict with ours), created once; fails on any
+## failed check (a check that does not apply is skipped in the template itself, with its reason).
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_STAMP):
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30'
+	touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation -f template.yaml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import os
 
+from dfdlocal import names
+
 TEST_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SECURITY_TOKEN": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "DDB_TABLE": "FileMetadata",
-    "DDB_COUNTERS_TABLE": "counters",
-    "UPLOADS_TABLE": "Uploads",
-    "EVENTS_TABLE": "IngestEvents",
-    "TENANT_FILES_TABLE": "TenantFiles",
-    "S3_BUCKET": "dfd-file-service",
-    "COUNTER_SHARDS": "4",
+    **names.CREDENTIALS,
+    "AWS_SECURITY_TOKEN": names.CREDENTIALS["AWS_SESSION_TOKEN"],
+    "AWS_DEFAULT_REGION": names.REGION,
+    **names.ENVIRONMENT,  # the local stack's resource names
+    "COUNTER_SHARDS": "4",  # fewer than the template's default: tests see every shard
     "POWERTOOLS_SERVICE_NAME": "dfd",
     "POWERTOOLS_METRICS_NAMESPACE": "dfd",
     "POWERTOOLS_TRACE_DISABLED": "true",

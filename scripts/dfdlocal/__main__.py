@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
+from dfdlocal.names import API_PORT, AWS_PORT, LAMBDA_PORT, TABLES
 from dfdlocal.stack import LocalStack, StackOptions, StartupError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,13 +50,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="host name put in URLs given to clients, e.g. presigned URLs when other machines upload "
         "(default: --host; 127.0.0.1 when --host is 0.0.0.0 or ::) (DFD_PUBLIC_HOST)",
     )
-    parser.add_argument("--api-port", type=int, default=_env_int("DFD_API_PORT", 3000), help="HTTP API (DFD_API_PORT)")
+    parser.add_argument("--api-port", type=int, default=_env_int(*API_PORT), help="HTTP API (DFD_API_PORT)")
     parser.add_argument(
-        "--lambda-port", type=int, default=_env_int("DFD_LAMBDA_PORT", 3001), help="Lambda Invoke API (DFD_LAMBDA_PORT)"
+        "--lambda-port", type=int, default=_env_int(*LAMBDA_PORT), help="Lambda Invoke API (DFD_LAMBDA_PORT)"
     )
-    parser.add_argument(
-        "--aws-port", type=int, default=_env_int("DFD_AWS_PORT", 4566), help="AWS emulator (DFD_AWS_PORT)"
-    )
+    parser.add_argument("--aws-port", type=int, default=_env_int(*AWS_PORT), help="AWS emulator (DFD_AWS_PORT)")
     parser.add_argument(
         "--template",
         type=Path,
@@ -164,7 +163,7 @@ def banner(stack: LocalStack, reset: bool) -> str:
     lines += [
         "",
         f"AWS emulator (moto) {stack.aws_url}   region us-east-1, credentials testing/testing",
-        f"  aws --endpoint-url {stack.aws_url} dynamodb scan --table-name FileMetadata",
+        f"  aws --endpoint-url {stack.aws_url} dynamodb scan --table-name {TABLES['FilesTable']}",
     ]
     for logical_id, name in resources.buckets.items():
         props = model.buckets[logical_id].properties

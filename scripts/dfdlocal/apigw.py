@@ -36,8 +36,9 @@ from werkzeug.datastructures import Headers
 from werkzeug.security import safe_join
 from werkzeug.wrappers import Request, Response
 
+from dfdlocal.names import ACCOUNT_ID
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import ACCOUNT_ID, LOCAL_API_ID, CorsConfig, HttpRoute
+from dfdlocal.template import LOCAL_API_ID, CorsConfig, HttpRoute
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

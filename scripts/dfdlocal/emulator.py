@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from dfdlocal.names import CREDENTIALS, REGION
 from dfdlocal.s3auth import PresignedS3Guard
-from dfdlocal.template import REGION, BucketDef, LocalModel, QueueDef, TableDef
+from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
 
 if TYPE_CHECKING:
     import socket
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("dfdlocal.aws")
 
 DYNAMODB_TARGET_PREFIX = "DynamoDB_20120810"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+# What to pass read_model as the endpoint when the resources go to in-process moto (mock_aws): its queue URLs
+IN_PROCESS_ENDPOINT = f"https://sqs.{REGION}.amazonaws.com"
 
 
 def prepare_environment(endpoint: str, port: int) -> None:

@@ -18,8 +18,8 @@ from urllib.parse import unquote
 
 from werkzeug.wrappers import Request, Response
 
+from dfdlocal.names import ACCOUNT_ID, REGION
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import ACCOUNT_ID, REGION
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

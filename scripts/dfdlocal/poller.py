@@ -26,8 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dfdlocal.emulator import QueueInfo
+from dfdlocal.names import REGION
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import REGION, SqsSource
+from dfdlocal.template import SqsSource
 
 log = logging.getLogger("dfdlocal.poller")
 

@@ -10,7 +10,7 @@ There is no second implementation of the workflow here, only the plumbing around
 * :func:`start_reconcile_schedule` is the local stack's hook: called by ``LocalStack.start`` once the
   resources exist, it creates the template's state machine and runs it on a timer
   (``DFD_RECONCILE_INTERVAL`` seconds, default 60; 0 = never, ``scripts/reconcile`` still runs it);
-* ``python -m dfdlocal.reconcile`` (``scripts/reconcile``) runs it now against ``make run`` and prints the
+* ``python -m dfdtools.reconcile`` (``scripts/reconcile``) runs it now against ``make run`` and prints the
   summary.
 
 moto quirks handled here (see statemachine/README.md): executions only run after
@@ -23,12 +23,10 @@ with Step Functions' PascalCase names straight to botocore, which only knows ``s
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -37,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib import request as urlrequest
-from urllib.error import URLError
 
-from dfdlocal.tools import LOCAL_AWS
+from dfdlocal.names import ACCOUNT_ID, RECONCILE_STATE_MACHINE
+from dfdlocal.template import scalar_text
 
 if TYPE_CHECKING:
     from dfdlocal.stack import LocalStack
@@ -48,11 +46,9 @@ log = logging.getLogger("dfdlocal.reconcile")
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachine" / "reconcile.asl.json"
-TEMPLATE = ROOT / "template.yaml"
 LOGICAL_ID = "ReconcileStateMachine"
-STATE_MACHINE_NAME = "dfd-reconcile"  # the local stack's name for ReconcileStateMachine
-LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/dfd-reconcile"  # moto does not evaluate IAM
-DEFAULT_ENDPOINT = LOCAL_AWS  # make run's, at DFD_AWS_PORT when set
+STATE_MACHINE_NAME = RECONCILE_STATE_MACHINE  # the local stack's name for ReconcileStateMachine
+LOCAL_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/dfd-reconcile"  # moto does not evaluate IAM
 DEFAULT_INTERVAL = 60.0
 INTERVAL_VARIABLE = "DFD_RECONCILE_INTERVAL"
 # moto's interpreter logs at ERROR every JSONPath it does not find, including the absent ones a Choice rule
@@ -133,16 +129,8 @@ def state_machine_from_model(model: Any) -> tuple[str, Path, dict[str, str]]:
         raise ReconcileError(f"{LOGICAL_ID}.DefinitionUri must be a path relative to the template")
     raw = props.get("DefinitionSubstitutions") or {}
     evaluated = model.resolver.evaluate(LOGICAL_ID, "DefinitionSubstitutions", raw)
-    substitutions = {str(key): _text(value) for key, value in evaluated.items()}
+    substitutions = {str(key): scalar_text(value) for key, value in evaluated.items()}
     return machine.name, Path(model.path).parent / uri, substitutions
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(_text(item) for item in value)
-    return str(value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -345,60 +333,3 @@ def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -
     timer.start()
     log.debug("reconcile state machine %s created (%s)", name, arn)
     return timer
-
-
-# --------------------------------------------------------------------------------------------------
-# scripts/reconcile
-# --------------------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/reconcile",
-        description="Run the reconcile workflow now on the local stack (make run) and print its summary.",
-    )
-    parser.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, help="AWS emulator (default: make run)")
-    parser.add_argument("--name", default=STATE_MACHINE_NAME, help="state machine name (created if absent)")
-    parser.add_argument("--template", type=Path, default=TEMPLATE, help="template defining it (when creating it)")
-    parser.add_argument("--pending-only", action="store_true", help="only pending uploads (no sweep, no audit)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the whole run")
-    parser.add_argument(
-        "--now",
-        help="run as if it were this UTC time (YYYY-MM-DDTHH:MM:SSZ), e.g. past the grace period and URL expiry",
-    )
-    args = parser.parse_args(argv)
-    execution_input: dict[str, Any] = {}
-    if args.pending_only:
-        execution_input["sweep"] = False
-    if args.now:
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", args.now):
-            parser.error("--now must look like 2030-01-01T00:00:00Z")
-        execution_input["now"] = args.now
-
-    for variable, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        os.environ.setdefault(variable, value)
-    import boto3
-
-    sfn = boto3.client("stepfunctions", endpoint_url=args.endpoint_url, region_name="us-east-1")
-    try:
-        arn = find_state_machine(sfn, args.name)
-        if arn is None:
-            enable_executions(args.endpoint_url)
-            name, path, substitutions = template_state_machine(args.template, args.endpoint_url)
-            arn = create_state_machine(sfn, substitutions, name=args.name or name, definition_path=path)
-            print(f"created state machine {args.name}", file=sys.stderr)
-        summary = run_reconcile(sfn, arn, args.timeout, execution_input=execution_input)
-    except (URLError, ConnectionError) as error:
-        print(f"cannot reach {args.endpoint_url} ({error}): is `make run` running?", file=sys.stderr)
-        return 2
-    except Exception as error:
-        if type(error).__name__ == "EndpointConnectionError":
-            print(f"cannot reach {args.endpoint_url}: is `make run` running?", file=sys.stderr)
-            return 2
-        print(f"reconcile failed: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, indent=2))
-    print(describe_summary(summary), file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

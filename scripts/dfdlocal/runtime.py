@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dfdlocal.template import ACCOUNT_ID, REGION, FunctionDef
+from dfdlocal.names import ACCOUNT_ID, REGION
+from dfdlocal.template import FunctionDef
 
 log = logging.getLogger("dfdlocal.lambda")
 

@@ -26,7 +26,6 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from dfdlocal.apigw import HttpApi
 from dfdlocal.emulator import (
-    CREDENTIALS,
     ResourceError,
     Resources,
     create_resources,
@@ -34,10 +33,11 @@ from dfdlocal.emulator import (
     prepare_environment,
 )
 from dfdlocal.lambda_api import LambdaApi
+from dfdlocal.names import API_PORT, AWS_PORT, CREDENTIALS, LAMBDA_PORT, REGION, TABLE_VARIABLES, TABLES
 from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import REGION, TABLE_NAMES, LocalModel, TemplateError, read_model
+from dfdlocal.template import LocalModel, TemplateError, read_model
 
 log = logging.getLogger("dfdlocal")
 
@@ -46,12 +46,6 @@ PORT_OPTIONS = {
     "aws": ("AWS emulator", "--aws-port", "DFD_AWS_PORT"),
     "api": ("HTTP API", "--api-port", "DFD_API_PORT"),
     "lambda": ("Lambda Invoke API", "--lambda-port", "DFD_LAMBDA_PORT"),
-}
-TABLE_VARIABLES = {
-    "DDB_TABLE": "FilesTable",
-    "DDB_COUNTERS_TABLE": "CountersTable",
-    "UPLOADS_TABLE": "UploadsTable",
-    "EVENTS_TABLE": "EventsTable",
 }
 
 
@@ -77,9 +71,9 @@ class StackOptions:
     web_root: Path | None = None  # default: <root>/web
     host: str = "127.0.0.1"
     public_host: str | None = None  # the host in URLs handed to clients; default: host, 127.0.0.1 for a wildcard
-    api_port: int = 3000
-    lambda_port: int = 3001
-    aws_port: int = 4566
+    api_port: int = API_PORT[1]
+    lambda_port: int = LAMBDA_PORT[1]
+    aws_port: int = AWS_PORT[1]
     visibility_timeout: int = 2  # seconds, for queues read by an event source mapping
     ingest_concurrency: int = 2  # pollers per event source mapping
     parameters: Mapping[str, str] = field(default_factory=dict)
@@ -261,7 +255,7 @@ class LocalStack:
         env = dict(model.environment)
         for variable, logical_id in TABLE_VARIABLES.items():
             if variable not in env and logical_id in self.resources.tables:
-                env[variable] = TABLE_NAMES[logical_id]
+                env[variable] = TABLES[logical_id]
         if "S3_BUCKET" not in env and len(self.resources.buckets) == 1:
             env["S3_BUCKET"] = next(iter(self.resources.buckets.values()))
         env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")

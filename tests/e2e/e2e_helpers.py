@@ -13,6 +13,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from dfdlocal.names import CREDENTIALS
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
@@ -37,7 +39,11 @@ class RunningStack:
     process: subprocess.Popen[bytes] = field(repr=False)
 
     def session(self) -> boto3.Session:
-        return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=self.region)
+        return boto3.Session(
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=self.region,
+        )
 
     def client(self, service: str) -> Any:
         """A client for the emulator (S3 with SigV4, like the handlers' presigned URLs)."""

@@ -15,6 +15,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from dfdlocal import names
 from dfdlocal.template import load_template
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
 
@@ -53,12 +54,9 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
     dynamodb = stack.client("dynamodb")
     tables = resources_of(template, "AWS::DynamoDB::Table")
     assert set(tables) == set(stack.description["tables"])
-    assert {stack.files_table, stack.counters_table, stack.uploads_table, stack.events_table} == {
-        "FileMetadata",
-        "counters",
-        "Uploads",
-        "IngestEvents",
-    }
+    assert {stack.files_table, stack.counters_table, stack.uploads_table, stack.events_table} == set(
+        names.TABLES.values()
+    )
     for logical_id, props in tables.items():
         name = stack.description["tables"][logical_id]
         table = dynamodb.describe_table(TableName=name)["Table"]
@@ -78,7 +76,7 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
 def test_bucket_notification_and_cors_match_template(stack: RunningStack, template: dict[str, Any]) -> None:
     s3, sqs = stack.client("s3"), stack.client("sqs")
     (props,) = resources_of(template, "AWS::S3::Bucket").values()
-    assert stack.bucket == "dfd-file-service"
+    assert stack.bucket == names.BUCKET
 
     (expected,) = props["NotificationConfiguration"]["QueueConfigurations"]
     (actual,) = s3.get_bucket_notification_configuration(Bucket=stack.bucket)["QueueConfigurations"]
@@ -259,9 +257,8 @@ def test_invoke_with_the_aws_cli(stack: RunningStack, tmp_path: Any) -> None:
         timeout=60,
         env={
             **os.environ,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            **names.CREDENTIALS,
+            "AWS_DEFAULT_REGION": names.REGION,
         },
     )
     assert result.returncode == 0, result.stderr

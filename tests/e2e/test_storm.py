@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from dfd.config import Settings
-from dfdlocal.audit import audit
-from dfdlocal.replay import notification
+from dfdtools.audit import audit
+from dfdtools.replay import notification
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -121,7 +121,7 @@ def test_replay_storm_during_concurrent_uploads(stack: RunningStack) -> None:
 
     # and the operator's tool agrees
     audit_run = subprocess.run(
-        [sys.executable, "-m", "dfdlocal.audit", "--endpoint-url", stack.aws_url],
+        [sys.executable, "-m", "dfdtools.audit", "--endpoint-url", stack.aws_url],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 def tool(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     return subprocess.run(
-        [sys.executable, "-m", f"dfdlocal.{module}", *args],
+        [sys.executable, "-m", f"dfdtools.{module}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -89,7 +89,7 @@ def test_tools_find_the_stack_by_its_port_variables_and_say_when_it_is_not_there
     port = stack.aws_url.rsplit(":", 1)[1]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DFD_AWS_PORT": port}
     audit = subprocess.run(
-        [sys.executable, "-m", "dfdlocal.audit", "--unsettled"], cwd=ROOT, capture_output=True, text=True, env=env
+        [sys.executable, "-m", "dfdtools.audit", "--unsettled"], cwd=ROOT, capture_output=True, text=True, env=env
     )
     assert audit.returncode in (0, 1), audit.stderr  # a report either way, from the stack on that port
     assert "invariant" in audit.stdout.lower() or "holds" in audit.stdout, audit.stdout
@@ -100,7 +100,7 @@ def test_tools_find_the_stack_by_its_port_variables_and_say_when_it_is_not_there
         for module in ("audit", "replay", "reconcile"):
             args = ["--key", "uploads/x"] if module == "replay" else []
             result = subprocess.run(
-                [sys.executable, "-m", f"dfdlocal.{module}", *args],
+                [sys.executable, "-m", f"dfdtools.{module}", *args],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,9 @@ from moto.core.botocore_stubber import BotocoreStubber
 
 from dfd import deps
 from dfd.config import Settings
-from dfdlocal.audit import Report, audit
+from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, create_resources
+from dfdlocal.template import TEMPLATE, LocalModel, read_model
+from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
 
 
@@ -60,47 +62,19 @@ class Aws:
                 records.append(message)
 
 
-def create_resources(settings: Settings) -> tuple[Any, Any, Any, str]:
-    ddb = boto3.client("dynamodb")
-    s3 = boto3.client("s3")
-    sqs = boto3.client("sqs")
-    for table, key in (
-        (settings.files_table, "hash"),
-        (settings.counters_table, "counter_id"),
-        (settings.uploads_table, "upload_id"),
-        (settings.events_table, "event_key"),
-    ):
-        ddb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-    ddb.create_table(
-        TableName=settings.tenant_files_table,
-        KeySchema=[{"AttributeName": "tenant", "KeyType": "HASH"}, {"AttributeName": "hash", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "tenant", "AttributeType": "S"},
-            {"AttributeName": "hash", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    s3.create_bucket(Bucket=settings.bucket)
-    queue_url = sqs.create_queue(QueueName="dfd-ingest")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    s3.put_bucket_notification_configuration(
-        Bucket=settings.bucket,
-        NotificationConfiguration={
-            "QueueConfigurations": [
-                {
-                    "QueueArn": arn,
-                    "Events": ["s3:ObjectCreated:*"],
-                    "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": settings.upload_prefix}]}},
-                }
-            ]
-        },
-    )
-    return ddb, s3, sqs, queue_url
+QUEUE_VISIBILITY_TIMEOUT = 30  # seconds, for the polled ingest queue (the template's 30 min are for Lambda)
+
+
+def template_resources(model: LocalModel, client: Callable[[str], Any]) -> Resources:
+    """The template's tables, queues and bucket, created as the local stack creates them (GSIs, TTL, redrive,
+    bucket notification), through ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    return create_resources(model, client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
+
+
+@pytest.fixture(scope="session")
+def template_model() -> LocalModel:
+    """template.yaml read once, with local names (queue URLs as in-process moto makes them)."""
+    return read_model(TEMPLATE, IN_PROCESS_ENDPOINT)
 
 
 _MOTO = threading.RLock()
@@ -122,7 +96,7 @@ def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+def aws(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel) -> Iterator[Aws]:
     serialize_moto(monkeypatch)
     for name, value in TEST_ENV.items():
         monkeypatch.setenv(name, value)
@@ -130,9 +104,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         monkeypatch.delenv(name, raising=False)
     deps.reset()
     with mock_aws():
-        settings = Settings.from_env()
-        ddb, s3, sqs, queue_url = create_resources(settings)
-        env = Aws(settings, s3, ddb, sqs, queue_url)
+        resources = template_resources(template_model, boto3.client)
+        ddb, s3, sqs = boto3.client("dynamodb"), boto3.client("s3"), boto3.client("sqs")
+        env = Aws(Settings.from_env(), s3, ddb, sqs, resources.queues["IngestQueue"].url)
         env.drain()  # the s3:TestEvent sent when the notification was configured
         yield env
     deps.reset()

@@ -28,13 +28,14 @@ from dfd import clock, deps
 from dfd.config import Settings
 from dfd.handlers import ingest, metadata, upload
 from dfdlocal import reconcile
-from dfdlocal.audit import Report, audit
-from dfdlocal.emulator import create_resources, make_emulator_server
-from dfdlocal.template import load_template, read_model
+from dfdlocal.emulator import make_emulator_server
+from dfdlocal.names import RECONCILE_STATE_MACHINE, REGION
+from dfdlocal.template import TEMPLATE, load_template, read_model
+from dfdtools import reconcile as reconcile_tool
+from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
+from tests.integration.conftest import template_resources
 from tests.support import LambdaContext, api_event, call, sqs_batch
-
-REGION = "us-east-1"
 
 
 @dataclass
@@ -68,7 +69,7 @@ def emulator() -> Iterator[Emulator]:
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
         try:
-            yield Emulator(endpoint, read_model(reconcile.TEMPLATE, endpoint))
+            yield Emulator(endpoint, read_model(TEMPLATE, endpoint))
         finally:
             server.shutdown()
             server.server_close()
@@ -153,7 +154,7 @@ class Local:
 def local(emulator: Emulator) -> Iterator[Local]:
     urlrequest.urlopen(urlrequest.Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
     reconcile.enable_executions(emulator.endpoint)
-    resources = create_resources(emulator.model, emulator.client, local_visibility_timeout=30)
+    resources = template_resources(emulator.model, emulator.client)
     name, path, substitutions = reconcile.state_machine_from_model(emulator.model)
     sfn = emulator.client("stepfunctions")
     arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
@@ -221,7 +222,7 @@ def test_lost_notification_is_replayed_and_ingested(local: Local) -> None:
 def test_upload_whose_ingest_never_completes_becomes_failed(local: Local) -> None:
     """Every re-drive is dead-lettered (a poison object, a broken deployment): after ReconcileMaxRedrives
     re-drives the upload is marked failed and left alone; a later DLQ redrive still stores it."""
-    max_redrives = int(load_template(reconcile.TEMPLATE)["Parameters"]["ReconcileMaxRedrives"]["Default"])
+    max_redrives = int(load_template(TEMPLATE)["Parameters"]["ReconcileMaxRedrives"]["Default"])
     answer = local.upload(b"never ingested\n" * 50, "poison.bin")
     (original,) = local.drain()  # lost
     for attempt in range(1, max_redrives + 1):
@@ -466,7 +467,7 @@ def test_local_stack_hook_runs_the_workflow_on_a_timer(local: Local) -> None:
     schedule = reconcile.start_reconcile_schedule(stack, interval=0.2)  # type: ignore[arg-type]
     assert schedule is not None
     try:
-        assert "dfd-reconcile" in schedule.describe()
+        assert RECONCILE_STATE_MACHINE in schedule.describe()
         deadline = time.monotonic() + 20
         while not local.drain():
             assert time.monotonic() < deadline, "the timer never re-drove the orphan"
@@ -492,7 +493,7 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
     local.sfn.delete_state_machine(stateMachineArn=local.state_machine_arn)
     now = later(hours=1)
     capsys.readouterr()  # the upload handler's metrics line
-    assert reconcile.main(["--endpoint-url", local.emulator.endpoint, "--pending-only", "--now", now]) == 0
+    assert reconcile_tool.main(["--endpoint-url", local.emulator.endpoint, "--pending-only", "--now", now]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == {
         "redriven": 1,
@@ -503,9 +504,9 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         "now": now,
         "executions": 1,
     }
-    assert "created state machine dfd-reconcile" in err
+    assert f"created state machine {RECONCILE_STATE_MACHINE}" in err
     assert len(local.drain()) == 1
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused (no fixed port's luck)
         nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
-        assert reconcile.main(["--endpoint-url", nobody, "--timeout", "5"]) == 2
+        assert reconcile_tool.main(["--endpoint-url", nobody, "--timeout", "5"]) == 2

@@ -13,8 +13,8 @@ from dfd.errors import InvalidEvent
 from dfd.events import ObjectRef
 from dfd.handlers import ingest
 from dfd.ingest import IngestResult, Outcome
-from dfdlocal.replay import state
-from dfdlocal.tools import Target
+from dfdtools.replay import state
+from dfdtools.tools import Target
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
 from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch

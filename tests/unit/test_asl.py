@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dfdlocal import reconcile
-from tests.unit.test_template import PERMISSIONS, _as_list, _describe, _intrinsic, load_template
+from tests.unit.test_template import PERMISSIONS, _as_list, _describe, _intrinsic, _template
 
 ROOT = Path(__file__).resolve().parents[2]
 ASL = ROOT / "statemachine" / "reconcile.asl.json"
@@ -67,7 +67,7 @@ def tasks() -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return load_template()
+    return _template()
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Sharded counters converge exactly under TransactionConflict cancellations; one counter item thrashes.
 
-The simulation (dfdlocal.bench.counters_sim) drives the real Ingestor — its plan, its retry loop, its
+The simulation (dfdbench.counters_sim) drives the real Ingestor — its plan, its retry loop, its
 jittered backoff — with fakes for S3 and DynamoDB on a clock of ticks (one tick = the window in which two
 transactions on one item conflict). Assertions are on counts and retries, never on time.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from dfd.ingest import MAX_ATTEMPTS
-from dfdlocal.bench.counters_sim import SimResult, Simulation
+from dfdbench.counters_sim import SimResult, Simulation
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,20 @@
 """Static checks of template.yaml: cfn-lint clean, routes and handlers, least privilege, queue/table settings.
 
-No network, no AWS: the template is read with a plain YAML loader that keeps CloudFormation short tags
-(!Ref, !Sub, !GetAtt, ...) as unevaluated `Tag` nodes - the same way the local stack reads it.
+No network, no AWS: the template is read as the local stack reads it (cfn-lint's decoder), CloudFormation
+short tags (!Ref, !Sub, !GetAtt, ...) in their unevaluated long form ({"Ref": ...}, {"Fn::Sub": ...}).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from dfdlocal.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -142,48 +142,16 @@ RETAINED = ["FilesTable", "CountersTable", "FilesBucket"]
 
 
 # --------------------------------------------------------------------------------------------------------
-# A small YAML loader for CloudFormation short tags
+# The template, as the local stack reads it (cfn-lint's decoder: short tags in long form)
 # --------------------------------------------------------------------------------------------------------
-@dataclass
-class Tag:
-    """An unevaluated CloudFormation short-form intrinsic: `!Sub "x"` -> Tag("Sub", "x")."""
-
-    name: str
-    value: Any
-
-
-class CfnLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that turns every `!Name` tag into a Tag node instead of failing."""
-
-
-def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Tag:
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        assert isinstance(node, yaml.MappingNode)
-        value = loader.construct_mapping(node, deep=True)
-    return Tag(suffix, value)
-
-
-CfnLoader.add_multi_constructor("!", _construct_tag)
-
-
-def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    loader = CfnLoader(path.read_text(encoding="utf-8"))
-    try:
-        data = loader.get_single_data()
-    finally:
-        loader.dispose()
-    assert isinstance(data, dict), f"{path} is not a YAML mapping"
-    return data
+def Tag(name: str, value: Any) -> dict[str, Any]:
+    """The long form of a short-tag intrinsic: `!Sub "x"` -> Tag("Sub", "x") == {"Fn::Sub": "x"}."""
+    return {name: value} if name in ("Ref", "Condition") else {f"Fn::{name}": value}
 
 
 @cache
 def _template() -> dict[str, Any]:
-    return load_template()
+    return load_template(TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -195,9 +163,7 @@ def template() -> dict[str, Any]:
 # Helpers
 # --------------------------------------------------------------------------------------------------------
 def _intrinsic(node: Any) -> tuple[str, Any] | None:
-    """("Ref" | "Sub" | "GetAtt" | ..., value) for a short tag or a long-form {"Fn::X": ...} mapping."""
-    if isinstance(node, Tag):
-        return node.name, node.value
+    """("Ref" | "Sub" | "GetAtt" | ..., value) for a long-form {"Ref": ...} or {"Fn::X": ...} mapping."""
     if isinstance(node, dict) and len(node) == 1:
         (key, value) = next(iter(node.items()))
         if key == "Ref":
@@ -266,8 +232,6 @@ def _statements(policy_holder: Any) -> list[dict[str, Any]]:
 def _all_policy_statements(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
     """Every statement of every policy document anywhere in the template (IAM and resource policies)."""
     found: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(node, Tag):
-        return _all_policy_statements(node.value, where)
     if isinstance(node, dict):
         statement = node.get("Statement")
         if isinstance(statement, list | dict) and ("Version" in node or where.endswith("Policies")):
@@ -488,7 +452,9 @@ def test_queues_redrive_and_encryption(template: dict[str, Any]) -> None:
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
     assert _is_getatt(queue["RedrivePolicy"]["deadLetterTargetArn"], "IngestDLQ.Arn")
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
-    assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
+    # SSE-SQS unless a customer-managed key is given (tests/unit/test_template_posture.py checks the KMS side)
+    sse_sqs = Tag("If", ["HasKmsKey", Tag("Ref", "AWS::NoValue"), True])
+    assert queue["SqsManagedSseEnabled"] == sse_sqs and dlq["SqsManagedSseEnabled"] == sse_sqs
 
 
 def test_queue_policy_lets_only_this_bucket_send(template: dict[str, Any]) -> None:
@@ -561,8 +527,11 @@ def test_bucket(template: dict[str, Any]) -> None:
     assert set(props["PublicAccessBlockConfiguration"].values()) == {True}
     assert len(props["PublicAccessBlockConfiguration"]) == 4
     assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    # SSE-S3 unless a customer-managed key is given (tests/unit/test_template_posture.py checks the KMS side)
     (encryption,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    (condition, _, default) = encryption["Fn::If"]
+    assert condition == "HasKmsKey"
+    assert default == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
     (rule,) = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}

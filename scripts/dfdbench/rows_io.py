@@ -14,8 +14,10 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from dfdlocal.bench.harness import (
+from dfdbench.harness import (
     BUCKET,
+    EVENTS_TABLE,
+    FILES_TABLE,
     GIB,
     MIB,
     Bench,
@@ -26,7 +28,7 @@ from dfdlocal.bench.harness import (
     median,
     timed,
 )
-from dfdlocal.bench.proxy import ThrottlingProxy
+from dfdbench.proxy import ThrottlingProxy
 
 
 def hash_ceiling() -> float:
@@ -134,7 +136,7 @@ def streaming(bench: Bench, ceiling: float) -> list[Row]:
 # ---------------------------------------------------------------------- target 2
 def _probe(bench: Bench, warmup: str, key: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "dfdlocal.bench.memprobe", warmup, key],
+        [sys.executable, "-m", "dfdbench.memprobe", warmup, key],
         capture_output=True,
         text=True,
         env=env,
@@ -149,7 +151,7 @@ def _probe(bench: Bench, warmup: str, key: str, env: dict[str, str]) -> dict[str
 
 def _reset_all(bench: Bench) -> None:
     """Forget every ingest record (the probes ran in other processes)."""
-    for table, key in (("IngestEvents", "event_key"), ("FileMetadata", "hash")):
+    for table, key in ((EVENTS_TABLE, "event_key"), (FILES_TABLE, "hash")):
         for page in bench.ddb.get_paginator("scan").paginate(TableName=table, ProjectionExpression="#k",
                                                              ExpressionAttributeNames={"#k": key}):  # fmt: skip
             for item in page.get("Items", []):

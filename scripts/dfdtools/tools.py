@@ -17,31 +17,20 @@ from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 
 from dfd.config import Settings
+from dfdlocal import names
 
-
-def _local(variable: str, port: int) -> str:
-    """make run's endpoint on 127.0.0.1, at the port its own variable moved it to (DFD_AWS_PORT, ...)."""
-    return f"http://127.0.0.1:{os.environ.get(variable, '').strip() or port}"
-
-
-LOCAL_AWS = _local("DFD_AWS_PORT", 4566)
-LOCAL_API = _local("DFD_API_PORT", 3000)
-LOCAL_LAMBDA = _local("DFD_LAMBDA_PORT", 3001)
+# make run's endpoints (at the ports DFD_AWS_PORT, ... moved them to)
+LOCAL_AWS = names.local_url(names.AWS_PORT)
+LOCAL_API = names.local_url(names.API_PORT)
+LOCAL_LAMBDA = names.local_url(names.LAMBDA_PORT)
 LOCAL_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": names.CREDENTIALS["AWS_ACCESS_KEY_ID"],
+    "AWS_SECRET_ACCESS_KEY": names.CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    "AWS_DEFAULT_REGION": names.REGION,
 }
 # the local stack's resource names (AWS deployments pass theirs through the same variables)
-LOCAL_NAMES = {
-    "DDB_TABLE": "FileMetadata",
-    "DDB_COUNTERS_TABLE": "counters",
-    "UPLOADS_TABLE": "Uploads",
-    "EVENTS_TABLE": "IngestEvents",
-    "TENANT_FILES_TABLE": "TenantFiles",
-    "S3_BUCKET": "dfd-file-service",
-}
-LOCAL_QUEUE = "dfd-ingest"
+LOCAL_NAMES = names.ENVIRONMENT
+LOCAL_QUEUE = names.INGEST_QUEUE
 
 
 def add_target_args(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
-from dfdlocal.tools import add_target_args, reports_unreachable, target
+from dfdtools.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
 

@@ -20,7 +20,7 @@ from urllib.parse import quote_plus
 import requests
 
 from dfd.adapters.dynamo import COUNTER_FIELDS
-from dfdlocal.tools import LOCAL_LAMBDA, LOCAL_QUEUE, Target, add_target_args, reports_unreachable, target
+from dfdtools.tools import LOCAL_LAMBDA, LOCAL_QUEUE, Target, add_target_args, reports_unreachable, target
 
 
 def notification(bucket: str, key: str) -> dict[str, Any]:

@@ -6,9 +6,10 @@ Two adjustments, both to moto's cost and neither to what the service does:
   copy: a 16 MiB range of a 256 MiB object costs a 256 MiB copy. Real S3 serves a range at the range's cost,
   so here each object's bytes are kept once in memory and a range is one slice. Both the baseline loops and
   the ingest read through this same server.
-- DynamoDB requests run one at a time (moto's DynamoDB is not safe under concurrent transactions).
+- DynamoDB requests run one at a time (moto's DynamoDB is not safe under concurrent transactions), with the
+  local stack's own middleware (:class:`dfdlocal.emulator.SerializeDynamoDB`).
 
-``python -m dfdlocal.bench.emulator [--port N]`` prints ``ready <port>`` once it serves; :class:`Emulator`
+``python -m dfdbench.emulator [--port N]`` prints ``ready <port>`` once it serves; :class:`Emulator`
 starts and stops it from the benchmark process.
 """
 
@@ -20,31 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
-
-DYNAMODB_TARGET_PREFIX = "DynamoDB_20120810"
-
-
-class SerializeDynamoDB:
-    def __init__(self, app: WSGIApplication) -> None:
-        self.app = app
-        self.lock = threading.Lock()
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(DYNAMODB_TARGET_PREFIX):
-            return self.app(environ, start_response)
-        with self.lock:
-            result = self.app(environ, start_response)
-            try:
-                return [b"".join(result)]
-            finally:
-                close: Callable[[], None] | None = getattr(result, "close", None)
-                if close is not None:
-                    close()
+from typing import Any
 
 
 def _keep_values_in_memory() -> None:
@@ -75,6 +52,8 @@ def serve(host: str, port: int) -> None:
     os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(8 * 1024**3))  # spool in memory
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
+
+    from dfdlocal.emulator import SerializeDynamoDB
 
     _keep_values_in_memory()
 
@@ -147,7 +126,7 @@ class Emulator(ChildProcess):
     def __init__(self, host: str = "127.0.0.1") -> None:
         env = dict(os.environ)
         env["MOTO_PORT"] = "0"
-        super().__init__(["-m", "dfdlocal.bench.emulator", "--host", host, "--port", "0"], "moto emulator", env)
+        super().__init__(["-m", "dfdbench.emulator", "--host", host, "--port", "0"], "moto emulator", env)
         self.url = f"http://{host}:{self.port}"
         started = time.monotonic()
         while time.monotonic() - started < 10:  # moto answers once its backends are loaded

@@ -26,10 +26,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from dfdlocal.bench.harness import BUCKET, Bench, Row, function_environment, median
-from dfdlocal.bench.rows_api import api_event
+from dfdbench.harness import BUCKET, Bench, Row, function_environment, median
+from dfdbench.rows_api import api_event
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 MARK = "@@bench-done"
 
 # the clients each function builds to serve its first request, configured as dfd.aws builds them

@@ -10,7 +10,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from dfdlocal.bench.harness import BUCKET, KEYS, Bench, Row, counting, dfd_clients, median, timed
+from dfdbench.harness import BUCKET, FILES_TABLE, Bench, Row, counting, dfd_clients, median, timed
 
 SMALL = 64 * 1024
 
@@ -57,7 +57,7 @@ class CapacityModel:
         for entry in items:
             (action,) = entry.values()
             table = action["TableName"]
-            key = action.get("Key") or {KEYS[table]: action["Item"][KEYS[table]]}
+            key = action.get("Key") or {self.bench.keys[table]: action["Item"][self.bench.keys[table]]}
             after = self.bench.ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item") or {}
             size = max(item_size(after), before.get(json.dumps(key, sort_keys=True), 0), 1)
             self.wcu += 2 * math.ceil(size / 1024)
@@ -92,7 +92,8 @@ class _Recorder:
             for entry in items:
                 (action,) = entry.values()
                 table = action["TableName"]
-                key = action.get("Key") or {KEYS[table]: action["Item"][KEYS[table]]}
+                keys = self.model.bench.keys
+                key = action.get("Key") or {keys[table]: action["Item"][keys[table]]}
                 found = self.model.bench.ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
                 before[json.dumps(key, sort_keys=True)] = item_size(found) if found else 0
             self._transact(items)
@@ -240,7 +241,7 @@ def _drop_files(bench: Bench, count: int, start: int = 0) -> None:
     for index in range(start, start + count):
         batch.append({"DeleteRequest": {"Key": {"hash": {"S": f"{index:064x}"}}}})
         if len(batch) == 25 or index == start + count - 1:
-            bench.ddb.batch_write_item(RequestItems={"FileMetadata": batch})
+            bench.ddb.batch_write_item(RequestItems={FILES_TABLE: batch})
             batch = []
 
 
@@ -262,10 +263,10 @@ def _fill_files(bench: Bench, count: int, start: int) -> None:
         }
         batch.append({"PutRequest": {"Item": item}})
         if len(batch) == 25:
-            bench.ddb.batch_write_item(RequestItems={"FileMetadata": batch})
+            bench.ddb.batch_write_item(RequestItems={FILES_TABLE: batch})
             batch = []
     if batch:
-        bench.ddb.batch_write_item(RequestItems={"FileMetadata": batch})
+        bench.ddb.batch_write_item(RequestItems={FILES_TABLE: batch})
 
 
 def stats(bench: Bench) -> list[Row]:

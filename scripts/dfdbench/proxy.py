@@ -1,7 +1,7 @@
 """A TCP proxy that caps each connection's download bandwidth (and can add a per-request latency), to stand
 in for real S3 (~100 MB/s per connection, tens of ms to first byte) in front of the local emulator.
 
-``python -m dfdlocal.bench.proxy --target 127.0.0.1:PORT --bandwidth 100e6 [--latency-ms 10]`` prints
+``python -m dfdbench.proxy --target 127.0.0.1:PORT --bandwidth 100e6 [--latency-ms 10]`` prints
 ``ready <port>``. Each accepted connection gets two threads: client → server forwarded as it comes (after
 ``latency`` once per request burst), server → client paced by a token bucket at ``bandwidth`` bytes/s.
 """
@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from dfdlocal.bench.emulator import ChildProcess, announce
+from dfdbench.emulator import ChildProcess, announce
 
 CHUNK = 256 * 1024
 BURST_SECONDS = 0.005  # idle time earns at most this much credit
@@ -65,7 +65,7 @@ def serve(host: str, port: int, target: tuple[str, int], bandwidth: float, laten
 
 class ThrottlingProxy(ChildProcess):
     def __init__(self, target_port: int, bandwidth: float, latency_ms: float, host: str = "127.0.0.1") -> None:
-        args = ["-m", "dfdlocal.bench.proxy", "--target", f"{host}:{target_port}", "--bandwidth", str(bandwidth)]
+        args = ["-m", "dfdbench.proxy", "--target", f"{host}:{target_port}", "--bandwidth", str(bandwidth)]
         super().__init__([*args, "--latency-ms", str(latency_ms)], "throttling proxy")
         self.url = f"http://{host}:{self.port}"
 

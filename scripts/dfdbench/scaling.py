@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dfdlocal.bench.counters_sim import TICK_SECONDS, Simulation
-from dfdlocal.bench.harness import Row
+from dfdbench.counters_sim import TICK_SECONDS, Simulation
+from dfdbench.harness import Row
 from dfdlocal.template import load_template
 
 TARGET = 5000.0  # ingests/s
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def template_defaults() -> dict[str, int]:

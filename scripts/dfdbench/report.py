@@ -8,7 +8,7 @@ import math
 import platform
 from typing import Any
 
-from dfdlocal.bench.harness import Row
+from dfdbench.harness import Row
 
 MARK = {True: "✅", False: "❌", None: "—"}
 

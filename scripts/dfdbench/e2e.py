@@ -2,7 +2,7 @@
 over HTTP, and the same workload pushed straight through the handlers in one process (moto in memory, no
 sockets, no queue polling): the difference is the local stack's own overhead.
 
-``python -m dfdlocal.bench.e2e --mode stack|inprocess --uploads N [--clients 8]`` prints one JSON line. Each
+``python -m dfdbench.e2e --mode stack|inprocess --uploads N [--clients 8]`` prints one JSON line. Each
 mode runs in its own process (the stack and moto's in-memory backends are process-wide).
 
 Workload (seeded): sizes 60% 1-64 KiB, 30% 64 KiB-1 MiB, 10% 1-8 MiB; 30% of the uploads repeat the content of
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 POLL_SECONDS = 0.05
 FINAL = {"stored", "duplicate"}
 
@@ -57,7 +57,7 @@ def workload(count: int, seed: int = 2026) -> list[Upload]:
 
 
 def body(upload: Upload) -> bytes:
-    from dfdlocal.bench.harness import content
+    from dfdbench.harness import content
 
     return content(upload.size, upload.seed)
 
@@ -123,14 +123,22 @@ def run_stack(uploads: list[Upload], clients: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- in-process, handlers called directly
+def _client(service: str) -> Any:
+    import boto3
+
+    return boto3.client(service)  # type: ignore[call-overload]
+
+
 def run_inprocess(uploads: list[Upload]) -> dict[str, Any]:
-    from dfdlocal.bench.harness import BUCKET, CREDENTIALS, KEYS, TABLES
+    from dfdbench.harness import QUEUE_VISIBILITY_TIMEOUT
+    from dfdlocal.emulator import IN_PROCESS_ENDPOINT, create_resources
+    from dfdlocal.names import CREDENTIALS, ENVIRONMENT, REGION
+    from dfdlocal.template import TEMPLATE, read_model
 
     env = {
         **CREDENTIALS,
-        **TABLES,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "S3_BUCKET": BUCKET,
+        **ENVIRONMENT,
+        "AWS_DEFAULT_REGION": REGION,
         "POWERTOOLS_SERVICE_NAME": "dfd",
         "POWERTOOLS_METRICS_NAMESPACE": "dfd",
         "POWERTOOLS_LOG_LEVEL": "ERROR",
@@ -144,25 +152,14 @@ def run_inprocess(uploads: list[Upload]) -> dict[str, Any]:
     import requests
     from moto import mock_aws
 
-    from dfdlocal.bench.rows_api import LambdaContext, api_event
+    from dfdbench.rows_api import LambdaContext, api_event
     from dfdlocal.poller import lambda_record
 
     with mock_aws():
-        ddb, s3, sqs = boto3.client("dynamodb"), boto3.client("s3"), boto3.client("sqs")
-        for table, key in KEYS.items():
-            ddb.create_table(
-                TableName=table,
-                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        s3.create_bucket(Bucket=BUCKET)
-        queue = sqs.create_queue(QueueName="dfd-ingest")["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        s3.put_bucket_notification_configuration(
-            Bucket=BUCKET,
-            NotificationConfiguration={"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]},
-        )
+        sqs = boto3.client("sqs")
+        model = read_model(TEMPLATE, IN_PROCESS_ENDPOINT)
+        resources = create_resources(model, _client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
+        queue, arn = resources.queues["IngestQueue"].url, resources.queues["IngestQueue"].arn
         sqs.purge_queue(QueueUrl=queue)  # the s3:TestEvent
 
         from dfd import deps

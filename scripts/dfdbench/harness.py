@@ -14,23 +14,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from dfdlocal.bench.emulator import Emulator
+from dfdbench.emulator import Emulator
+from dfdlocal import names
+from dfdlocal.emulator import create_resources
+from dfdlocal.names import CREDENTIALS, REGION
+from dfdlocal.template import TEMPLATE, read_model
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
-REGION = "us-east-1"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
-TABLES = {"DDB_TABLE": "FileMetadata", "DDB_COUNTERS_TABLE": "counters", "UPLOADS_TABLE": "Uploads"}
-TABLES["EVENTS_TABLE"] = "IngestEvents"
-TABLES["TENANT_FILES_TABLE"] = "TenantFiles"
-KEYS = {"FileMetadata": "hash", "counters": "counter_id", "Uploads": "upload_id", "IngestEvents": "event_key"}
-BUCKET = "dfd-file-service"
+BUCKET = names.BUCKET
+FILES_TABLE = names.TABLES["FilesTable"]
+EVENTS_TABLE = names.TABLES["EventsTable"]
+QUEUE_VISIBILITY_TIMEOUT = 30  # seconds; nothing reads the ingest queue in the rows
 
 
 @dataclass
@@ -83,7 +83,7 @@ def template_default(parameter: str) -> str:
     """A template.yaml parameter's default: the benchmarks measure the default deployment."""
     from dfdlocal.template import load_template
 
-    template = load_template(Path(__file__).resolve().parents[3] / "template.yaml")
+    template = load_template(TEMPLATE)
     return str(template["Parameters"][parameter]["Default"])
 
 
@@ -91,11 +91,10 @@ def function_environment(endpoint: str) -> dict[str, str]:
     """What the template sets for every function, with local names, and a quiet Powertools."""
     env = {
         **CREDENTIALS,
-        **TABLES,
+        **names.ENVIRONMENT,
         "AWS_DEFAULT_REGION": REGION,
         "AWS_REGION": REGION,
         "AWS_ENDPOINT_URL": endpoint,
-        "S3_BUCKET": BUCKET,
         "UPLOAD_PREFIX": "uploads/",
         "COUNTER_SHARDS": template_default("CounterShards"),
         "POWERTOOLS_SERVICE_NAME": "dfd",
@@ -125,6 +124,7 @@ class Bench:
         self.digests: dict[str, str] = {}
         self.s3 = self.client("s3")
         self.ddb = self.client("dynamodb")
+        self.keys: dict[str, str] = {}  # table name -> its hash key attribute
         self.create_resources()
 
     def close(self) -> None:
@@ -155,14 +155,10 @@ class Bench:
         )
 
     def create_resources(self) -> None:
-        for table, key in KEYS.items():
-            self.ddb.create_table(
-                TableName=table,
-                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        self.s3.create_bucket(Bucket=BUCKET)
+        """The template's resources, as the local stack creates them."""
+        model = read_model(TEMPLATE, self.url)
+        create_resources(model, self.client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
+        self.keys = {table.name: table.key_schema[0]["AttributeName"] for table in model.tables.values()}
 
     # ------------------------------------------------------------------ objects
     def put(self, size: int, *, checksum: bool = False, seed: int | None = None) -> str:
@@ -184,11 +180,11 @@ class Bench:
         from dfd.ids import key_claim
 
         if result.event_key:
-            self.ddb.delete_item(TableName="IngestEvents", Key={"event_key": {"S": result.event_key}})
+            self.ddb.delete_item(TableName=EVENTS_TABLE, Key={"event_key": {"S": result.event_key}})
         claim = key_claim(result.bucket, result.key)
-        self.ddb.delete_item(TableName="IngestEvents", Key={"event_key": {"S": claim}})
+        self.ddb.delete_item(TableName=EVENTS_TABLE, Key={"event_key": {"S": claim}})
         if result.hash:
-            self.ddb.delete_item(TableName="FileMetadata", Key={"hash": {"S": result.hash}})
+            self.ddb.delete_item(TableName=FILES_TABLE, Key={"hash": {"S": result.hash}})
 
     def delete(self, key: str) -> None:
         self.s3.delete_object(Bucket=BUCKET, Key=key)

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dfdlocal.bench import report
-from dfdlocal.bench.harness import Bench, Options, Row
+from dfdbench import report
+from dfdbench.harness import Bench, Options, Row
 
 ALL = ("9", "5", "3", "1", "4", "2", "6", "7", "8")  # run order: row 6 fills a table (moto slows with size)
 NAMES = {
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                     if bench is None:
                         bench = Bench(options)
                     if target in ("2", "4") and proxy is None:
-                        from dfdlocal.bench.proxy import ThrottlingProxy
+                        from dfdbench.proxy import ThrottlingProxy
 
                         proxy = ThrottlingProxy(bench.emulator.port, options.bandwidth, options.latency_ms)
                     produced = _with_bench(target, bench, proxy, points)
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, Any]]) -> list[Row]:
-    from dfdlocal.bench import rows_api, rows_cold, rows_io
+    from dfdbench import rows_api, rows_cold, rows_io
 
     ceiling = getattr(bench, "_ceiling", None)
     if ceiling is None and target in ("1", "4"):
@@ -162,7 +162,7 @@ def _collect(rows: list[Row], points: list[dict[str, Any]]) -> list[Row]:
 
 def _standalone(target: str, options: Options, clients: int) -> list[Row]:
     if target == "9":
-        from dfdlocal.bench.scaling import scaling
+        from dfdbench.scaling import scaling
 
         return scaling(options.quick)
     uploads = options.uploads if not options.quick else min(options.uploads, 100)
@@ -172,7 +172,7 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
             [
                 sys.executable,
                 "-m",
-                "dfdlocal.bench.e2e",
+                "dfdbench.e2e",
                 "--mode",
                 mode,
                 "--uploads",

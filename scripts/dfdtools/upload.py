@@ -19,7 +19,7 @@ from typing import Any
 
 import requests
 
-from dfdlocal.tools import LOCAL_API
+from dfdtools.tools import LOCAL_API
 
 CHUNK = 1024 * 1024
 

@@ -1,6 +1,6 @@
 """Peak RSS growth of ONE ingest, in a fresh process (target 2).
 
-``python -m dfdlocal.bench.memprobe WARMUP_KEY KEY`` (environment: dfd's, pointing at the emulator; set
+``python -m dfdbench.memprobe WARMUP_KEY KEY`` (environment: dfd's, pointing at the emulator; set
 AWS_ENDPOINT_URL_S3 to read S3 through the throttling proxy). It ingests WARMUP_KEY (a small object: clients,
 connection pools and modules are loaded), resets the kernel's peak-RSS mark (/proc/self/clear_refs), ingests
 KEY, and prints JSON: the RSS before, the peak during, and their difference.

@@ -1,0 +1,12 @@
+"""Operator tools: each targets the local stack (``make run``) by default, most also a real deployment (``--aws``).
+
+Modules (each a ``python -m`` entry point, wrapped by the same-named script under scripts/):
+
+- ``tools``: shared plumbing — where the stack is, ``--endpoint-url``/``--aws`` arguments, clients, errors.
+- ``audit``: ``scripts/audit`` — the design's invariants checked against a live deployment (the tests use it too).
+- ``replay``: ``scripts/replay`` — re-deliver S3 events N times and show that nothing changed.
+- ``upload``: ``scripts/upload`` — upload files or directories through the API and wait for their ingest.
+- ``reconcile``: ``scripts/reconcile`` — run the reconcile workflow now on the local stack and print its summary.
+
+Local names and endpoints come from :mod:`dfdlocal.names`.
+"""
