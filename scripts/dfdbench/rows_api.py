@@ -194,6 +194,16 @@ class LambdaContext:
         return 10_000
 
 
+BENCH_CLAIMS = {
+    "sub": "00000000-0000-4000-8000-0000000be4c4",
+    "username": "bench",
+    "cognito:groups": "[admins tenant-bench]",
+    "client_id": "bench",
+    "token_use": "access",
+    "scope": "aws.cognito.signin.user.admin",
+}
+
+
 def api_event(method: str, path: str, query: dict[str, str] | None = None, body: Any = None) -> dict[str, Any]:
     """An API Gateway HTTP API (payload 2.0) event."""
     route = path
@@ -220,6 +230,9 @@ def api_event(method: str, path: str, query: dict[str, str] | None = None, body:
             },
             "requestId": "bench",
             "routeKey": f"{method} {route}",
+            # as API Gateway's JWT authorizer passes them: the bench calls as an admin of tenant `bench` (its
+            # rows seed file records directly, which only an admin's global view reads)
+            "authorizer": {"jwt": {"claims": BENCH_CLAIMS, "scopes": None}},
             "stage": "$default",
             "time": "22/Nov/2026:03:00:00 +0000",
             "timeEpoch": 1795316400000,

@@ -173,7 +173,39 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     c7.counts = states
     c7.holds = not c7.problems
     checks.append(c7)
+    checks += _tenant_checks(list(_scan(ddb, settings.tenant_files_table)), uploads, hashes)
     return Report(checks)
+
+
+def _tenant_checks(refs: list[dict[str, Any]], uploads: list[dict[str, Any]], hashes: set[str]) -> list[Check]:
+    """The tenant layer (issue 11): references agree with the uploads, API uploads carry their caller."""
+    c8 = Check("tenants: each reference's upload_count = its tenant's processed uploads of the content", True)
+    recount: dict[tuple[str, str], int] = {}
+    for upload in uploads:
+        if upload.get("tenant") and upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
+            key = (str(upload["tenant"]), str(upload["hash"]))
+            recount[key] = recount.get(key, 0) + 1
+    held = {(str(ref["tenant"]), str(ref["hash"])): int(ref.get("upload_count", 0)) for ref in refs}
+    for key in sorted(set(held) | set(recount)):
+        if held.get(key) != recount.get(key, 0):
+            c8.problems.append(
+                f"tenant {key[0]}, content {key[1]}: reference says {held.get(key)}, uploads say {recount.get(key, 0)}"
+            )
+        if key in held and key[1] not in hashes:
+            c8.problems.append(f"tenant {key[0]} references content {key[1]}, which has no file record")
+    c8.counts = {"references": len(refs), "tenants": len({tenant for tenant, _ in held})}
+    c8.holds = not c8.problems
+
+    # made through the API: an issued URL (expires_at) or a precheck duplicate (never touched by an ingest);
+    # records the ingest made for objects put straight into the bucket carry an event_key and no expires_at
+    c9 = Check("tenants: every upload made through the API has an owner and a tenant", True)
+    api = [u for u in uploads if "expires_at" in u or "event_key" not in u]
+    for upload in api:
+        if not upload.get("owner") or not upload.get("tenant"):
+            c9.problems.append(f"upload {upload.get('upload_id')} was made through the API without owner/tenant")
+    c9.counts = {"api_uploads": len(api), "direct": len(uploads) - len(api)}
+    c9.holds = not c9.problems
+    return [c8, c9]
 
 
 @reports_unreachable
