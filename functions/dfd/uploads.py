@@ -15,6 +15,7 @@ from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
 from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, Repository
+from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -35,7 +36,13 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("request body must be a JSON object")
     unknown = sorted(set(body) - _FIELDS)
     if unknown:
-        raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
+        # echoed bounded and printable: at most 5 names of at most 64 characters (dfd.text)
+        shown = echo_list(unknown)
+        more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
+        raise ValidationFailed(
+            f"{len(unknown)} unknown field(s): {', '.join(shown)}{more}",
+            details={"fields": shown, "count": len(unknown)},
+        )
     raw_name = body.get("filename")
     if not isinstance(raw_name, str) or not 1 <= len(raw_name) <= 255:
         raise ValidationFailed("filename must be a string of 1 to 255 characters", details={"field": "filename"})
