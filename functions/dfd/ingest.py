@@ -42,6 +42,7 @@ from dfd.ports import (
     ObjectStore,
     ObjectVersion,
     OpenedObject,
+    PendingReleased,
     Repository,
     TenantRefChanged,
     TenantShare,
@@ -176,6 +177,7 @@ class Ingestor:
         # the assumption and a TenantRefChanged conflict says what is there instead (no extra read).
         tenant = upload.get("tenant") if isinstance(upload.get("tenant"), str) else None
         held: bool | None = None  # learned from a TenantRefChanged conflict
+        pending = int(upload.get("quota_bytes") or 0)  # held against the tenant's quota: released by the commit
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
             if known is not None and known.get("s3_key") == info.key:
@@ -185,7 +187,7 @@ class Ingestor:
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
             duplicate = known is not None
-            share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held)
+            share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held, pending)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
                 commit(
@@ -211,6 +213,9 @@ class Ingestor:
             except UploadTaken:
                 self._rejected(version, result)
                 return
+            except PendingReleased:
+                pending = 0  # the reconcile released the quota bytes meanwhile: do not release them twice
+                continue
             except TenantRefChanged as changed:
                 held = changed.item is not None  # the tenant's reference appeared / vanished: follow it
                 continue

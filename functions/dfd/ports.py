@@ -124,6 +124,32 @@ class TenantShare:
 
     tenant: str
     held: bool
+    # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
+    # releases them (0: nothing pending to release, e.g. an upload registered before quotas)
+    pending_bytes: int = 0
+
+
+USAGE_FIELDS = ("pending_count", "pending_bytes", "stored_bytes", "used_bytes")
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """A tenant's quota usage (docs/design.md, "Quotas"): uploads pending and their declared bytes, the bytes of
+    the distinct contents the tenant holds (`stored_bytes`: a content counts once however often the tenant
+    uploaded it), and `used_bytes` = pending + stored (what TenantQuotaBytes limits)."""
+
+    pending_count: int = 0
+    pending_bytes: int = 0
+    stored_bytes: int = 0
+    used_bytes: int = 0
+
+    @classmethod
+    def from_item(cls, item: Item | None) -> TenantUsage:
+        item = item or {}
+        return cls(*(int(item.get(name, 0)) for name in USAGE_FIELDS))
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
 
 
 # ---------------------------------------------------------------------------------------------- conflicts
@@ -167,9 +193,18 @@ class UploadTaken(CommitRefused):
     """The upload was already processed by another object version (item: the upload record)."""
 
 
+class PendingReleased(CommitRefused):
+    """The upload's quota bytes were released meanwhile (the reconcile marked it expired or failed): commit
+    again without releasing them (item: the upload record)."""
+
+
 class TenantRefChanged(CommitRefused):
     """The tenant's reference to the content is not as the write assumed: it exists although read absent
     (item: the reference), or is absent although read present (item: None)."""
+
+
+class QuotaRefused(CommitRefused):
+    """Registering an upload would exceed its tenant's quota (item: the tenant's usage item, or None)."""
 
 
 # ---------------------------------------------------------------------------------------------- ports
@@ -197,6 +232,10 @@ class Repository(Protocol):
         ...
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]: ...
+
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        """The tenant's quota usage (zeros when it has none yet), read consistently."""
+        ...
 
     # writes
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
@@ -242,7 +281,9 @@ class Repository(Protocol):
         ...
 
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
-        """Record an issued upload as pending (the reconcile sweep finds it if its object never arrives)."""
+        """Record an issued upload as pending (the reconcile sweep finds it if its object never arrives); with a
+        tenant, in the same transaction, count it against the tenant's quota (Settings.tenant_quota_bytes,
+        tenant_pending_limit). Raises QuotaRefused when it would exceed a limit."""
         ...
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import Settings
-from dfd.errors import PayloadTooLarge, ValidationFailed
+from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
-from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, Repository
+from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, QuotaRefused, Repository, TenantUsage
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
@@ -66,6 +66,19 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     if sha256 is not None and (not isinstance(sha256, str) or not is_hash(sha256)):
         raise ValidationFailed("sha256 must be 64 lowercase hex characters", details={"field": "sha256"})
     return UploadRequest(filename, size, content_type, sha256)
+
+
+def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
+    """The 403 for an upload its tenant's quota refused: which limit, and the usage it met (the usage item as the
+    refused write found it)."""
+    usage = TenantUsage.from_item(refused.item)
+    if settings.tenant_pending_limit and usage.pending_count >= settings.tenant_pending_limit:
+        kind, limit, used = "pending", settings.tenant_pending_limit, usage.pending_count
+        message = f"the tenant has {used} uploads pending, the limit is {limit}: finish or abandon some first"
+    else:
+        kind, limit, used = "bytes", settings.tenant_quota_bytes, usage.used_bytes
+        message = f"the upload would exceed the tenant's quota of {limit} bytes ({used} bytes used or pending)"
+    return Forbidden(message, code="quota_exceeded", details={"limit": limit, "usage": used, "kind": kind})
 
 
 @dataclass(frozen=True)
@@ -154,7 +167,10 @@ class UploadService:
             owner=caller.owner,
             tenant=caller.tenant,
         )
-        self._repo.register_upload(upload, now)
+        try:
+            self._repo.register_upload(upload, now)  # counted against the tenant's quota in the same write
+        except QuotaRefused as refused:
+            raise quota_exceeded(self._s, refused) from None
         return UploadAnswer(
             201,
             {

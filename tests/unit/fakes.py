@@ -39,9 +39,11 @@ from dfd.ports import (
     ObjectVersion,
     OpenedObject,
     PrecheckDuplicate,
+    QuotaRefused,
     Sink,
     TenantRefChanged,
     TenantShare,
+    TenantUsage,
     UploadTaken,
 )
 
@@ -55,6 +57,7 @@ class FakeRepository:
         self.claims: dict[tuple[str, str], Item] = {}
         self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
+        self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
         self.after_tenant_file: Callable[[], None] | None = None
@@ -99,6 +102,9 @@ class FakeRepository:
                 totals[name] += value
         return totals
 
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        return TenantUsage.from_item(self.usage.get(tenant))
+
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
         after = (start_key or {}).get("hash", "")
         rest = [self.files[h] for h in sorted(self.files) if h > after]
@@ -108,6 +114,14 @@ class FakeRepository:
     # ---------------------------------------------------------------- writes
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
+        if upload.tenant is not None:
+            usage = TenantUsage.from_item(self.usage.get(upload.tenant))
+            bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+            if (pending_limit and usage.pending_count >= pending_limit) or (
+                bytes_limit and usage.used_bytes + upload.size > bytes_limit
+            ):
+                raise QuotaRefused(copy.deepcopy(self.usage.get(upload.tenant)))
+            self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
         self.uploads[upload.upload_id] = {
             "upload_id": upload.upload_id,
             "status": "pending",
@@ -123,6 +137,13 @@ class FakeRepository:
             "owner": upload.owner,
             "tenant": upload.tenant,
         }
+        if upload.tenant is not None:
+            self.uploads[upload.upload_id]["quota_bytes"] = upload.size
+
+    def _move(self, tenant: str, **deltas: int) -> None:
+        usage = self.usage.setdefault(tenant, {})
+        for name, delta in deltas.items():
+            usage[name] = usage.get(name, 0) + delta
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
@@ -258,6 +279,10 @@ class FakeRepository:
     ) -> None:
         if tenant is None:
             return
+        stored = 0 if tenant.held else version.size  # the adapter's _add_usage_moves
+        if tenant.pending_bytes:
+            self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
+        self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)
         ref = self.tenant_refs.setdefault(
             (tenant.tenant, version.hash), {"tenant": tenant.tenant, "hash": version.hash}
         )
@@ -327,6 +352,7 @@ class FakeRepository:
         for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
             upload.setdefault(name, value)
         upload.pop("pending", None)
+        upload.pop("quota_bytes", None)
 
     def _count(self, shard: int, **deltas: int) -> None:
         totals = self.counters.setdefault(shard, {})

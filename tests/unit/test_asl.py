@@ -31,6 +31,7 @@ IAM_ACTIONS = {
     "aws-sdk:sqs:sendMessage": "sqs:SendMessage",
     "aws-sdk:cloudwatch:putMetricData": "cloudwatch:PutMetricData",
     "states:startExecution": "states:StartExecution",
+    "aws-sdk:sfn:listExecutions": "states:ListExecutions",
 }
 IAM_RESOURCES = {
     "s3:ListBucket": "FilesBucket.Arn",
@@ -38,6 +39,8 @@ IAM_RESOURCES = {
     "cloudwatch:PutMetricData": "*",
     # its own ARN, from its fixed name (continuations)
     "states:StartExecution": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"
+    "${AWS::StackName}-reconcile",
+    "states:ListExecutions": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"
     "${AWS::StackName}-reconcile",
 }
 
@@ -129,9 +132,9 @@ def test_only_sdk_integrations_no_lambda() -> None:
         assert resource.startswith("arn:aws:states:::"), f"{name}: {resource}"
         assert "lambda" not in resource, f"{name} invokes Lambda"
         service = resource.removeprefix("arn:aws:states:::")
-        assert service.startswith(("aws-sdk:dynamodb:", "aws-sdk:s3:", "aws-sdk:sqs:", "aws-sdk:cloudwatch:")) or (
-            service == "states:startExecution"
-        ), f"{name}: {service}"
+        assert service.startswith(
+            ("aws-sdk:dynamodb:", "aws-sdk:s3:", "aws-sdk:sqs:", "aws-sdk:cloudwatch:", "aws-sdk:sfn:")
+        ) or (service == "states:startExecution"), f"{name}: {service}"
 
 
 def test_every_task_retries_with_backoff_and_jitter() -> None:
@@ -225,7 +228,11 @@ def test_policy_grants_exactly_what_the_tasks_use() -> None:
     used: set[tuple[str, str]] = set()
     for name, state in tasks():
         service = state["Resource"].removeprefix("arn:aws:states:::")
-        if ":dynamodb:" in service:
+        if service == "aws-sdk:dynamodb:transactWriteItems":  # authorized per item action
+            for entry in state["Parameters"]["TransactItems"]:
+                ((kind, item),) = entry.items()
+                used.add((f"dynamodb:{kind}Item", f"{TABLES[item['TableName']]}.Arn"))
+        elif ":dynamodb:" in service:
             api = service.rsplit(":", 1)[1]
             params = state["Parameters"]
             resource = f"{TABLES[params['TableName']]}.Arn"

@@ -23,6 +23,7 @@ ROUTES = {
     ("POST", "/upload"): "UploadFunction",
     ("GET", "/metadata/{id}"): "MetadataFunction",
     ("GET", "/download/{id}"): "DownloadFunction",
+    ("GET", "/me"): "MeFunction",
     ("GET", "/admin/stats"): "AdminStatsFunction",
     ("GET", "/admin/hashes"): "AdminHashesFunction",
 }
@@ -30,6 +31,7 @@ HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
     "MetadataFunction": "dfd.handlers.metadata.handler",
     "DownloadFunction": "dfd.handlers.download.handler",
+    "MeFunction": "dfd.handlers.me.handler",
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
@@ -43,6 +45,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
+        ("dynamodb:GetItem", "CountersTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -62,6 +65,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:GetObject", OBJECTS),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "MeFunction": {("dynamodb:GetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
         ("s3:GetObject", OBJECTS),
@@ -96,6 +100,10 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("cloudwatch:PutMetricData", "*"),
         (
             "states:StartExecution",
+            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
+        ),
+        (
+            "states:ListExecutions",
             "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
         ),
         *{

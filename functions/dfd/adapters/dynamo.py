@@ -35,9 +35,12 @@ from dfd.ports import (
     KeyClaimed,
     NewUpload,
     ObjectVersion,
+    PendingReleased,
     PrecheckDuplicate,
+    QuotaRefused,
     TenantRefChanged,
     TenantShare,
+    TenantUsage,
     UploadTaken,
 )
 from dfd.ports import IngestState as IngestState
@@ -203,6 +206,9 @@ class Repository:
                 totals[name] += int(item.get(name, 0))
         return totals
 
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        return TenantUsage.from_item(self._get(self._s.counters_table, usage_key(tenant), consistent=True))
+
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
         """One page of at most `limit` file records, and where the next page starts (None on the last page).
 
@@ -244,6 +250,9 @@ class Repository:
             "owner": upload.owner,
             "tenant": upload.tenant,
         }
+        if upload.tenant is not None:
+            self._register_counted(upload, record)
+            return
         try:
             self._db.put_item(
                 TableName=s.uploads_table,
@@ -252,6 +261,78 @@ class Repository:
             )
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "PutItem") from error
+
+    def _register_counted(self, upload: NewUpload, record: Item) -> None:
+        """The upload record and its count against the tenant's quota, in ONE transaction: the conditional ADD
+        on the tenant's usage item is the quota check (docs/design.md, "Quotas")."""
+        assert upload.tenant is not None
+        s = self._s
+        if s.tenant_quota_bytes and upload.size > s.tenant_quota_bytes:
+            raise QuotaRefused(self._get(s.counters_table, usage_key(upload.tenant), consistent=True))
+        put = {
+            "Put": {
+                "TableName": s.uploads_table,
+                "Item": to_item({**record, "quota_bytes": upload.size}),
+                "ConditionExpression": "attribute_not_exists(upload_id)",
+            }
+        }
+        plan = _Plan()
+        plan.add("upload", put)
+        plan.add("usage", self._count_pending_item(upload.tenant, upload.size), QuotaRefused)
+        self._run(plan)
+
+    def _count_pending_item(self, tenant: str, size: int) -> dict[str, Any]:
+        """+1 pending upload of `size` bytes on the tenant's usage item, conditioned on the quota (DynamoDB
+        conditions have no arithmetic: `used_bytes` = pending + stored is kept for this comparison)."""
+        s = self._s
+        values: dict[str, Any] = {":one": to_attr(1), ":size": to_attr(size), ":tenant": to_attr(tenant)}
+        names = {"#tn": "tenant"}
+        conditions: list[str] = []
+        if s.tenant_pending_limit:
+            conditions.append("(attribute_not_exists(pending_count) OR pending_count < :pending_limit)")
+            values[":pending_limit"] = to_attr(s.tenant_pending_limit)
+        if s.tenant_quota_bytes:
+            conditions.append("(attribute_not_exists(used_bytes) OR used_bytes <= :room)")
+            values[":room"] = to_attr(s.tenant_quota_bytes - size)
+        update: dict[str, Any] = {
+            "TableName": s.counters_table,
+            "Key": to_item(usage_key(tenant)),
+            "UpdateExpression": "SET #tn = :tenant ADD pending_count :one, pending_bytes :size, used_bytes :size",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+        return {"Update": update}
+
+    def _add_usage_moves(self, plan: _Plan, tenant: TenantShare | None, version: ObjectVersion) -> None:
+        """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
+        the tenant did not hold the content, its size joins `stored` (a content counts once per tenant). Never
+        conditioned: an object already uploaded is never refused for a quota."""
+        if tenant is None:
+            return
+        stored = 0 if tenant.held else version.size
+        deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
+        if tenant.pending_bytes:
+            deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
+        deltas = {name: delta for name, delta in deltas.items() if delta}
+        if not deltas:
+            return
+        names = {f"#u{i}": name for i, name in enumerate(deltas)} | {"#tn": "tenant"}
+        values = {f":u{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
+        values[":tenant"] = to_attr(tenant.tenant)
+        adds = ", ".join(f"#u{i} :u{i}" for i in range(len(deltas)))
+        request = {
+            "Update": {
+                "TableName": self._s.counters_table,
+                "Key": to_item(usage_key(tenant.tenant)),
+                "UpdateExpression": f"SET #tn = :tenant ADD {adds}",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        plan.add("usage", request)
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         try:
@@ -296,8 +377,9 @@ class Repository:
         plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
@@ -326,8 +408,9 @@ class Repository:
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
-        self._add_finish_upload(plan, version, status, filename, content_type, stamp)
+        self._add_finish_upload(plan, version, status, filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
@@ -394,7 +477,14 @@ class Repository:
         }
 
     def _add_finish_upload(
-        self, plan: _Plan, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str
+        self,
+        plan: _Plan,
+        version: ObjectVersion,
+        status: str,
+        filename: str,
+        content_type: str,
+        stamp: str,
+        tenant: TenantShare | None = None,
     ) -> None:
         if version.upload_id is None:
             return
@@ -407,8 +497,15 @@ class Repository:
             "bucket": version.bucket,
         }
         defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
-        request = self._finish_upload_item(version.upload_id, fields, defaults, version.event_key)
-        plan.add("upload", request, UploadTaken)
+        releasing = tenant is not None and tenant.pending_bytes > 0
+        request = self._finish_upload_item(version.upload_id, fields, defaults, version.event_key, releasing=releasing)
+
+        def refused(item: Item | None) -> CommitRefused:
+            if releasing and item is not None and item.get("event_key") in (None, version.event_key):
+                return PendingReleased(item)  # not taken: the reconcile released its quota bytes meanwhile
+            return UploadTaken(item)
+
+        plan.add("upload", request, refused)
 
     def _add_tenant_ref(
         self,
@@ -516,9 +613,13 @@ class Repository:
             }
         }
 
-    def _finish_upload_item(self, upload_id: str, fields: Item, defaults: Item, event_key: str) -> dict[str, Any]:
+    def _finish_upload_item(
+        self, upload_id: str, fields: Item, defaults: Item, event_key: str, *, releasing: bool = False
+    ) -> dict[str, Any]:
         """Mark an upload processed by this event: SET fields, set defaults only where absent, leave the pending
-        index. Refused when another object version already processed it (a second PUT with the same URL)."""
+        index and the quota's pending count (`quota_bytes`: `releasing` = the commit releases them, so they must
+        still be there). Refused when another object version already processed it (a second PUT with the same
+        URL)."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
@@ -538,8 +639,9 @@ class Repository:
             "Update": {
                 "TableName": self._s.uploads_table,
                 "Key": to_item({"upload_id": upload_id}),
-                "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl",
-                "ConditionExpression": "attribute_not_exists(#ek) OR #ek = :ek",
+                "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
+                "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
+                + (" AND attribute_exists(quota_bytes)" if releasing else ""),
                 "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key"},
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -559,6 +661,13 @@ class Repository:
                 "ExpressionAttributeValues": values,
             }
         }
+
+
+def usage_key(tenant: str) -> Item:
+    """The tenant's usage item in the counters table: `usage#<tenant>` never collides with a shard (`shard#NNN`)
+    or an audit scratch item (`audit#<uuid>`); stats read shard keys only, the audits sum COUNTER_FIELDS, which a
+    usage item does not have."""
+    return {"counter_id": f"usage#{tenant}"}
 
 
 Refusal = Callable[[Item | None], CommitRefused]
