@@ -42,6 +42,7 @@ from tests.support import LambdaContext, api_event, call, sqs_batch
 class Emulator:
     endpoint: str
     model: Any
+    dynamodb_lock: Any  # the emulator's DynamoDB serialization: held, it pauses every DynamoDB request
 
     def client(self, service: str) -> Any:
         return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
@@ -69,7 +70,7 @@ def emulator() -> Iterator[Emulator]:
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
         try:
-            yield Emulator(endpoint, read_model(TEMPLATE, endpoint))
+            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), server.app.lock)
         finally:
             server.shutdown()
             server.server_close()
@@ -510,3 +511,85 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused (no fixed port's luck)
         nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
         assert reconcile_tool.main(["--endpoint-url", nobody, "--timeout", "5"]) == 2
+
+
+# --------------------------------------------------------------------------------------------------------
+# Quotas (issue 12, item 5) and runs that never overlap (item 6)
+def usage_of(local: Local, tenant: str = "acme") -> dict[str, int]:
+    return deps.repository().tenant_usage(tenant).as_dict()
+
+
+def test_expired_and_failed_uploads_release_their_quota_bytes(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECONCILE_GRACE_SECONDS", "60")
+    deps.reset()
+    abandoned = local.register(b"never uploaded" * 10)  # 140 bytes
+    poison = local.upload(b"never ingested" * 5)  # 70 bytes
+    local.drain()  # its notification is lost, and every re-drive is dead-lettered below
+    assert usage_of(local) == {"pending_count": 2, "pending_bytes": 210, "stored_bytes": 0, "used_bytes": 210}
+
+    max_redrives = int(load_template(TEMPLATE)["Parameters"]["ReconcileMaxRedrives"]["Default"])
+    summary = local.run(now=later(hours=2))
+    assert summary["expired"] == 1 and summary["redriven"] == 1, summary
+    assert local.upload_item(abandoned["upload_id"])["status"] == "expired"
+    assert "quota_bytes" not in local.upload_item(abandoned["upload_id"])
+    assert usage_of(local) == {"pending_count": 1, "pending_bytes": 70, "stored_bytes": 0, "used_bytes": 70}
+    for hours in range(3, max_redrives + 3):
+        local.drain()
+        local.run(now=later(hours=hours))
+    assert local.upload_item(poison["upload_id"])["status"] == "failed"
+    assert usage_of(local) == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 0, "used_bytes": 0}
+
+    before = local.snapshot()
+    assert nothing(local.run(now=later(hours=max_redrives + 4)))  # released once: nothing moves again
+    assert local.snapshot() == before
+
+    # an operator's DLQ redrive still ingests the failed upload: stored, its bytes counted, pending untouched
+    local.sqs.send_message(
+        QueueUrl=local.queue_url,
+        MessageBody=json.dumps(
+            {
+                "Records": [
+                    {
+                        "eventSource": "aws:s3",
+                        "s3": {"bucket": {"name": local.settings.bucket}, "object": {"key": poison["key"]}},
+                    }
+                ]
+            }
+        ),
+    )
+    local.deliver()
+    assert local.upload_item(poison["upload_id"])["status"] == "stored"
+    assert usage_of(local) == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 70, "used_bytes": 70}
+    local.assert_invariants()
+
+
+def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> None:
+    """One run is held inside its first DynamoDB request (the emulator's lock); a second run started meanwhile
+    finds it RUNNING and exits without touching anything; the first then completes its work."""
+    local.upload(b"lost while another run works" * 10)
+    local.drain()
+    first: dict[str, Any] = {}
+    with local.emulator.dynamodb_lock:
+        started = local.sfn.start_execution(
+            stateMachineArn=local.state_machine_arn,
+            name=reconcile.execution_name(),
+            input=json.dumps({"now": later(hours=1)}),
+        )
+        history: list[dict[str, Any]] = []
+        for _ in range(2000):  # until the first run has passed its overlap check (it then waits on the lock)
+            history = local.sfn.get_execution_history(executionArn=started["executionArn"])["events"]
+            if any(event.get("stateEnteredEventDetails", {}).get("name") == "Defaults" for event in history):
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail(f"the first run never passed its overlap check: {history[-3:]}")
+        second = local.run(now=later(hours=1))
+        assert second == {"skipped": "another reconcile run is in progress", "executions": 1}
+        assert local.drain() == []  # the second run re-drove nothing
+        first["arn"] = started["executionArn"]
+    described = reconcile.wait_for(local.sfn, first["arn"], time.monotonic() + 60, 0.05)
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"])["redriven"] == 1
+    assert len(local.drain()) == 1
+    # and with nothing running, a run runs
+    assert local.run(now=later(hours=1))["redriven"] == 1
