@@ -119,3 +119,50 @@ def test_usage_items_are_invisible_to_stats_and_the_audit(quotas: Aws) -> None:
     assert {"S": "usage#acme"} in [item["counter_id"] for item in items]
     assert deps.repository().counter_totals()["total_bytes_stored"] == 100
     # (the fixture's audit recounts every counter against the records: the usage item must not disturb it)
+
+
+def test_an_upload_released_while_its_ingest_commits_is_not_released_twice(
+    quotas: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconcile marks the upload failed (releasing its pending bytes, as the ASL's transaction does) between
+    the ingest's read and its commit: the commit is refused on `quota_bytes`, and the retry adds the stored bytes
+    without releasing the pending ones again."""
+    data = b"r" * 70
+    status, answer = post(len(data))
+    assert status == 201 and put(answer, data).status_code == 200
+    repo = deps.repository()
+    read = repo.ingest_state
+
+    def read_then_release(event_key: str, digest: str, upload_id: str | None) -> Any:
+        state = read(event_key, digest, upload_id)
+        monkeypatch.setattr(repo, "ingest_state", read)  # once
+        s = quotas.settings
+        quotas.ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": s.uploads_table,
+                        "Key": {"upload_id": {"S": answer["upload_id"]}},
+                        "UpdateExpression": "SET #s = :failed REMOVE pending_shard, quota_bytes",
+                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeValues": {":failed": {"S": "failed"}},
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": s.counters_table,
+                        "Key": {"counter_id": {"S": "usage#acme"}},
+                        "UpdateExpression": "ADD pending_count :m, pending_bytes :q, used_bytes :q",
+                        "ExpressionAttributeValues": {":m": {"N": "-1"}, ":q": {"N": "-70"}},
+                    }
+                },
+            ]
+        )
+        return state
+
+    monkeypatch.setattr(repo, "ingest_state", read_then_release)
+    assert deliver(quotas) == {"batchItemFailures": []}
+    assert usage() == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 70, "used_bytes": 70}
+    assert quotas.ddb.get_item(TableName=quotas.settings.uploads_table, Key={"upload_id": {"S": answer["upload_id"]}})[
+        "Item"
+    ]["status"] == {"S": "stored"}

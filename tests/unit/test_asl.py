@@ -315,3 +315,40 @@ def test_load_definition_substitutes_json_safely() -> None:
 def test_load_definition_refuses_a_missing_substitution() -> None:
     with pytest.raises(reconcile.ReconcileError, match="no substitution for"):
         reconcile.load_definition({"FilesTable": "x"})
+
+
+def test_quota_releases_write_only_usage_items(machine: dict[str, Any]) -> None:
+    """Expired/failed uploads counted against a quota release it in one transaction with the upload's own update;
+    the workflow may write only usage#* items for that (its policy's condition)."""
+    counted = [(name, state) for name, state in tasks() if state["Resource"].endswith(":transactWriteItems")]
+    assert sorted(name for name, _ in counted) == ["MarkExpiredCounted", "MarkFailedCounted"]
+    for name, state in counted:
+        upload, usage = (entry["Update"] for entry in state["Parameters"]["TransactItems"])
+        assert upload["TableName"] == "${UploadsTable}" and "quota_bytes = :quota" in upload["ConditionExpression"]
+        assert "#status = :pending" in upload["ConditionExpression"], name
+        assert upload["UpdateExpression"].endswith("quota_bytes"), name  # REMOVE ..., quota_bytes
+        assert usage["TableName"] == "${CountersTable}"
+        assert usage["Key"]["counter_id"]["S.$"].startswith("States.Format('usage#{}'"), name
+        plain = name.removesuffix("Counted")
+        assert state["ResultSelector"] == all_task_states()[plain]["ResultSelector"], name
+    release = _statement(machine, "ReleaseQuotaUsage")
+    assert release["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["usage#*"]}}
+    assert _as_list(release["Action"]) == ["dynamodb:UpdateItem"]
+
+
+def test_a_fresh_execution_first_checks_for_another_run() -> None:
+    states = definition()["States"]
+    assert states["Start"]["Choices"] == [{"Variable": "$.run", "IsPresent": True, "Next": "Route"}]
+    assert states["Start"]["Default"] == "OtherRuns"
+    check = states["OtherRuns"]
+    assert check["Resource"] == "arn:aws:states:::aws-sdk:sfn:listExecutions"
+    assert check["Parameters"]["StatusFilter"] == "RUNNING" and check["Parameters"]["StateMachineArn.$"] == (
+        "$$.StateMachine.Id"
+    )
+    assert states["AnotherRun"]["Choices"][0]["NumericGreaterThan"] == 1
+    assert states["AnotherRun"]["Choices"][0]["Next"] == "AlreadyRunning"
+    assert states["AlreadyRunning"]["End"] is True
+
+
+def all_task_states() -> dict[str, dict[str, Any]]:
+    return dict(tasks())
