@@ -20,7 +20,8 @@ from typing import Any
 import boto3
 import pytest
 
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
+from dfd import deps
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload
 from dfdlocal.template import Resolver, load_template
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
@@ -31,6 +32,7 @@ MODULES = {
     "upload": "UploadFunction",
     "metadata": "MetadataFunction",
     "download": "DownloadFunction",
+    "me": "MeFunction",
     "admin_stats": "AdminStatsFunction",
     "admin_hashes": "AdminHashesFunction",
     "ingest": "IngestFunction",
@@ -195,10 +197,22 @@ def exercise_every_path(aws: Aws) -> None:
     token = page["last_evaluated_key"]
     query = {"limit": "1", "last_evaluated_key": token}
     assert call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))[0] == 200
+    assert call(me.handler, api_event("GET", "/me", user=ALICE))[0] == 200
 
 
-def test_every_request_is_granted_and_every_grant_is_used(aws: Aws, recorder: Recorder) -> None:
+def exercise_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upload larger than the tenant's whole quota: refused after reading the usage it would exceed."""
+    monkeypatch.setenv("TENANT_QUOTA_BYTES", "10")
+    deps.reset()
+    status, answer = post_upload({"filename": "big.bin", "size": 11})
+    assert status == 403 and answer["error"]["code"] == "quota_exceeded", answer
+
+
+def test_every_request_is_granted_and_every_grant_is_used(
+    aws: Aws, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exercise_every_path(aws)
+    exercise_quotas(monkeypatch)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
     granted = grants(resolver)
     used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested
