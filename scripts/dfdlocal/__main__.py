@@ -67,7 +67,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=(env("DFD_PARAMS") or "").split(),
         metavar="NAME=VALUE",
-        help="override a template parameter, repeatable (DFD_PARAMS='A=1 B=2')",
+        help="override a template parameter, repeatable (DFD_PARAMS='A=1 B=2'), e.g. MultipartThresholdBytes=5242880 "
+        "(multipart from 5 MiB on; local multipart parts are always at least 5 MiB, S3's minimum, not 8 MiB)",
     )
     parser.add_argument(
         "--visibility-timeout",

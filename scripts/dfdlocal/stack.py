@@ -262,6 +262,7 @@ class LocalStack:
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
         env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()
         env["POWERTOOLS_TRACE_DISABLED"] = "true"
+        env.setdefault("MULTIPART_MIN_PART_BYTES", str(5 * 1024 * 1024))  # S3's minimum part: small local uploads
         env["AWS_XRAY_SDK_ENABLED"] = "false"
         return env
 
