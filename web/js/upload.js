@@ -548,6 +548,7 @@
     var mp = item.mp;
     item.row.setAttribute("data-multipart", "true");
     item.row.setAttribute("data-part-count", String(mp.partCount));
+    item.row.setAttribute("data-part-size", String(mp.partSize));
     item.sentBytes = item.sentBytes || 0;
     showControls(item, true);
     for (var round = 1; ; round++) {
