@@ -442,7 +442,13 @@
       try {
         res = await D.apiFetch("POST", path(this.uploadId, "/parts"), { parts: [entry] });
       } catch (err) {
-        if (isGone(err)) throw new MultipartError("gone", D.describeError(err), err);
+        if (isGone(err)) {
+          throw new MultipartError(
+            "gone",
+            "The server no longer knows this upload (expired, aborted, or not yours): " + D.describeError(err),
+            err
+          );
+        }
         if (isTransient(err)) throw { retry: true, message: D.describeError(err) };
         throw new MultipartError("failed", "Could not get an upload URL for part " + part.n + ": " + D.describeError(err), err);
       }
