@@ -80,6 +80,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         description=info,
         log_path=log_path,
         process=process,
+        cognito=info["cognito"],
     )
     yield running
 
