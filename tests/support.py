@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote_plus
+
+from dfd.identity import Caller, caller_from_claims
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "events"
@@ -55,6 +58,55 @@ def sqs_batch(*bodies: Any) -> dict[str, Any]:
     return {"Records": records}
 
 
+@dataclass(frozen=True)
+class ApiUser:
+    """A well-known test user: the claims API Gateway's JWT authorizer passes for its Cognito access token."""
+
+    username: str
+    sub: str
+    groups: tuple[str, ...] = ()
+
+    def claims(self) -> dict[str, str]:
+        """As API Gateway passes them: every claim a string, `cognito:groups` bracketed and space-separated."""
+        claims = {
+            "sub": self.sub,
+            "username": self.username,
+            "client_id": "testclient0000000000000000",
+            "token_use": "access",
+            "scope": "aws.cognito.signin.user.admin",
+            "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TEST",
+            "auth_time": "1767225600",
+            "exp": "1767229200",
+            "iat": "1767225600",
+            "jti": f"jti-{self.username}",
+            "origin_jti": f"origin-{self.username}",
+            "event_id": f"event-{self.username}",
+        }
+        if self.groups:
+            claims["cognito:groups"] = "[" + " ".join(self.groups) + "]"
+        return claims
+
+    @property
+    def caller(self) -> Caller:
+        return caller_from_claims(self.claims())
+
+
+# The test callers, in one place (the local stack creates users of the same names and groups).
+ALICE = ApiUser("alice", "00000000-0000-4000-8000-00000000a11c", ("tenant-acme",))
+CAROL = ApiUser("carol", "00000000-0000-4000-8000-0000000ca201", ("tenant-acme",))
+BOB = ApiUser("bob", "00000000-0000-4000-8000-000000000b0b", ("tenant-globex",))
+ADMIN = ApiUser("admin", "00000000-0000-4000-8000-00000000ad31", ("admins",))
+DAVE = ApiUser("dave", "00000000-0000-4000-8000-00000000da7e")  # no group: a tenant of one
+USERS = {user.username: user for user in (ALICE, CAROL, BOB, ADMIN, DAVE)}
+
+
+class _Default:
+    """api_event's default caller: admin for /admin/*, alice otherwise."""
+
+
+DEFAULT_USER: Final = _Default()
+
+
 def api_event(
     method: str,
     path: str,
@@ -63,8 +115,12 @@ def api_event(
     raw_body: str | None = None,
     query: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
+    user: ApiUser | _Default | None = DEFAULT_USER,
+    claims: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway HTTP API (v2) event for one of the template's routes."""
+    """An API Gateway HTTP API (v2) event for one of the template's routes, authorized as API Gateway's JWT
+    authorizer passes it (`requestContext.authorizer.jwt.claims`): as `user` (default: admin for /admin/*, alice
+    otherwise), or with exactly `claims`; `user=None` (and no claims) sends no authorizer at all."""
     route = path
     params: dict[str, str] | None = None
     for prefix in ("/metadata/", "/download/"):
@@ -84,6 +140,17 @@ def api_event(
         event["body"] = raw_body
     elif body is not None:
         event["body"] = json.dumps(body)
+    if isinstance(user, _Default):
+        user = ADMIN if path.startswith("/admin/") else ALICE
+    if claims is None and user is not None:
+        claims = user.claims()
+    event["requestContext"].pop("authorizer", None)
+    if claims is not None:
+        event["requestContext"]["authorizer"] = {
+            "jwt": {"claims": claims, "scopes": None},
+            "principalId": "",
+            "integrationLatency": 0,
+        }
     return event
 
 

@@ -42,6 +42,7 @@ class Settings:
     counters_table: str
     uploads_table: str
     events_table: str
+    tenant_files_table: str  # the tenant view: one reference per (tenant, content)
     bucket: str
     upload_prefix: str = "uploads/"
     # stats reads the counter shards in ONE BatchGetItem (<= 100 keys)
@@ -60,7 +61,7 @@ class Settings:
     allowed_origins: tuple[str, ...] = ("*",)
 
     def __post_init__(self) -> None:
-        for name in ("files_table", "counters_table", "uploads_table", "events_table", "bucket"):
+        for name in ("files_table", "counters_table", "uploads_table", "events_table", "tenant_files_table", "bucket"):
             if not getattr(self, name):
                 raise ConfigError(f"{name} must not be empty")
         if not self.upload_prefix.endswith("/") or self.upload_prefix.startswith("/"):
@@ -95,6 +96,7 @@ class Settings:
             "counters_table": required("DDB_COUNTERS_TABLE"),
             "uploads_table": required("UPLOADS_TABLE"),
             "events_table": required("EVENTS_TABLE"),
+            "tenant_files_table": required("TENANT_FILES_TABLE"),
             "bucket": required("S3_BUCKET"),
         }
         if prefix := env.get("UPLOAD_PREFIX", "").strip():

@@ -43,6 +43,8 @@ from dfd.ports import (
     ObjectVersion,
     OpenedObject,
     Repository,
+    TenantRefChanged,
+    TenantShare,
     UploadTaken,
 )
 
@@ -168,6 +170,12 @@ class Ingestor:
         filename = upload.get("filename") or filename_from_key(info.key)
         content_type = upload.get("content_type") or info.content_type or "application/octet-stream"
         known = state.file
+        # The uploader's tenant (uploads made through POST /upload; objects put straight into the bucket have
+        # none). Whether it holds the content already is not in the one read (the tenant is on the upload record
+        # that read returns): new content → it cannot; a duplicate → assumed held. The commit is conditioned on
+        # the assumption and a TenantRefChanged conflict says what is there instead (no extra read).
+        tenant = upload.get("tenant") if isinstance(upload.get("tenant"), str) else None
+        held: bool | None = None  # learned from a TenantRefChanged conflict
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
             if known is not None and known.get("s3_key") == info.key:
@@ -177,6 +185,7 @@ class Ingestor:
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
             duplicate = known is not None
+            share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
                 commit(
@@ -185,6 +194,7 @@ class Ingestor:
                     content_type=content_type,
                     counter_shard=self._rng.randrange(self._s.counter_shards),
                     now=self._now(),
+                    tenant=share,
                 )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
@@ -201,6 +211,9 @@ class Ingestor:
             except UploadTaken:
                 self._rejected(version, result)
                 return
+            except TenantRefChanged as changed:
+                held = changed.item is not None  # the tenant's reference appeared / vanished: follow it
+                continue
             except CommitRefused:
                 self._backoff(attempt)
                 continue
@@ -210,6 +223,10 @@ class Ingestor:
                 self._backoff(attempt)
                 continue
             result.outcome = Outcome.DUPLICATE if duplicate else Outcome.STORED
+            if share is not None:
+                result.detail["tenant"] = share.tenant
+                # what the uploader sees: new for its tenant unless the tenant held the content already
+                result.detail["upload_status"] = "duplicate" if duplicate and share.held else "stored"
             if duplicate:
                 result.bytes_saved = info.size
                 if self._after_commit:

@@ -99,6 +99,31 @@ class NewUpload:
     key: str
     bucket: str
     expires_at: datetime
+    owner: str | None = None  # the caller's sub (dfd.identity.Caller.owner)
+    tenant: str | None = None  # the caller's tenant (dfd.identity.Caller.tenant)
+
+
+@dataclass(frozen=True)
+class PrecheckDuplicate:
+    """POST /upload with the sha256 of content the caller's tenant holds: the caller's own upload record,
+    processed at once as a duplicate (no bytes to upload)."""
+
+    upload_id: str
+    owner: str
+    tenant: str
+    hash: str
+    filename: str
+    size: int  # the STORED size (never the client's claim)
+    content_type: str
+
+
+@dataclass(frozen=True)
+class TenantShare:
+    """Whose upload an ingest records: the uploader's tenant, and whether the ingest read that tenant as
+    already holding the content (its reference item existed). The commit is conditioned on exactly that."""
+
+    tenant: str
+    held: bool
 
 
 # ---------------------------------------------------------------------------------------------- conflicts
@@ -142,6 +167,11 @@ class UploadTaken(CommitRefused):
     """The upload was already processed by another object version (item: the upload record)."""
 
 
+class TenantRefChanged(CommitRefused):
+    """The tenant's reference to the content is not as the write assumed: it exists although read absent
+    (item: the reference), or is absent although read present (item: None)."""
+
+
 # ---------------------------------------------------------------------------------------------- ports
 class Repository(Protocol):
     # reads
@@ -157,6 +187,11 @@ class Repository(Protocol):
         """The claim of an object key that holds a stored copy (its `hash`), or None."""
         ...
 
+    def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
+        """The file record for the content and the tenant's reference to it (each None when absent), in ONE
+        consistent read."""
+        ...
+
     def counter_totals(self) -> dict[str, int]:
         """The sum of every counter shard, one entry per COUNTER_FIELDS name."""
         ...
@@ -169,23 +204,41 @@ class Repository(Protocol):
         ...
 
     def commit_stored(
-        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
     ) -> None:
         """In one transaction: the event (stored), the file record, the key's claim, the upload finished,
-        counted as a file stored. Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, CommitRefused."""
+        counted as a file stored, and (with a tenant) +1 upload on the tenant's reference, created when absent.
+        Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, TenantRefChanged, CommitRefused."""
         ...
 
     def commit_duplicate(
-        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
     ) -> None:
         """In one transaction: the event (duplicate), +1 upload on the file record, no claim on the key, the
-        upload finished, counted as a duplicate avoided. Raises EventRecorded, KeyClaimed, FileVanished,
-        FileIsThisObject, FileChanged, UploadTaken, CommitRefused."""
+        upload finished (`duplicate`, or `stored` when its tenant did not hold the content), counted as a
+        duplicate avoided, and (with a tenant) +1 upload on the tenant's reference, created when absent.
+        Raises EventRecorded, KeyClaimed, FileVanished, FileIsThisObject, FileChanged, UploadTaken,
+        TenantRefChanged, CommitRefused."""
         ...
 
-    def count_precheck_duplicate(self, digest: str, size: int, *, counter_shard: int, now: datetime) -> None:
-        """Known content announced by POST /upload: +1 upload on the file record, counted as a duplicate
-        avoided of `size` bytes, in one transaction. Raises FileVanished when the record is gone."""
+    def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
+        """Content the caller's tenant holds, announced by POST /upload, in one transaction: the caller's upload
+        record (processed: `duplicate`), +1 upload on the file record and on the tenant's reference, counted as
+        a duplicate avoided of the stored size. Raises FileVanished, TenantRefChanged (the reference is gone)."""
         ...
 
     def register_upload(self, upload: NewUpload, now: datetime) -> None:

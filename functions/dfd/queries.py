@@ -7,11 +7,12 @@ from typing import Any
 from urllib.parse import quote
 
 from dfd.config import Settings
-from dfd.errors import BadRequest, NotFound, NotReady
+from dfd.errors import BadRequest, Forbidden, NotFound, NotReady
+from dfd.identity import Caller
 from dfd.ids import is_hash, is_upload_id
 from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository
 from dfd.tokens import decode_token, encode_token
-from dfd.views import file_view, upload_view
+from dfd.views import file_view, tenant_file_view, upload_view
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -41,46 +42,75 @@ def content_disposition(filename: str) -> str:
 
 
 class Queries:
+    """Reads on behalf of a caller (dfd.identity.Caller), under issue 11's rules: a non-admin sees content only
+    through its tenant's reference and uploads only of its tenant (or its own); "not yours" answers exactly like
+    "does not exist" (404, same body), never 403; admins see the global records; /admin/* is admins only."""
+
     def __init__(self, settings: Settings, repo: Repository, objects: ObjectStore | None = None) -> None:
         self._s = settings
         self._repo = repo
         self._objects = objects
 
-    def _file(self, digest: str) -> dict[str, Any]:
-        item = self._repo.get_file(digest)
-        if item is None:
-            raise NotFound(f"no stored file has sha256 {digest}")
-        return item
+    @staticmethod
+    def _no_file(digest: str) -> NotFound:
+        return NotFound(f"no stored file has sha256 {digest}")
 
-    def _upload(self, upload_id: str) -> dict[str, Any]:
+    def _file(self, digest: str, caller: Caller) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the file record, the caller's view of it): an admin's is the global record, anyone else's their
+        tenant's (404 when the tenant does not hold the content)."""
+        if caller.is_admin:
+            item = self._repo.get_file(digest)
+            if item is None:
+                raise self._no_file(digest)
+            return item, file_view(item)
+        item, ref = self._repo.tenant_file(caller.tenant, digest)
+        if item is None or ref is None:
+            raise self._no_file(digest)
+        return item, tenant_file_view(item, ref)
+
+    def _upload(self, upload_id: str, caller: Caller) -> dict[str, Any]:
         item = self._repo.get_upload(upload_id)
-        if item is None:
+        if item is None or not self._may_see(item, caller):
             raise NotFound(f"no upload has id {upload_id}")
         return item
 
-    def metadata(self, raw_id: str | None) -> dict[str, Any]:
+    @staticmethod
+    def _may_see(upload: dict[str, Any], caller: Caller) -> bool:
+        if caller.is_admin:
+            return True
+        tenant = upload.get("tenant")
+        if tenant is None:  # legacy uploads and direct puts: admins only
+            return False
+        return bool(upload.get("owner") == caller.owner or tenant == caller.tenant)
+
+    def metadata(self, raw_id: str | None, caller: Caller) -> dict[str, Any]:
         ident = check_id(raw_id)
         if is_hash(ident):
-            return file_view(self._file(ident))
-        upload = self._upload(ident)
-        file = self._repo.get_file(upload["hash"]) if upload.get("hash") else None
-        return upload_view(upload, file)
+            return self._file(ident, caller)[1]
+        upload = self._upload(ident, caller)
+        view = None
+        if upload.get("hash") and upload.get("status") in PROCESSED:
+            try:
+                view = self._file(upload["hash"], caller)[1]
+            except NotFound:
+                view = None
+        return upload_view(upload, view)
 
-    def download(self, raw_id: str | None) -> dict[str, Any]:
+    def download(self, raw_id: str | None, caller: Caller) -> dict[str, Any]:
         assert self._objects is not None
         ident = check_id(raw_id)
         if is_hash(ident):
-            file = self._file(ident)
-            filename = str(file.get("filename") or ident)
+            file, view = self._file(ident, caller)
+            filename = str(view.get("filename") or ident)
         else:
-            upload = self._upload(ident)
+            upload = self._upload(ident, caller)
             if upload.get("status") not in PROCESSED or not upload.get("hash"):
                 raise NotReady(
                     f"upload {ident} is {upload.get('status', 'unknown')}; the file is not available yet",
                     details={"status": upload.get("status")},
                 )
-            file = self._file(upload["hash"])
-            filename = str(upload.get("filename") or file.get("filename") or ident)
+            file, view = self._file(upload["hash"], caller)
+            filename = str(upload.get("filename") or view.get("filename") or ident)
         expires_in = self._s.download_url_expires
         url = self._objects.presign_get(
             str(file.get("bucket") or self._s.bucket),
@@ -97,14 +127,21 @@ class Queries:
             "content_type": file.get("content_type"),
         }
 
-    def stats(self) -> dict[str, Any]:
+    @staticmethod
+    def _admin_only(caller: Caller) -> None:
+        if not caller.is_admin:
+            raise Forbidden("admins only")
+
+    def stats(self, caller: Caller) -> dict[str, Any]:
+        self._admin_only(caller)
         totals = self._repo.counter_totals()
         stats: dict[str, Any] = {name: totals[name] for name in COUNTER_FIELDS}
         uploads = totals["total_uploads"]
         stats["dedup_ratio"] = round(totals["duplicates_avoided"] / uploads, 6) if uploads else 0.0
         return stats
 
-    def hashes(self, raw_limit: str | None, raw_token: str | None) -> dict[str, Any]:
+    def hashes(self, raw_limit: str | None, raw_token: str | None, caller: Caller) -> dict[str, Any]:
+        self._admin_only(caller)
         limit = parse_limit(raw_limit)
         start = decode_token(raw_token) if raw_token else None
         items, last = self._repo.scan_files(limit, start)

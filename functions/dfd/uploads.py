@@ -12,9 +12,10 @@ from dfd import clock
 from dfd.config import Settings
 from dfd.errors import PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
+from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
-from dfd.ports import CommitRefused, NewUpload, ObjectStore, Repository
-from dfd.views import file_view
+from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, Repository
+from dfd.views import tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 _FIELDS = {"filename", "size", "content_type", "sha256"}
@@ -82,30 +83,45 @@ class UploadService:
         self._now = now
         self._rng = rng or random.Random()
 
-    def create(self, request: UploadRequest) -> UploadAnswer:
+    def create(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
         if request.sha256:
-            duplicate = self._precheck(request.sha256)
+            duplicate = self._precheck(request, request.sha256, caller)
             if duplicate is not None:
                 return duplicate
-        return self._issue(request)
+        return self._issue(request, caller)
 
-    def _precheck(self, digest: str) -> UploadAnswer | None:
-        """Known content: count a duplicate avoided, crediting the STORED size, in one transaction."""
+    def _precheck(self, request: UploadRequest, digest: str, caller: Caller) -> UploadAnswer | None:
+        """Content the caller's TENANT holds: the caller's own upload record (duplicate), +1 on the file record
+        and the tenant's reference, a duplicate avoided crediting the STORED size — in one transaction.
+
+        Content held only by other tenants (or unknown) is not answered here: the caller must upload it (proof
+        of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
         for _ in range(3):
-            stored = self._repo.get_file(digest, consistent=True)
-            if stored is None:
+            stored, ref = self._repo.tenant_file(caller.tenant, digest)
+            if stored is None or ref is None:
                 return None
             now = self._now()
+            upload = PrecheckDuplicate(
+                upload_id=new_upload_id(checksummed=True),
+                owner=caller.owner,
+                tenant=caller.tenant,
+                hash=digest,
+                filename=request.filename,
+                size=int(stored["size"]),
+                content_type=request.content_type,
+            )
             shard = self._rng.randrange(self._s.counter_shards)
             try:
-                self._repo.count_precheck_duplicate(digest, int(stored["size"]), counter_shard=shard, now=now)
+                self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
             except CommitRefused:
-                continue  # the record vanished between read and write (FileVanished): look again
-            stored["upload_count"] = int(stored.get("upload_count", 0)) + 1
-            return UploadAnswer(409, {"duplicate": True, "file": file_view(stored)})
+                continue  # the record or the reference changed between read and write: look again
+            ref["upload_count"] = int(ref.get("upload_count", 0)) + 1
+            ref["last_upload_at"] = clock.iso(now)
+            body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}
+            return UploadAnswer(409, body)
         return None
 
-    def _issue(self, request: UploadRequest) -> UploadAnswer:
+    def _issue(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
         now = self._now()
         upload_id = new_upload_id(checksummed=request.sha256 is not None)
         key = object_key(self._s.upload_prefix, upload_id)
@@ -128,6 +144,8 @@ class UploadService:
             key,
             self._s.bucket,
             expires_at,
+            owner=caller.owner,
+            tenant=caller.tenant,
         )
         self._repo.register_upload(upload, now)
         return UploadAnswer(

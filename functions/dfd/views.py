@@ -24,8 +24,20 @@ def file_view(item: dict[str, Any]) -> dict[str, Any]:
     return {name: item[name] for name in _FILE_FIELDS if name in item}
 
 
+# A tenant's view of a content: the physical facts from the global record, the rest from the tenant's own
+# reference (its first filename, its dates, its upload count), never another tenant's.
+_PHYSICAL_FIELDS = ("hash", "size", "content_type")
+_TENANT_FIELDS = ("filename", "created_at", "upload_count", "last_upload_at")
+
+
+def tenant_file_view(file: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    view = {name: file[name] for name in _PHYSICAL_FIELDS if name in file}
+    view.update({name: ref[name] for name in _TENANT_FIELDS if name in ref})
+    return {name: view[name] for name in _FILE_FIELDS if name in view}
+
+
 def upload_view(item: dict[str, Any], file: dict[str, Any] | None) -> dict[str, Any]:
     view = {name: item[name] for name in _UPLOAD_FIELDS if name in item}
     if file is not None:
-        view["file"] = file_view(file)
+        view["file"] = file  # already a file view (global or the tenant's)
     return view

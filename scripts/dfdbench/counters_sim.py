@@ -116,7 +116,7 @@ class Simulation:
     ) -> None:
         self.settings = Settings(
             files_table="files", counters_table="counters", uploads_table="uploads", events_table="events",
-            bucket=BUCKET, counter_shards=shards,
+            tenant_files_table="tenant_files", bucket=BUCKET, counter_shards=shards,
         )  # fmt: skip
         self.ingesters = ingesters
         self.per_ingester = objects_per_ingester

@@ -24,6 +24,7 @@ TABLES = {
     "CountersTable": "counters",
     "UploadsTable": "Uploads",
     "EventsTable": "IngestEvents",
+    "TenantFilesTable": "TenantFiles",
 }
 # the functions' environment variable -> the table's logical id
 TABLE_VARIABLES = {
@@ -31,6 +32,7 @@ TABLE_VARIABLES = {
     "DDB_COUNTERS_TABLE": "CountersTable",
     "UPLOADS_TABLE": "UploadsTable",
     "EVENTS_TABLE": "EventsTable",
+    "TENANT_FILES_TABLE": "TenantFilesTable",
 }
 BUCKET = "dfd-file-service"  # the bucket the functions know as S3_BUCKET
 NAME_PREFIX = "dfd-"  # other buckets, queues and state machines: dfd-<kebab-case logical id stem>

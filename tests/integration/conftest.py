@@ -39,7 +39,7 @@ class Aws:
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every table's items and every object: to prove a replay changed nothing."""
         tables = [self.settings.files_table, self.settings.counters_table, self.settings.uploads_table]
-        tables.append(self.settings.events_table)
+        tables += [self.settings.events_table, self.settings.tenant_files_table]
         state: dict[str, list[dict[str, Any]]] = {}
         for table in tables:
             items = self.ddb.scan(TableName=table, ConsistentRead=True)["Items"]

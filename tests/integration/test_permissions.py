@@ -24,7 +24,7 @@ from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, 
 from dfdlocal.template import Resolver, load_template
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
-from tests.support import LambdaContext, api_event, call, s3_notification, sqs_batch
+from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = {
@@ -138,6 +138,7 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
             s.counters_table: "CountersTable",
             s.uploads_table: "UploadsTable",
             s.events_table: "EventsTable",
+            s.tenant_files_table: "TenantFilesTable",
         }[resource]
         return resolver.get_att(logical, "Arn")
     bucket, _, key = resource.partition("/")
@@ -185,8 +186,9 @@ def exercise_every_path(aws: Aws) -> None:
         == 409
     )
     for ident in (first["upload_id"], digest):
-        assert call(metadata.handler, api_event("GET", f"/metadata/{ident}"))[0] == 200
-        assert call(download.handler, api_event("GET", f"/download/{ident}"))[0] == 200
+        for user in (ALICE, ADMIN):  # the tenant's view (file + reference), the global record
+            assert call(metadata.handler, api_event("GET", f"/metadata/{ident}", user=user))[0] == 200
+            assert call(download.handler, api_event("GET", f"/download/{ident}", user=user))[0] == 200
     assert call(admin_stats.handler, api_event("GET", "/admin/stats"))[0] == 200
     status, page = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": "1"}))
     assert status == 200 and page["last_evaluated_key"]

@@ -1,12 +1,13 @@
 """In-memory models of the two ports (dfd.ports): the domain's logic, tested in milliseconds.
 
-FakeRepository keeps the four tables as dicts and honours the conditions of the DynamoDB adapter's writes:
+FakeRepository keeps the five tables as dicts and honours the conditions of the DynamoDB adapter's writes:
 a transaction either applies all its writes or none, and a refused one raises the typed conflict of the first
-failed condition in the adapter's order (event, claim, file, upload) carrying a copy of the item that stood in
+failed condition in the adapter's order (event, claim, file, upload, tenant) carrying a copy of the item that stood in
 the way. tests/integration proves the same behaviour against the real expressions (moto).
 
 Fault seams: `faults` (exceptions the next transactions raise before any condition is checked: throttling,
-TransactionConflict) and `after_state` (runs once, right after ingest_state has read: a concurrent writer).
+TransactionConflict), `after_state` (runs once, right after ingest_state has read: a concurrent writer) and
+`after_tenant_file` (the same after tenant_file).
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ from dfd.ports import (
     ObjectInfo,
     ObjectVersion,
     OpenedObject,
+    PrecheckDuplicate,
     Sink,
+    TenantRefChanged,
+    TenantShare,
     UploadTaken,
 )
 
@@ -49,9 +53,11 @@ class FakeRepository:
         self.uploads: dict[str, Item] = {}
         self.events: dict[str, Item] = {}
         self.claims: dict[tuple[str, str], Item] = {}
+        self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
+        self.after_tenant_file: Callable[[], None] | None = None
         self.transactions = 0  # attempted (faults included)
         self.committed = 0
 
@@ -78,6 +84,13 @@ class FakeRepository:
 
     def get_claim(self, bucket: str, key: str) -> Item | None:
         return copy.deepcopy(self.claims.get((bucket, key)))
+
+    def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
+        found = self.get_file(digest), copy.deepcopy(self.tenant_refs.get((tenant, digest)))
+        hook, self.after_tenant_file = self.after_tenant_file, None
+        if hook is not None:
+            hook()
+        return found
 
     def counter_totals(self) -> dict[str, int]:
         totals = dict.fromkeys(COUNTER_FIELDS, 0)
@@ -107,6 +120,8 @@ class FakeRepository:
             "created_at": clock.iso(now),
             "expires_at": clock.iso(upload.expires_at),
             "pending": True,
+            "owner": upload.owner,
+            "tenant": upload.tenant,
         }
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
@@ -116,7 +131,14 @@ class FakeRepository:
         return True
 
     def commit_stored(
-        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
     ) -> None:
         self._begin(counter_shard)
         file = self.files.get(version.hash)
@@ -125,6 +147,7 @@ class FakeRepository:
             version,
             claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
             file=FileAppeared(copy.deepcopy(file)) if file is not None else None,
+            tenant=self._tenant_refused(tenant, version.hash),
         )
         stamp = clock.iso(now)
         self.events[version.event_key] = self._event(version, "stored", now)
@@ -143,10 +166,18 @@ class FakeRepository:
         }
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
         self._finish_upload(version, "stored", filename, content_type, stamp)
+        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1, total_files=1, total_bytes_stored=version.size)
 
     def commit_duplicate(
-        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
     ) -> None:
         self._begin(counter_shard)
         file = self.files.get(version.hash)
@@ -162,23 +193,47 @@ class FakeRepository:
             version,
             claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
             file=file_refused,
+            tenant=self._tenant_refused(tenant, version.hash),
         )
         assert file is not None
         stamp = clock.iso(now)
         self.events[version.event_key] = self._event(version, "duplicate", now)
         file["upload_count"] = file.get("upload_count", 0) + 1
         file["last_upload_at"] = stamp
-        self._finish_upload(version, "duplicate", filename, content_type, stamp)
+        status = "stored" if tenant is not None and not tenant.held else "duplicate"
+        self._finish_upload(version, status, filename, content_type, stamp)
+        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
 
-    def count_precheck_duplicate(self, digest: str, size: int, *, counter_shard: int, now: datetime) -> None:
+    def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         self._begin(counter_shard)
-        file = self.files.get(digest)
+        assert upload.upload_id not in self.uploads, "upload ids are unique"
+        file = self.files.get(upload.hash)
+        # the adapter's order: upload (a fresh id: never refused), file, tenant
         if file is None:
             raise FileVanished(None)
+        refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
+        if refused is not None:
+            raise refused
+        stamp = clock.iso(now)
+        self.uploads[upload.upload_id] = {
+            "upload_id": upload.upload_id,
+            "status": "duplicate",
+            "owner": upload.owner,
+            "tenant": upload.tenant,
+            "hash": upload.hash,
+            "filename": upload.filename,
+            "size": upload.size,
+            "content_type": upload.content_type,
+            "created_at": stamp,
+            "processed_at": stamp,
+        }
         file["upload_count"] = file.get("upload_count", 0) + 1
-        file["last_upload_at"] = clock.iso(now)
-        self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=size)
+        file["last_upload_at"] = stamp
+        ref = self.tenant_refs[(upload.tenant, upload.hash)]
+        ref["upload_count"] = ref.get("upload_count", 0) + 1
+        ref["last_upload_at"] = stamp
+        self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=upload.size)
 
     # ---------------------------------------------------------------- the model's rules
     def _begin(self, counter_shard: int) -> None:
@@ -187,7 +242,45 @@ class FakeRepository:
         if self.faults:
             raise self.faults.pop(0)
 
-    def _check(self, version: ObjectVersion, *, claim: CommitRefused | None, file: CommitRefused | None) -> None:
+    def _tenant_refused(self, tenant: TenantShare | None, digest: str) -> CommitRefused | None:
+        """The tenant reference's condition: exists when read held, absent when read not held."""
+        if tenant is None:
+            return None
+        ref = self.tenant_refs.get((tenant.tenant, digest))
+        if tenant.held and ref is None:
+            return TenantRefChanged(None)
+        if not tenant.held and ref is not None:
+            return TenantRefChanged(copy.deepcopy(ref))
+        return None
+
+    def _add_tenant_ref(
+        self, tenant: TenantShare | None, version: ObjectVersion, filename: str, content_type: str, stamp: str
+    ) -> None:
+        if tenant is None:
+            return
+        ref = self.tenant_refs.setdefault(
+            (tenant.tenant, version.hash), {"tenant": tenant.tenant, "hash": version.hash}
+        )
+        for name, value in (
+            ("filename", filename),
+            ("content_type", content_type),
+            ("size", version.size),
+            ("created_at", stamp),
+            ("first_upload_id", version.upload_id),
+        ):
+            if value is not None:
+                ref.setdefault(name, value)
+        ref["upload_count"] = ref.get("upload_count", 0) + 1
+        ref["last_upload_at"] = stamp
+
+    def _check(
+        self,
+        version: ObjectVersion,
+        *,
+        claim: CommitRefused | None,
+        file: CommitRefused | None,
+        tenant: CommitRefused | None = None,
+    ) -> None:
         """Every condition of an ingest transaction; the first failed one in the adapter's order wins."""
         event = self.events.get(version.event_key)
         upload_refused: CommitRefused | None = None
@@ -200,6 +293,7 @@ class FakeRepository:
             claim,
             file,
             upload_refused,
+            tenant,
         ):
             if refused is not None:
                 raise refused

@@ -17,6 +17,7 @@ from dfd.ids import hints_checksum, upload_id_from_key
 from dfd.ingest import MAX_ATTEMPTS, Ingestor, IngestResult, Outcome
 from dfd.ports import CommitRefused, Item, ObjectInfo
 from dfd.uploads import UploadRequest, UploadService
+from tests.support import ALICE, ApiUser
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -27,7 +28,13 @@ BUCKET = "bucket"
 class World:
     settings: Settings = field(
         default_factory=lambda: Settings(
-            files_table="f", counters_table="c", uploads_table="u", events_table="e", bucket=BUCKET, counter_shards=4
+            files_table="f",
+            counters_table="c",
+            uploads_table="u",
+            events_table="e",
+            tenant_files_table="t",
+            bucket=BUCKET,
+            counter_shards=4,
         )
     )
     repo: FakeRepository = field(init=False)
@@ -51,10 +58,10 @@ class World:
     def service(self) -> UploadService:
         return UploadService(self.settings, self.repo, self.objects, now=lambda: NOW, rng=random.Random(3))
 
-    def upload(self, data: bytes, name: str = "a.txt", *, checksum: bool = False) -> str:
-        """POST /upload, then the client's PUT: the object's key."""
+    def upload(self, data: bytes, name: str = "a.txt", *, checksum: bool = False, user: ApiUser = ALICE) -> str:
+        """POST /upload as `user`, then the client's PUT: the object's key."""
         sha = hashlib.sha256(data).hexdigest() if checksum else None
-        answer = self.service().create(UploadRequest(name, len(data), "text/plain", sha))
+        answer = self.service().create(UploadRequest(name, len(data), "text/plain", sha), user.caller)
         assert answer.status == 201, answer
         key = str(answer.body["key"])
         self.objects.put(BUCKET, key, data, checksum=checksum, content_type="text/plain")
@@ -75,6 +82,14 @@ class World:
         for file in self.repo.files.values():
             assert (BUCKET, file["s3_key"]) in self.objects.objects, file
             assert self.repo.claims[(BUCKET, file["s3_key"])]["hash"] == file["hash"]
+        # the tenant layer: each reference counts its tenant's processed uploads, and names stored content
+        recount: dict[tuple[str, str], int] = {}
+        for upload in self.repo.uploads.values():
+            if upload.get("tenant") and upload.get("status") in ("stored", "duplicate"):
+                key = (upload["tenant"], upload["hash"])
+                recount[key] = recount.get(key, 0) + 1
+        assert {key: ref["upload_count"] for key, ref in self.repo.tenant_refs.items()} == recount
+        assert all(digest in self.repo.files for _, digest in self.repo.tenant_refs)
 
 
 def sha(data: bytes) -> str:
@@ -300,6 +315,8 @@ def test_a_file_that_vanished_before_the_duplicate_commit_is_stored_anew(world: 
         del world.repo.claims[(BUCKET, stored["s3_key"])]
         world.objects.objects.pop((BUCKET, stored["s3_key"]))
         world.repo.counters.clear()
+        world.repo.tenant_refs.clear()  # and every tenant's reference to it, and its uploads
+        world.repo.uploads[upload_id_from_key("uploads/", first) or ""]["status"] = "deleted"
 
     world.repo.after_state = record_deleted
     result = world.ingest(second)
@@ -356,7 +373,7 @@ def test_exhausted_attempts_raise_service_unavailable(world: World, fault: Excep
 # ---------------------------------------------------------------------------------------------- uploads
 def test_an_upload_is_issued_as_a_presigned_put(world: World) -> None:
     data = b"to upload"
-    answer = world.service().create(UploadRequest("a.txt", len(data), "text/plain", sha(data)))
+    answer = world.service().create(UploadRequest("a.txt", len(data), "text/plain", sha(data)), ALICE.caller)
     assert answer.status == 201
     body = answer.body
     assert body["method"] == "PUT" and body["bucket"] == BUCKET and body["key"] == "uploads/" + body["upload_id"]
@@ -371,7 +388,7 @@ def test_an_upload_is_issued_as_a_presigned_put(world: World) -> None:
 def test_known_content_is_answered_409_and_counted_with_the_stored_size(world: World) -> None:
     data = b"already here" * 3
     world.ingest(world.upload(data))
-    answer = world.service().create(UploadRequest("b.txt", 999, "text/plain", sha(data)))
+    answer = world.service().create(UploadRequest("b.txt", 999, "text/plain", sha(data)), ALICE.caller)
     assert answer.status == 409 and answer.body["duplicate"] is True
     assert answer.body["file"]["upload_count"] == 2 and world.repo.files[sha(data)]["upload_count"] == 2
     totals = world.totals()
@@ -383,15 +400,10 @@ def test_known_content_is_answered_409_and_counted_with_the_stored_size(world: W
 def test_a_precheck_whose_record_vanished_issues_an_upload(world: World) -> None:
     data = b"about to vanish"
     world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/x", "upload_count": 1}
-    real_get = world.repo.get_file
-
-    def read_then_vanish(digest: str, *, consistent: bool = False) -> Item | None:
-        found = real_get(digest, consistent=consistent)
-        world.repo.files.pop(digest, None)  # deleted between the read and the write
-        return found
-
-    world.repo.get_file = read_then_vanish  # type: ignore[method-assign]
-    answer = world.service().create(UploadRequest("c.txt", len(data), "text/plain", sha(data)))
+    world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
+    # deleted between the read and the write
+    world.repo.after_tenant_file = lambda: world.repo.files.pop(sha(data), None)
+    answer = world.service().create(UploadRequest("c.txt", len(data), "text/plain", sha(data)), ALICE.caller)
     assert answer.status == 201 and answer.body["upload_id"] in world.repo.uploads
     assert world.repo.transactions == 1 and world.repo.committed == 0 and world.totals()["duplicates_avoided"] == 0
 
@@ -400,16 +412,21 @@ def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
     """Deleted between the read and the write, then stored again by another upload: the second look counts."""
     data = b"flapping"
     record = {"hash": sha(data), "size": len(data), "s3_key": "uploads/y", "upload_count": 1}
+    world.repo.files[sha(data)] = dict(record)
+    world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
     reads: list[str] = []
+    real = world.repo.tenant_file
 
-    def flapping(digest: str, *, consistent: bool = False) -> Item | None:
+    def flapping(tenant: str, digest: str) -> tuple[Item | None, Item | None]:
         reads.append(digest)
+        if len(reads) > 1:
+            world.repo.files[digest] = dict(record)  # stored again
+        found = real(tenant, digest)
         if len(reads) == 1:
-            return dict(record)  # ... and it is gone when the transaction runs
-        world.repo.files[digest] = dict(record)
-        return dict(record)
+            world.repo.files.pop(digest)  # ... and it is gone when the transaction runs
+        return found
 
-    world.repo.get_file = flapping  # type: ignore[method-assign]
-    answer = world.service().create(UploadRequest("d.txt", len(data), "text/plain", sha(data)))
+    world.repo.tenant_file = flapping  # type: ignore[method-assign]
+    answer = world.service().create(UploadRequest("d.txt", len(data), "text/plain", sha(data)), ALICE.caller)
     assert answer.status == 409 and len(reads) == 2
     assert world.repo.transactions == 2 and world.repo.committed == 1 and world.totals()["duplicates_avoided"] == 1

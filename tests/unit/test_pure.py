@@ -24,6 +24,7 @@ BASE_ENV = {
     "DDB_COUNTERS_TABLE": "c",
     "UPLOADS_TABLE": "u",
     "EVENTS_TABLE": "e",
+    "TENANT_FILES_TABLE": "t",
     "S3_BUCKET": "b",
 }
 
@@ -51,7 +52,9 @@ def test_config_validates_at_init() -> None:
 
 def test_config_defaults_are_the_dataclass_defaults() -> None:
     from_env = Settings.from_env(BASE_ENV)
-    direct = Settings(files_table="f", counters_table="c", uploads_table="u", events_table="e", bucket="b")
+    direct = Settings(
+        files_table="f", counters_table="c", uploads_table="u", events_table="e", tenant_files_table="t", bucket="b"
+    )
     assert from_env == direct
     assert from_env.upload_url_expires == 900 and from_env.parallel_workers == 8
     assert from_env.allowed_origins == ("*",)

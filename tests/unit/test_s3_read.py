@@ -249,13 +249,16 @@ def test_a_slow_stream_is_joined_by_ranges(read: Callable[..., Read]) -> None:
 
 
 def test_default_tuning_is_the_settings_defaults() -> None:
-    settings = Settings(files_table="f", counters_table="c", uploads_table="u", events_table="e", bucket="b")
+    settings = Settings(
+        files_table="f", counters_table="c", uploads_table="u", events_table="e", tenant_files_table="t", bucket="b"
+    )
     assert ReadTuning.from_settings(settings) == ReadTuning()
     tuned = Settings(
         files_table="f",
         counters_table="c",
         uploads_table="u",
         events_table="e",
+        tenant_files_table="t",
         bucket="b",
         parallel_threshold=1,
         parallel_part_size=2 * 1024**2,

@@ -40,19 +40,25 @@ OBJECTS = "${FilesBucket.Arn}/${UploadPrefix}*"
 # Exactly what each function may do, as (action, resource) pairs; resources are shown by _describe().
 PERMISSIONS: dict[str, set[tuple[str, str]]] = {
     "UploadFunction": {
-        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("s3:PutObject", OBJECTS),
     },
     "MetadataFunction": {
         ("dynamodb:GetItem", "FilesTable.Arn"),
         ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
     },
     "DownloadFunction": {
         ("dynamodb:GetItem", "FilesTable.Arn"),
         ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("s3:GetObject", OBJECTS),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
@@ -70,6 +76,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
     # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
@@ -338,6 +345,7 @@ def test_every_function_gets_the_settings_environment(template: dict[str, Any]) 
         "DDB_COUNTERS_TABLE": "CountersTable",
         "UPLOADS_TABLE": "UploadsTable",
         "EVENTS_TABLE": "EventsTable",
+        "TENANT_FILES_TABLE": "TenantFilesTable",
         "S3_BUCKET": "FilesBucket",
         "UPLOAD_PREFIX": "UploadPrefix",
         "COUNTER_SHARDS": "CounterShards",

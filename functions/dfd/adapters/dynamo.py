@@ -35,6 +35,9 @@ from dfd.ports import (
     KeyClaimed,
     NewUpload,
     ObjectVersion,
+    PrecheckDuplicate,
+    TenantRefChanged,
+    TenantShare,
     UploadTaken,
 )
 from dfd.ports import IngestState as IngestState
@@ -115,7 +118,7 @@ def translate(error: ClientError | BotoCoreError, action: str) -> DfdError:
 
 
 class Repository:
-    """Reads and writes of the four tables (implements :class:`dfd.ports.Repository`). Receives its client; knows
+    """Reads and writes of the five tables (implements :class:`dfd.ports.Repository`). Receives its client; knows
     table and attribute names. `rng` spreads pending uploads over the pending index's shards."""
 
     def __init__(self, client: Any, settings: Settings, *, rng: random.Random | None = None) -> None:
@@ -178,6 +181,18 @@ class Repository:
 
         return IngestState(first(s.events_table), first(s.files_table), first(s.uploads_table))
 
+    def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
+        """The file record and the tenant's reference to it, in ONE consistent BatchGetItem."""
+        s = self._s
+        found = self._batch_get(
+            {
+                s.files_table: {"Keys": [to_item({"hash": digest})], "ConsistentRead": True},
+                s.tenant_files_table: {"Keys": [to_item({"tenant": tenant, "hash": digest})], "ConsistentRead": True},
+            }
+        )
+        files, refs = found[s.files_table], found[s.tenant_files_table]
+        return (files[0] if files else None), (refs[0] if refs else None)
+
     def counter_totals(self) -> dict[str, int]:
         """Sum of every counter shard: ONE BatchGetItem (shards ≤ 100), never a Scan."""
         keys = [to_item({"counter_id": shard}) for shard in self._s.shard_ids]
@@ -226,6 +241,8 @@ class Repository:
             "reconcile_after": clock.iso(clock.plus(now, seconds=s.reconcile_grace_seconds)),
             "pending_shard": f"p#{self._rng.randrange(s.pending_shards)}",
             "ttl": clock.epoch(clock.plus(now, days=s.upload_ttl_days)),
+            "owner": upload.owner,
+            "tenant": upload.tenant,
         }
         try:
             self._db.put_item(
@@ -252,7 +269,14 @@ class Repository:
         return True
 
     def commit_stored(
-        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
     ) -> None:
         stamp = clock.iso(now)
         record = {
@@ -273,12 +297,20 @@ class Repository:
         plan.add("file", self._put_new_file_item(record), FileAppeared)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
         self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
 
     def commit_duplicate(
-        self, version: ObjectVersion, *, filename: str, content_type: str, counter_shard: int, now: datetime
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
     ) -> None:
         stamp = clock.iso(now)
 
@@ -292,15 +324,44 @@ class Repository:
         plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp), file_changed)
         # never delete bytes some record stores at this key
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
-        self._add_finish_upload(plan, version, "duplicate", filename, content_type, stamp)
+        # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
+        status = "stored" if tenant is not None and not tenant.held else "duplicate"
+        self._add_finish_upload(plan, version, status, filename, content_type, stamp)
+        self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
 
-    def count_precheck_duplicate(self, digest: str, size: int, *, counter_shard: int, now: datetime) -> None:
+    def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
+        stamp = clock.iso(now)
+        record = {
+            "upload_id": upload.upload_id,
+            "status": "duplicate",
+            "owner": upload.owner,
+            "tenant": upload.tenant,
+            "hash": upload.hash,
+            "filename": upload.filename,
+            "size": upload.size,
+            "content_type": upload.content_type,
+            "created_at": stamp,
+            "processed_at": stamp,
+        }
         plan = _Plan()
-        plan.add("file", self._count_duplicate_file_item(digest, None, clock.iso(now)), FileVanished)
-        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": size}
+        plan.add(
+            "upload",
+            {
+                "Put": {
+                    "TableName": self._s.uploads_table,
+                    "Item": to_item(record),
+                    "ConditionExpression": "attribute_not_exists(upload_id)",
+                }
+            },
+        )
+        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp), FileVanished)
+        # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
+        held = TenantShare(upload.tenant, held=True)
+        plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
+        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
 
@@ -348,6 +409,50 @@ class Repository:
         defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
         request = self._finish_upload_item(version.upload_id, fields, defaults, version.event_key)
         plan.add("upload", request, UploadTaken)
+
+    def _add_tenant_ref(
+        self,
+        plan: _Plan,
+        tenant: TenantShare | None,
+        version: ObjectVersion,
+        filename: str,
+        content_type: str,
+        stamp: str,
+    ) -> None:
+        if tenant is None:
+            return
+        first = {
+            "filename": filename,
+            "content_type": content_type,
+            "size": version.size,
+            "created_at": stamp,
+            "first_upload_id": version.upload_id,
+        }
+        plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
+
+    def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: Item, stamp: str) -> dict[str, Any]:
+        """+1 upload on the tenant's reference to the content; `first` (the tenant's first filename, dates...)
+        is set only where absent. Conditioned on the reference existing or not, exactly as the caller read it."""
+        names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp)}
+        parts = ["#last = :now"]
+        for i, (name, value) in enumerate(first.items()):
+            if value is None:
+                continue
+            names[f"#d{i}"] = name
+            values[f":d{i}"] = to_attr(value)
+            parts.append(f"#d{i} = if_not_exists(#d{i}, :d{i})")
+        return {
+            "Update": {
+                "TableName": self._s.tenant_files_table,
+                "Key": to_item({"tenant": tenant.tenant, "hash": digest}),
+                "UpdateExpression": "SET " + ", ".join(parts) + " ADD #n :one",
+                "ConditionExpression": "attribute_exists(#h)" if tenant.held else "attribute_not_exists(#h)",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
 
     def _put_event_item(self, record: Item) -> dict[str, Any]:
         return {
@@ -461,7 +566,7 @@ Refusal = Callable[[Item | None], CommitRefused]
 # The conflict a cancelled transaction raises is that of the first role, in this order, whose condition
 # failed (several can fail at once: an event already recorded explains everything else); roles not listed
 # follow in the plan's order.
-_PRECEDENCE = ("event", "claim", "file", "upload")
+_PRECEDENCE = ("event", "claim", "file", "upload", "tenant")
 
 
 @dataclass

@@ -8,6 +8,7 @@ from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
 from dfd.http import json_response, lambda_entry, make_app
+from dfd.identity import current_caller
 
 settings()
 app = make_app()
@@ -15,9 +16,10 @@ app = make_app()
 
 @app.get("/admin/hashes")
 def list_hashes() -> Any:
+    caller = current_caller(app)
     event = app.current_event
     page = deps.queries().hashes(
-        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key")
+        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key"), caller
     )
     return json_response(200, page)
 

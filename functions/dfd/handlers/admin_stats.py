@@ -8,6 +8,7 @@ from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
 from dfd.http import json_response, lambda_entry, make_app
+from dfd.identity import current_caller
 
 settings()
 app = make_app()
@@ -15,7 +16,7 @@ app = make_app()
 
 @app.get("/admin/stats")
 def get_stats() -> Any:
-    return json_response(200, deps.queries().stats())
+    return json_response(200, deps.queries().stats(current_caller(app)))
 
 
 handler = lambda_entry(app)

@@ -8,6 +8,7 @@ from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
 from dfd.http import json_response, lambda_entry, make_app, path_id
+from dfd.identity import current_caller
 
 settings()
 app = make_app()
@@ -15,7 +16,8 @@ app = make_app()
 
 @app.get("/metadata/<id>")
 def get_metadata(id: str) -> Any:
-    return json_response(200, deps.queries().metadata(path_id(app, id)))
+    caller = current_caller(app)
+    return json_response(200, deps.queries().metadata(path_id(app, id), caller))
 
 
 handler = lambda_entry(app)

@@ -12,6 +12,7 @@ from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
 from dfd.http import json_body, json_response, make_app
+from dfd.identity import current_caller
 from dfd.observability import logger, metrics, tracer
 from dfd.uploads import parse_request
 
@@ -21,8 +22,9 @@ app = make_app()
 
 @app.post("/upload")
 def create_upload() -> Any:
+    caller = current_caller(app)
     request = parse_request(json_body(app), settings().max_upload_bytes)
-    answer = deps.upload_service().create(request)
+    answer = deps.upload_service().create(request, caller)
     if answer.status == 409:
         metrics.add_metric(name="DuplicatesAvoidedPrecheck", unit=MetricUnit.Count, value=1)
         metrics.add_metric(name="BytesSaved", unit=MetricUnit.Bytes, value=answer.body["file"]["size"])
