@@ -75,6 +75,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         counters_table=tables["CountersTable"],
         uploads_table=tables["UploadsTable"],
         events_table=tables["EventsTable"],
+        tenant_files_table=tables["TenantFilesTable"],
         ingest_queue_url=ingest["url"],
         dlq_url=dlq["url"],
         description=info,

@@ -37,6 +37,7 @@ class RunningStack:
     counters_table: str
     uploads_table: str
     events_table: str
+    tenant_files_table: str
     ingest_queue_url: str
     dlq_url: str
     description: dict[str, Any]

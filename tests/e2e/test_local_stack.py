@@ -54,9 +54,13 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
     dynamodb = stack.client("dynamodb")
     tables = resources_of(template, "AWS::DynamoDB::Table")
     assert set(tables) == set(stack.description["tables"])
-    assert {stack.files_table, stack.counters_table, stack.uploads_table, stack.events_table} == set(
-        names.TABLES.values()
-    )
+    assert {
+        stack.files_table,
+        stack.counters_table,
+        stack.uploads_table,
+        stack.events_table,
+        stack.tenant_files_table,
+    } == set(names.TABLES.values())
     for logical_id, props in tables.items():
         name = stack.description["tables"][logical_id]
         table = dynamodb.describe_table(TableName=name)["Table"]

@@ -30,6 +30,7 @@ def settings_of(stack: RunningStack) -> Settings:
         counters_table=stack.counters_table,
         uploads_table=stack.uploads_table,
         events_table=stack.events_table,
+        tenant_files_table=stack.tenant_files_table,
         bucket=stack.bucket,
     )
 
