@@ -126,6 +126,27 @@ class TenantShare:
     held: bool
 
 
+# ---------------------------------------------------------------------------------------------- multipart
+@dataclass(frozen=True)
+class NewMultipart:
+    """What a multipart upload adds to its upload record: whose it is and how it is cut into parts."""
+
+    owner: str
+    tenant: str
+    part_size: int
+    part_count: int
+
+
+@dataclass(frozen=True)
+class PartInfo:
+    """One part S3 holds for a multipart upload (ListParts)."""
+
+    part_number: int
+    etag: str
+    size: int
+    checksum_sha256: str | None = None  # base64, when the upload was created with SHA-256 checksums
+
+
 # ---------------------------------------------------------------------------------------------- conflicts
 class CommitRefused(DfdError):
     """A write was refused by one of its conditions. Raised as such only when no known condition explains it
@@ -170,6 +191,10 @@ class UploadTaken(CommitRefused):
 class TenantRefChanged(CommitRefused):
     """The tenant's reference to the content is not as the write assumed: it exists although read absent
     (item: the reference), or is absent although read present (item: None)."""
+
+
+class MultipartAttached(CommitRefused):
+    """The upload already has its S3 multipart upload, or is no longer pending (item: the upload record)."""
 
 
 # ---------------------------------------------------------------------------------------------- ports
@@ -245,6 +270,24 @@ class Repository(Protocol):
         """Record an issued upload as pending (the reconcile sweep finds it if its object never arrives)."""
         ...
 
+    # ------------------------------------------------------------------ multipart (dfd.multipart)
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        """Record an issued multipart upload as pending, with its owner, tenant, part size and count."""
+        ...
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        """Keep the S3 multipart upload id on a pending upload that has none yet; raises MultipartAttached
+        (carrying the record as it is) when it has one or is no longer pending."""
+        ...
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        """Note when CompleteMultipartUpload succeeded (kept from the first success)."""
+        ...
+
+    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
+        ...
+
 
 class ObjectStore(Protocol):
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject: ...
@@ -268,3 +311,39 @@ class ObjectStore(Protocol):
     ) -> tuple[str, dict[str, str]]: ...
 
     def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str: ...
+
+    # ------------------------------------------------------------------ multipart (dfd.multipart)
+    def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:
+        """CreateMultipartUpload (ChecksumAlgorithm SHA256 when `checksum`); the S3 upload id."""
+        ...
+
+    def presign_upload_part(
+        self,
+        bucket: str,
+        key: str,
+        s3_upload_id: str,
+        part_number: int,
+        *,
+        size: int,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        """A SigV4 UploadPart URL signing Content-Length (and the part's SHA-256), and the headers to send."""
+        ...
+
+    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
+        """Every part S3 holds (all ListParts pages), by part number; raises MultipartGone."""
+        ...
+
+    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
+        """CompleteMultipartUpload IfNoneMatch "*" with the parts' ETags (and checksums); raises MultipartGone,
+        ObjectChanged (an object exists at the key), PartsRejected."""
+        ...
+
+    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
+        """AbortMultipartUpload; an upload already gone is not an error."""
+        ...
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        """HeadObject; raises ObjectNotFound."""
+        ...

@@ -22,7 +22,7 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import Settings
-from dfd.errors import ObjectChanged, ObjectNotFound
+from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
 from dfd.ports import (
     COUNTER_FIELDS,
     CommitRefused,
@@ -34,10 +34,13 @@ from dfd.ports import (
     IngestState,
     Item,
     KeyClaimed,
+    MultipartAttached,
+    NewMultipart,
     NewUpload,
     ObjectInfo,
     ObjectVersion,
     OpenedObject,
+    PartInfo,
     PrecheckDuplicate,
     Sink,
     TenantRefChanged,
@@ -123,6 +126,35 @@ class FakeRepository:
             "owner": upload.owner,
             "tenant": upload.tenant,
         }
+
+    # ---------------------------------------------------------------- multipart
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        self.register_upload(upload, now)
+        self.uploads[upload.upload_id].update(
+            multipart=True,
+            owner=multipart.owner,
+            tenant=multipart.tenant,
+            part_size=multipart.part_size,
+            part_count=multipart.part_count,
+        )
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("s3_upload_id") or record.get("status") != "pending":
+            raise MultipartAttached(copy.deepcopy(record))
+        record.update(s3_upload_id=s3_upload_id, part_checksums=part_checksums)
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        if upload_id in self.uploads:
+            self.uploads[upload_id].setdefault("completed_at", clock.iso(now))
+
+    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("status") != "pending":
+            return False
+        record.update(status=status, ended_at=clock.iso(now))
+        record.pop("pending", None)
+        return True
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
@@ -431,3 +463,62 @@ class FakeObjectStore:
 
     def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
         return f"https://fake-s3/{bucket}/{key}?expires={expires_in}"
+
+    # ---------------------------------------------------------------- multipart
+    # multiparts: S3 upload id → {"bucket", "key", "checksum", "parts": {n: PartInfo}, "data": {n: bytes}}
+    multiparts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    aborted: list[str] = field(default_factory=list)
+
+    def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:
+        s3_upload_id = f"mpu-{len(self.multiparts) + len(self.aborted) + 1}"
+        self.multiparts[s3_upload_id] = {"bucket": bucket, "key": key, "checksum": checksum, "parts": {}, "data": {}}
+        return s3_upload_id
+
+    def upload_part(self, s3_upload_id: str, part_number: int, data: bytes, checksum_b64: str | None = None) -> str:
+        """A client's PUT of one part (what S3 keeps); its ETag."""
+        upload = self.multiparts[s3_upload_id]
+        etag = '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
+        upload["parts"][part_number] = PartInfo(part_number, etag, len(data), checksum_b64)
+        upload["data"][part_number] = data
+        return etag
+
+    def presign_upload_part(
+        self,
+        bucket: str,
+        key: str,
+        s3_upload_id: str,
+        part_number: int,
+        *,
+        size: int,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        headers = {"content-length": str(size)}
+        if checksum_b64:
+            headers["x-amz-checksum-sha256"] = checksum_b64
+        return f"https://fake-s3/{bucket}/{key}?uploadId={s3_upload_id}&partNumber={part_number}", headers
+
+    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
+        upload = self.multiparts.get(s3_upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {s3_upload_id}")
+        return [upload["parts"][n] for n in sorted(upload["parts"])]
+
+    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
+        upload = self.multiparts.get(s3_upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {s3_upload_id}")
+        if (bucket, key) in self.objects:
+            raise ObjectChanged(f"s3 object {key} exists")
+        data = b"".join(upload["data"][part.part_number] for part in parts)
+        assert len(data) == size
+        self.put(bucket, key, data)
+        del self.multiparts[s3_upload_id]
+
+    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
+        if self.multiparts.pop(s3_upload_id, None) is not None:
+            self.aborted.append(s3_upload_id)
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        with self.open(bucket, key, expect_checksum=True) as opened:
+            return opened.info

@@ -25,6 +25,9 @@ ROUTES = {
     ("GET", "/download/{id}"): "DownloadFunction",
     ("GET", "/admin/stats"): "AdminStatsFunction",
     ("GET", "/admin/hashes"): "AdminHashesFunction",
+    ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
+    ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",
+    ("POST", "/uploads/{id}/complete"): "UploadPartsFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
@@ -32,6 +35,7 @@ HANDLERS = {
     "DownloadFunction": "dfd.handlers.download.handler",
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
+    "UploadPartsFunction": "dfd.handlers.multipart.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
@@ -534,7 +538,7 @@ def test_bucket(template: dict[str, Any]) -> None:
     assert default == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
     (rule,) = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
-    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": {"Ref": "AbortIncompleteMultipartDays"}}
 
     (cors,) = props["CorsConfiguration"]["CorsRules"]
     assert set(cors["AllowedMethods"]) == {"PUT", "GET", "HEAD"}

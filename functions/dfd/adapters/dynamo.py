@@ -33,6 +33,8 @@ from dfd.ports import (
     FileIsThisObject,
     FileVanished,
     KeyClaimed,
+    MultipartAttached,
+    NewMultipart,
     NewUpload,
     ObjectVersion,
     PrecheckDuplicate,
@@ -115,6 +117,12 @@ def translate(error: ClientError | BotoCoreError, action: str) -> DfdError:
     if code in _RETRYABLE_CODES:
         return ServiceUnavailable(f"DynamoDB {action} is throttled or unavailable ({code})")
     return DfdError(f"DynamoDB {action} failed ({code})", code="storage_error")
+
+
+def _condition_failed(error: ClientError | BotoCoreError) -> bool:
+    return isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == (
+        "ConditionalCheckFailedException"
+    )
 
 
 class Repository:
@@ -225,7 +233,8 @@ class Repository:
         return items, ({"hash": from_item(last)["hash"]} if last else None)
 
     # ---------------------------------------------------------------- writes (intents of dfd.ports.Repository)
-    def register_upload(self, upload: NewUpload, now: datetime) -> None:
+    def register_upload(self, upload: NewUpload, now: datetime, *, extra: Item | None = None) -> None:
+        """`extra`: more attributes of the same record (register_multipart_upload's)."""
         s = self._s
         record = {
             "upload_id": upload.upload_id,
@@ -244,6 +253,7 @@ class Repository:
             "owner": upload.owner,
             "tenant": upload.tenant,
         }
+        record.update(extra or {})
         try:
             self._db.put_item(
                 TableName=s.uploads_table,
@@ -253,6 +263,76 @@ class Repository:
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "PutItem") from error
 
+    # ---------------------------------------------------------------- multipart (dfd.multipart)
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        """A pending upload record with `multipart`, `owner`, `tenant`, `part_size`, `part_count`; its
+        `s3_upload_id` (never shown to clients) and `part_checksums` come with the first parts call."""
+        extra = {
+            "multipart": True,
+            "owner": multipart.owner,
+            "tenant": multipart.tenant,
+            "part_size": multipart.part_size,
+            "part_count": multipart.part_count,
+        }
+        self.register_upload(upload, now, extra=extra)
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET s3_upload_id = :id, part_checksums = :checksums",
+                ConditionExpression="attribute_exists(upload_id) AND attribute_not_exists(s3_upload_id)"
+                " AND #status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":id": to_attr(s3_upload_id),
+                    ":checksums": to_attr(part_checksums),
+                    ":pending": to_attr("pending"),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):
+                raw: Any = error.response.get("Item") if isinstance(error, ClientError) else None
+                raise MultipartAttached(from_item(raw) if raw else None) from error
+            raise translate(error, "UpdateItem") from error
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET completed_at = if_not_exists(completed_at, :now)",
+                ConditionExpression="attribute_exists(upload_id)",
+                ExpressionAttributeValues={":now": to_attr(clock.iso(now))},
+            )
+        except (ClientError, BotoCoreError) as error:
+            if not _condition_failed(error):  # the record is gone (TTL): nothing to note
+                raise translate(error, "UpdateItem") from error
+
+    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """status = `status`, out of the pending index (the TTL stays: the record ages out as usual)."""
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET #status = :status, ended_at = :now REMOVE pending_shard",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":status": to_attr(status),
+                    ":now": to_attr(clock.iso(now)),
+                    ":pending": to_attr("pending"),
+                },
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):
+                return False
+            raise translate(error, "UpdateItem") from error
+        return True
+
+    # ---------------------------------------------------------------- writes, continued
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         try:
             self._db.put_item(
