@@ -58,9 +58,17 @@ class ViaProxy(requests.Session):
 
 
 def auth_headers(stack: Any) -> dict[str, str]:
-    """A local user's access token when the stack's API wants one (the local user pool), else nothing."""
-    sign_in = getattr(stack, "access_token", None)
-    return {"Authorization": f"Bearer {sign_in('alice')}"} if callable(sign_in) else {}
+    """alice's access token when the stack has the template's user pool (its API then wants one), else none.
+    The presigned part PUTs carry no token (S3 allows one auth mechanism)."""
+    pool = getattr(stack, "pool", None)
+    if pool is None:
+        return {}
+    signed_in = stack.client("cognito-idp").initiate_auth(
+        AuthFlow="USER_PASSWORD_AUTH",
+        ClientId=pool.client_id,
+        AuthParameters={"USERNAME": "alice", "PASSWORD": pool.password},
+    )
+    return {"Authorization": f"Bearer {signed_in['AuthenticationResult']['AccessToken']}"}
 
 
 def make_file(directory: Path, size: int) -> tuple[Path, str]:
