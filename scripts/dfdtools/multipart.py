@@ -3,8 +3,9 @@
 The server owns the S3 multipart upload: ``POST /upload`` answers ``"multipart": true`` with ``upload_id``,
 ``part_size`` and ``part_count``; this module then
 
-- presigns parts in batches of at most 100 (``POST /uploads/{id}/parts``), each with the part's SHA-256
-  (``checksum_sha256``, base64) computed as the part is read from disk, so S3 verifies every part;
+- presigns parts in batches (``POST /uploads/{id}/parts``; ``parts_in_flight`` first, then doubling up to
+  the API's 100), each with the part's SHA-256 (``checksum_sha256``, base64) computed from disk just before,
+  so S3 verifies every part;
 - PUTs ``parts_in_flight`` parts at a time (a bounded thread pool), each streamed from disk with exactly the
   presigned headers: memory stays at a few read buffers per part in flight, whatever the file's size;
 - retries a part on network errors and 5xx with exponential backoff, and presigns it again when its URL has
@@ -496,9 +497,9 @@ class MultipartUploader:
 
 
 class _Presigner:
-    """Presigned part URLs, fetched in batches of ≤ 100 in the order parts are sent, each batch's SHA-256s
-    computed from disk just before its request; a URL close to its expiry (or refused as expired) is
-    presigned again, alone."""
+    """Presigned part URLs, fetched in batches in the order parts are sent — parts_in_flight first, then as
+    many as were presigned so far, at most 100 — each batch's SHA-256s computed from disk just before its
+    request; a URL close to its expiry (or refused as expired) is presigned again, alone."""
 
     def __init__(self, uploader: MultipartUploader, state: UploadState, order: list[int]) -> None:
         self._up = uploader
@@ -517,7 +518,9 @@ class _Presigner:
                 batch = [number]
             else:
                 start = self._order.index(number, self._next)
-                batch = self._order[start : start + PRESIGN_BATCH]
+                # small first batches (the first PUTs wait for their SHA-256s), then doubling up to 100
+                size = min(PRESIGN_BATCH, max(self._up.tuning.parts_in_flight, self._next))
+                batch = self._order[start : start + size]
                 self._next = max(self._next, start + len(batch))
             self._presign(batch)
             return self._urls[number]

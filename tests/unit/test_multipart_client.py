@@ -238,7 +238,7 @@ def test_uploads_every_part_with_its_checksum_and_completes_with_the_etags(data_
     assert server.held[6][1] == 4  # the last part is the remainder
     (completed,) = server.completed
     assert completed["parts"] == [{"part_number": n, "etag": server.held[n][0]} for n in range(1, 7)]
-    assert server.presigned == [[1, 2, 3, 4, 5, 6]]  # one batch
+    assert server.presigned == [[1, 2, 3, 4], [5, 6]]  # parts_in_flight first, then doubling
     assert all(headers == {"Authorization": "Bearer t0k"} for _, _, headers in server.api_calls)
     assert progress.done == data_file.stat().st_size and progress.closed
     assert client.sent == data_file.stat().st_size
@@ -250,7 +250,7 @@ def test_presigns_in_batches_of_at_most_100(tmp_path: Path, states: StateStore) 
     path.write_bytes(b"x" * (250 * 16))
     server = FakeServer(size=250 * 16, part_size=16)
     uploader(server, states, parts_in_flight=3).start(path, server.issued())
-    assert [len(batch) for batch in server.presigned] == [100, 100, 50]
+    assert [len(batch) for batch in server.presigned] == [3, 3, 6, 12, 24, 48, 96, 58]  # doubling, ≤ 100
     assert sorted(n for batch in server.presigned for n in batch) == list(range(1, 251))
     assert len(server.completed[0]["parts"]) == 250
 
@@ -305,7 +305,7 @@ def test_an_expired_url_is_presigned_again(data_file: Path, states: StateStore) 
     server.faults = {4: [lambda: FakeResponse(403, raw_text=expired)]}
     sleeps: list[float] = []
     uploader(server, states, sleeps).start(data_file, server.issued())
-    assert server.presigned == [[1, 2, 3, 4, 5, 6], [4]]
+    assert sorted(server.presigned) == [[1, 2, 3, 4], [4], [5, 6]]
     assert sleeps == []  # not a failure: no backoff
     assert len(server.completed) == 1
 
@@ -318,8 +318,8 @@ def test_a_url_near_its_expiry_is_presigned_before_use(data_file: Path, states: 
     )
     server.on_put = lambda _: now.__setitem__(0, now[0] + 6)  # each part takes 6 s
     client.start(data_file, server.issued())
-    assert server.presigned[0] == [1, 2, 3, 4, 5, 6]
-    assert server.presigned[1:] == [[2], [3], [4], [5], [6]]
+    # a URL is good for 5 s (10 s minus the margin): 3 and 4 are presigned at t=12, 4 is sent at t=18
+    assert server.presigned == [[1], [2], [3, 4], [4], [5, 6], [6]]
 
 
 def test_other_4xx_on_a_part_fail_clearly(data_file: Path, states: StateStore) -> None:
@@ -434,7 +434,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_state(
             FakeResponse(
                 200,
                 {
-                    "parts": [{"part_number": n, "url": "ftp://x", "headers": {}} for n in range(1, 7)],
+                    "parts": [{"part_number": n, "url": "ftp://x", "headers": {}} for n in range(1, 5)],
                     "expires_in": 900,
                 },
             ),
