@@ -2,8 +2,8 @@
 connection in the upload direction (the throttling proxy between the client and the stack's S3).
 
 ``python -m dfdbench.mpupload --row parallel|resume --size-mib N --bandwidth B [--parts-in-flight 4]
-[--runs R]`` starts the local stack in this process (as ``dfdbench.e2e`` does: the stack points os.environ at
-itself), prints one JSON line.
+[--runs R]`` starts the local stack (``python -m dfdlocal`` on free ports, in its own process: the client
+must not share its GIL) and the proxy, and prints one JSON line.
 
 - ``parallel``: the same file uploaded as one presigned PUT and as a multipart upload with N parts in flight,
   alternately, R times each; each timed from ``POST /upload`` to the PUT's 200 / complete's 202 (the
@@ -23,11 +23,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,29 +51,71 @@ class ViaProxy(requests.Session):
         super().__init__()
         self.origin, self.proxy, self.host = origin, proxy, urlsplit(origin).netloc
         self.on_part: Any = None  # called with each part PUT's response (the resume row's trigger)
+        self.last_part = 0.0  # perf_counter when the last request to S3 answered
 
     def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(url, str) and url.startswith(self.origin + "/"):
             kwargs["headers"] = {**(kwargs.get("headers") or {}), "Host": self.host}
             response = super().request(method, self.proxy + url[len(self.origin) :], *args, **kwargs)
+            self.last_part = time.perf_counter()
             if self.on_part is not None:
                 self.on_part(response)
             return response
         return super().request(method, url, *args, **kwargs)
 
 
-def auth_headers(stack: Any) -> dict[str, str]:
+def auth_headers(ready: dict[str, Any]) -> dict[str, str]:
     """alice's access token when the stack has the template's user pool (its API then wants one), else none.
     The presigned part PUTs carry no token (S3 allows one auth mechanism)."""
-    pool = getattr(stack, "pool", None)
-    if pool is None:
+    pool = ready.get("cognito")
+    if not pool:
         return {}
-    signed_in = stack.client("cognito-idp").initiate_auth(
+    import boto3
+
+    from dfdlocal.names import CREDENTIALS
+
+    idp = boto3.session.Session().client(
+        "cognito-idp",  # type: ignore[call-overload]
+        endpoint_url=pool["endpoint"],
+        region_name=pool["region"],
+        **{k.lower(): v for k, v in CREDENTIALS.items()},
+    )
+    signed_in = idp.initiate_auth(
         AuthFlow="USER_PASSWORD_AUTH",
-        ClientId=pool.client_id,
-        AuthParameters={"USERNAME": "alice", "PASSWORD": pool.password},
+        ClientId=pool["client_id"],
+        AuthParameters={"USERNAME": "alice", "PASSWORD": pool["password"]},
     )
     return {"Authorization": f"Bearer {signed_in['AuthenticationResult']['AccessToken']}"}
+
+
+@contextmanager
+def local_stack(scratch: Path, parameters: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """``python -m dfdlocal`` in its own process on free ports (the client must not share its GIL): its
+    ready file's description."""
+    ready = scratch / "ready.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DFD_", "AWS_", "MOTO_", "POWERTOOLS_"))}
+    command = [sys.executable, "-m", "dfdlocal", "--api-port", "0", "--lambda-port", "0", "--aws-port", "0"]
+    command += ["--ready-file", str(ready), "--log-level", "WARNING"]
+    for name, value in parameters.items():
+        command += ["--param", f"{name}={value}"]
+    log = (scratch / "stack.log").open("wb")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"local stack did not start: {(scratch / 'stack.log').read_text()[-3000:]}")
+            time.sleep(0.2)
+        time.sleep(0.2)  # the file is written whole, but give the writer its close
+        yield json.loads(ready.read_text())
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
 
 
 def make_file(directory: Path, size: int) -> tuple[Path, str]:
@@ -81,8 +128,8 @@ def make_file(directory: Path, size: int) -> tuple[Path, str]:
 
 
 class Client:
-    def __init__(self, stack: Any, session: ViaProxy, headers: dict[str, str], states: Path) -> None:
-        self.api, self.session, self.headers, self.states = stack.api_url, session, headers, states
+    def __init__(self, api: str, session: ViaProxy, headers: dict[str, str], states: Path) -> None:
+        self.api, self.session, self.headers, self.states = api, session, headers, states
 
     def create(self, path: Path, multipart: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"filename": path.name, "size": path.stat().st_size}
@@ -137,16 +184,20 @@ class Client:
 def parallel(client: Client, path: Path, parts: int, runs: int) -> dict[str, Any]:
     single: list[float] = []
     many: list[float] = []
+    completes: list[float] = []  # multipart: from the last part's answer to complete's 202
     statuses: list[str] = []
     for run in range(runs):
         for kind in ("single", "multipart") if run % 2 == 0 else ("multipart", "single"):
             started = time.perf_counter()
             upload_id = client.single_put(path) if kind == "single" else client.multipart(path, parts)
-            (single if kind == "single" else many).append(time.perf_counter() - started)
+            ended = time.perf_counter()
+            (single if kind == "single" else many).append(ended - started)
+            if kind == "multipart":
+                completes.append(ended - client.session.last_part)
             statuses.append(str(client.ingested(upload_id).get("status")))
     if any(status not in ("stored", "duplicate") for status in statuses):
         raise RuntimeError(f"ingest outcomes {statuses}")
-    return {"single_s": single, "multipart_s": many, "statuses": statuses}
+    return {"single_s": single, "multipart_s": many, "complete_s": completes, "statuses": statuses}
 
 
 def resume(client: Client, path: Path, parts: int, digest: str) -> dict[str, Any]:
@@ -203,20 +254,17 @@ def main() -> None:
     options = parser.parse_args()
 
     from dfdbench.proxy import ThrottlingProxy
-    from dfdlocal.stack import LocalStack, StackOptions
     from dfdlocal.template import TEMPLATE, load_template
 
     parameters = {}
     if "MultipartThresholdBytes" in load_template(TEMPLATE)["Parameters"]:
         parameters["MultipartThresholdBytes"] = str(5 * 1024**3)  # the single PUT stays one PUT at 256 MiB
-    stack_options = StackOptions(
-        root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR", parameters=parameters
-    )
-    with tempfile.TemporaryDirectory() as scratch, LocalStack(stack_options) as stack:
-        proxy = ThrottlingProxy(stack.ports["aws"], options.bandwidth, 0.0, upload_bandwidth=options.bandwidth)
+    with tempfile.TemporaryDirectory() as scratch, local_stack(Path(scratch), parameters) as ready:
+        aws_port = int(urlsplit(ready["aws_url"]).port or 0)
+        proxy = ThrottlingProxy(aws_port, options.bandwidth, 0.0, upload_bandwidth=options.bandwidth)
         try:
-            session = ViaProxy(stack.aws_url, proxy.url)
-            client = Client(stack, session, auth_headers(stack), Path(scratch) / "states")
+            session = ViaProxy(ready["aws_url"], proxy.url)
+            client = Client(ready["api_url"], session, auth_headers(ready), Path(scratch) / "states")
             path, digest = make_file(Path(scratch), options.size_mib * MIB)
             if options.row == "parallel":
                 result = parallel(client, path, options.parts_in_flight, options.runs)
