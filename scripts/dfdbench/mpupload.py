@@ -8,7 +8,8 @@ must not share its GIL) and the proxy, and prints one JSON line.
 - ``parallel``: the same file uploaded as one presigned PUT and as a multipart upload with N parts in flight,
   alternately, R times each; each timed from ``POST /upload`` to the PUT's 200 / complete's 202 (the
   multipart side pays its presign calls and per-part SHA-256s). Between uploads the ingest is awaited (it would
-  otherwise hash 256 MiB on the cores the next upload needs) and its status checked.
+  otherwise hash 256 MiB on the cores the next upload needs) and its status checked. Then once more, multipart
+  with no link in between: what this box's stack accepts at all (its ceiling).
 - ``resume``: a multipart upload cancelled once half the file is held by S3 (parts in flight abandoned, as a
   dropped connection or Ctrl-C leaves them), then resumed by a new uploader from the state file: the bytes the
   resumed run hands to part PUTs, against the file's size. The upload must then be ingested as ``stored``
@@ -195,9 +196,25 @@ def parallel(client: Client, path: Path, parts: int, runs: int) -> dict[str, Any
             if kind == "multipart":
                 completes.append(ended - client.session.last_part)
             statuses.append(str(client.ingested(upload_id).get("status")))
+    # this box's ceiling: the same multipart upload with no link in between (the stack's own S3 is the limit)
+    proxy = client.session.proxy
+    client.session.proxy = client.session.origin
+    try:
+        started = time.perf_counter()
+        upload_id = client.multipart(path, parts)
+        uncapped = time.perf_counter() - started
+    finally:
+        client.session.proxy = proxy
+    statuses.append(str(client.ingested(upload_id).get("status")))
     if any(status not in ("stored", "duplicate") for status in statuses):
         raise RuntimeError(f"ingest outcomes {statuses}")
-    return {"single_s": single, "multipart_s": many, "complete_s": completes, "statuses": statuses}
+    return {
+        "single_s": single,
+        "multipart_s": many,
+        "complete_s": completes,
+        "multipart_uncapped_s": uncapped,
+        "statuses": statuses,
+    }
 
 
 def resume(client: Client, path: Path, parts: int, digest: str) -> dict[str, Any]:
