@@ -19,9 +19,9 @@ from dfdbench.rows_io import _probe, _reset_all
 PART_SIZE = 8 * MIB  # the contract's part size up to 80 GB: max(8 MiB, size / 10,000)
 
 
-def _mpupload(row: str, options: Options, size_mib: int, runs: int) -> dict[str, Any]:
+def _mpupload(row: str, bandwidth: float, size_mib: int, runs: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "dfdbench.mpupload", "--row", row, "--size-mib", str(size_mib)]
-    command += ["--bandwidth", str(options.bandwidth), "--parts-in-flight", "4", "--runs", str(runs)]
+    command += ["--bandwidth", str(bandwidth), "--parts-in-flight", "4", "--runs", str(runs)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"mpupload {row} failed: {done.stderr[-3000:]}")
@@ -31,37 +31,44 @@ def _mpupload(row: str, options: Options, size_mib: int, runs: int) -> dict[str,
 
 # ---------------------------------------------------------------------- target 10
 def parallel_upload(options: Options) -> list[Row]:
+    """Judged at `--bandwidth` (the issue's 40 MB/s), then, for information, at a quarter of it, where four
+    links together stay under what this box's local stack accepts at all (~50-60 MB/s on 2 shared cores)."""
     size_mib = 64 if options.quick else 256
-    measured = _mpupload("parallel", options, size_mib, options.runs(3, 1))
+    rows = [_parallel_row(options.bandwidth, size_mib, options.runs(3, 1), judged=True)]
+    rows.append(_parallel_row(options.bandwidth / 4, 64, 1, judged=False))
+    return rows
+
+
+def _parallel_row(bandwidth: float, size_mib: int, runs: int, *, judged: bool) -> Row:
+    measured = _mpupload("parallel", bandwidth, size_mib, runs)
     size = measured["size"]
     one, many = measured["single_median_s"], measured["multipart_median_s"]
     ratio = one / many
     complete = statistics.median(measured["complete_s"])
-    link = f"{options.bandwidth / 1e6:.0f} MB/s/connection"
-    return [
-        Row(
-            "10",
-            f"multipart upload, {size_mib} MiB, 4 parts in flight, {link} link (local stack)",
-            size / many / 1e6,
-            "MB/s",
-            size / one / 1e6,
-            "one presigned PUT",
-            ratio,
-            "≥ 3x",
-            ratio >= 3.0,
-            f"POST /upload → 202/200, medians of {len(measured['multipart_s'])}; part SHA-256s, presign and "
-            f"complete included (complete alone: {complete:.2f} s, moto joining the parts); without it "
-            f"{one / (many - complete):.2f}x; this box's ceiling: the same with no link at all reaches "
-            f"{one / measured['multipart_uncapped_s']:.2f}x",
-            measured,
-        )
-    ]
+    link = f"{bandwidth / 1e6:.0f} MB/s/connection"
+    name = f"multipart upload, {size_mib} MiB, 4 parts in flight, {link} link (local stack)"
+    return Row(
+        "10",
+        name if judged else f"for information: {name}, 4 links under the box's ceiling",
+        size / many / 1e6,
+        "MB/s",
+        size / one / 1e6,
+        "one presigned PUT",
+        ratio,
+        "≥ 3x" if judged else "info",
+        ratio >= 3.0 if judged else None,
+        f"POST /upload → 202/200, medians of {len(measured['multipart_s'])}; part SHA-256s, presign and "
+        f"complete included (complete alone: {complete:.2f} s, moto joining the parts; without it "
+        f"{one / (many - complete):.2f}x); this box's ceiling: the same with no link at all reaches "
+        f"{one / measured['multipart_uncapped_s']:.2f}x",
+        measured,
+    )
 
 
 # ---------------------------------------------------------------------- target 11
 def resume_upload(options: Options) -> list[Row]:
     size_mib = 64 if options.quick else 256
-    measured = _mpupload("resume", options, size_mib, 1)
+    measured = _mpupload("resume", options.bandwidth, size_mib, 1)
     size, after, before = measured["size"], measured["sent_after_resume"], measured["sent_before"]
     share = after / size
     return [
