@@ -310,7 +310,9 @@ class ObjectStore(Protocol):
         expires_in: int,
     ) -> tuple[str, dict[str, str]]: ...
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str: ...
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str: ...
 
     # ------------------------------------------------------------------ multipart (dfd.multipart)
     def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:

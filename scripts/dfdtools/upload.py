@@ -1,8 +1,13 @@
 """Upload files or whole directories through the API: hash first (a 409 skips the transfer), stream the PUT
 with exactly the returned headers and a progress bar, wait for ingest, then print a summary.
 
-  scripts/upload photos/ notes.txt
-  scripts/upload --api https://abc.execute-api.eu-west-1.amazonaws.com big.iso
+  scripts/upload photos/ notes.txt                       # as alice on make run's stack
+  scripts/upload --user bob notes.txt                    # another local user ($DFD_LOCAL_PASSWORD)
+  scripts/upload --api https://abc.execute-api.eu-west-1.amazonaws.com --token "$TOKEN" big.iso
+
+Every API call carries ``Authorization: Bearer <access token>``: ``--token`` (or ``$DFD_TOKEN``) when given,
+else a token signed in as ``--user`` (default ``alice``, make run's first user) on the local user pool, as
+``scripts/token USER`` does. Against a deployed API pass ``--token "$(scripts/token --aws ... USER)"``.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import mimetypes
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -19,9 +25,13 @@ from typing import Any
 
 import requests
 
-from dfdtools.tools import LOCAL_API
+from dfdlocal.cognito import local_password
+from dfdtools.token import TokenError, find_local_client, local_idp, sign_in, template_names
+from dfdtools.tools import LOCAL_API, LOCAL_AWS, reports_unreachable
 
 CHUNK = 1024 * 1024
+DEFAULT_USER = "alice"
+TOKEN_ENV = "DFD_TOKEN"  # noqa: S105 - the variable's name
 
 
 @dataclass
@@ -108,14 +118,14 @@ def error_text(response: requests.Response) -> str:
         return f"{response.status_code} {response.text[:200]}"
 
 
-def upload_one(api: str, path: Path, *, wait: float, bar: bool) -> Result:
+def upload_one(api: str, path: Path, *, wait: float, bar: bool, session: requests.Session) -> Result:
     size = path.stat().st_size
     if size == 0:
         return Result(path, "failed", 0, detail="empty files are not accepted (size must be >= 1)")
     digest = sha256_file(path)
     content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     body: dict[str, Any] = {"filename": path.name, "size": size, "content_type": content_type, "sha256": digest}
-    answer = requests.post(f"{api}/upload", json=body, timeout=30)
+    answer = session.post(f"{api}/upload", json=body, timeout=30)
     if answer.status_code == 409:
         return Result(path, "skipped", size, detail="already stored: 0 bytes uploaded")
     if answer.status_code != 201:
@@ -133,7 +143,7 @@ def upload_one(api: str, path: Path, *, wait: float, bar: bool) -> Result:
     result = Result(path, "uploaded", size, uploaded=size)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        meta = requests.get(f"{api}/metadata/{issued['upload_id']}", timeout=30)
+        meta = session.get(f"{api}/metadata/{issued['upload_id']}", timeout=30)
         status = meta.json().get("status") if meta.ok else None
         if status in ("stored", "duplicate", "failed", "expired"):
             result.outcome = status
@@ -145,6 +155,7 @@ def upload_one(api: str, path: Path, *, wait: float, bar: bool) -> Result:
     return result
 
 
+@reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/upload", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -153,13 +164,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api", default=LOCAL_API, help=f"API base URL (default: make run's, {LOCAL_API})")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for each ingest (0: don't)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--token", default=os.environ.get(TOKEN_ENV) or None, help=f"access token to send (default: ${TOKEN_ENV})"
+    )
+    parser.add_argument(
+        "--user",
+        help=f"without --token: sign in as this user of the local stack's user pool (default: {DEFAULT_USER})",
+    )
+    parser.add_argument("--password", help="with --user: the password (default: $DFD_LOCAL_PASSWORD or its default)")
+    parser.add_argument(
+        "--endpoint-url", default=LOCAL_AWS, help=f"with --user: the local emulator (default: {LOCAL_AWS})"
+    )
     args = parser.parse_args(argv)
+    if args.token and args.user:
+        parser.error("give --token or --user, not both")
     api = args.api.rstrip("/")
     bar = not args.no_progress and sys.stderr.isatty()
+    token = args.token
+    if not token:
+        user = args.user or DEFAULT_USER
+        try:
+            idp = local_idp(args.endpoint_url)
+            client = find_local_client(idp, *template_names())
+            password = args.password if args.password is not None else local_password()
+            token = sign_in(idp, client.client_id, user, password)
+        except TokenError as error:
+            print(f"scripts/upload: {error}", file=sys.stderr)
+            return 2
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"
     results: list[Result] = []
     for path in files_of(args.paths):
         try:
-            result = upload_one(api, path, wait=args.wait, bar=bar)
+            result = upload_one(api, path, wait=args.wait, bar=bar, session=session)
         except requests.RequestException as error:
             result = Result(path, "failed", path.stat().st_size, detail=str(error))
         results.append(result)

@@ -461,8 +461,11 @@ class FakeObjectStore:
             headers["x-amz-checksum-sha256"] = checksum_b64
         return f"https://fake-s3/{bucket}/{key}?expires={expires_in}", headers
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
-        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}"
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        typed = f"&response-content-type={content_type}" if content_type else ""
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}{typed}"
 
     # ---------------------------------------------------------------- multipart
     # multiparts: S3 upload id → {"bucket", "key", "checksum", "parts": {n: PartInfo}, "data": {n: bytes}}

@@ -388,11 +388,18 @@ class ObjectStore:
             raise translate(error, "presign PUT", key) from error
         return url, headers
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        """A GET URL answering with this Content-Disposition and, when given, this Content-Type (the reader's
+        own view of a shared object, never the first uploader's type)."""
+        params: dict[str, Any] = {"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition}
+        if content_type:
+            params["ResponseContentType"] = content_type
         try:
             url: str = self._presign.generate_presigned_url(
                 "get_object",
-                Params={"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition},
+                Params=params,
                 ExpiresIn=expires_in,
             )
         except (ClientError, BotoCoreError) as error:
