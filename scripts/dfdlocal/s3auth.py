@@ -109,6 +109,11 @@ def _error(status: int, code: str, message: str, origin: str | None) -> tuple[st
     return f"{status} {reason}", headers, body
 
 
+def _is_upload_part(raw_query: str) -> bool:
+    names = {name for name, _ in parse_qsl(raw_query, keep_blank_values=True)}
+    return {"partNumber", "uploadId"} <= names
+
+
 class PresignedS3Guard:
     """WSGI middleware: presigned S3 requests are verified like S3 does before moto sees them."""
 
@@ -134,6 +139,10 @@ class PresignedS3Guard:
             verify_presigned(environ["REQUEST_METHOD"], raw_path, query, headers, self.secrets)
             if environ["REQUEST_METHOD"] == "PUT":
                 self._check_body(environ, headers.get("x-amz-checksum-sha256"))
+                if _is_upload_part(query):
+                    # S3 ignores an UploadPart's Content-Type; moto parses a form-encoded body as a form (and
+                    # refuses one above 500 kB): `curl --data-binary` sends that type by default
+                    environ.pop("CONTENT_TYPE", None)
         except Refused as refused:
             status, response_headers, body = _error(refused.status, refused.code, refused.message, origin)
             start_response(status, response_headers)

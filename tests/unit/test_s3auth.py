@@ -136,7 +136,9 @@ def send(
     if length:
         environ["CONTENT_LENGTH"] = length
     for name, value in headers.items():
-        if name != "content-length":
+        if name == "content-type":
+            environ["CONTENT_TYPE"] = value
+        elif name != "content-length":
             environ["HTTP_" + name.upper().replace("-", "_")] = value
     statuses: list[str] = []
     answer = b"".join(guard(environ, lambda status, _headers: statuses.append(status)))
@@ -205,3 +207,21 @@ def test_guard_wants_a_content_length_on_a_put() -> None:
     status, body = send(guard, url, b"abc", {"content-type": "text/plain"}, length="")
     assert status == "411 Length Required" and b"<Code>MissingContentLength</Code>" in body
     assert not app.seen
+
+
+def test_guard_drops_the_content_type_of_an_upload_part() -> None:
+    """S3 ignores it; moto would parse a form-encoded part (curl --data-binary's default type) as a form."""
+    data = b"a=1&b=2"
+    url = presign_part(ContentLength=len(data))
+    types: list[str | None] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        types.append(environ.get("CONTENT_TYPE"))
+        start_response("200 OK", [])
+        return [b""]
+
+    guard = PresignedS3Guard(app, SECRETS)
+    assert send(guard, url, data, {"content-type": "application/x-www-form-urlencoded"})[0] == "200 OK"
+    plain = presign(ContentLength=len(data))  # a PutObject keeps its type (S3 stores it)
+    assert send(guard, plain, data, {"content-type": "application/x-www-form-urlencoded"})[0] == "200 OK"
+    assert types == [None, "application/x-www-form-urlencoded"]
