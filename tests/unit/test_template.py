@@ -96,6 +96,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("dynamodb:DeleteItem", "CountersTable.Arn"),
         ("s3:ListBucket", "FilesBucket.Arn"),
+        ("s3:AbortMultipartUpload", OBJECTS),
         ("sqs:SendMessage", "IngestQueue.Arn"),
         ("cloudwatch:PutMetricData", "*"),
         (
