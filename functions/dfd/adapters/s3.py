@@ -31,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
 from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.hashing import b64_to_hex
+from dfd.ids import tenant_from_metadata
 from dfd.ports import ObjectInfo, OpenedObject, Sink
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
         size=int(response["ContentLength"]),
         content_type=response.get("ContentType"),
         checksum_sha256=verified,
+        tenant_hint=tenant_from_metadata(response.get("Metadata")),
     )
 
 
@@ -353,6 +355,20 @@ class ObjectStore:
             raise mapped from error
         return True
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """HeadObject IfMatch `etag`: True when that version is there; False when missing or overwritten."""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if etag:
+            kwargs["IfMatch"] = etag
+        try:
+            self._s3.head_object(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            mapped = translate(error, "HeadObject", key)
+            if isinstance(mapped, ObjectNotFound | ObjectChanged):
+                return False
+            raise mapped from error
+        return True
+
     # ------------------------------------------------------------------ presign
     def presign_put(
         self,
@@ -363,8 +379,10 @@ class ObjectStore:
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str]]:
-        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256)."""
+        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256, and each
+        `metadata` entry as its x-amz-meta-* header)."""
         params: dict[str, Any] = {
             "Bucket": bucket,
             "Key": key,
@@ -376,6 +394,9 @@ class ObjectStore:
         if checksum_b64:
             params["ChecksumSHA256"] = checksum_b64
             headers["x-amz-checksum-sha256"] = checksum_b64
+        if metadata:
+            params["Metadata"] = dict(metadata)
+            headers.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
         try:
             url: str = self._presign.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
         except (ClientError, BotoCoreError) as error:
