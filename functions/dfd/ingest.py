@@ -294,8 +294,9 @@ class Ingestor:
         that record's bytes are gone. Never delete here, count nothing; record it so operators are told once."""
         claim = claim or self._repo.get_claim(version.bucket, version.key) or {}
         if claim.get("hash") == version.hash:
+            # the same content again at the stored key: recorded as canonical, never as a counted upload
             result.outcome = Outcome.CANONICAL
-            self._repo.record_event(version, Outcome.STORED, self._now())
+            self._repo.record_event(version, Outcome.CANONICAL, self._now())
             return
         result.outcome = Outcome.CONFLICT
         result.detail["stored_hash"] = claim.get("hash")
