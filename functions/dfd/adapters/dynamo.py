@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -310,7 +311,7 @@ class Repository:
             "first_upload_id": version.upload_id,
         }
         plan = _Plan(identity="event")
-        plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
+        plan.add("event", self._put_event_item(self._committed_event(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
         self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
@@ -337,7 +338,7 @@ class Repository:
             return FileIsThisObject(item) if item.get("s3_key") == version.key else FileChanged(item)
 
         plan = _Plan(identity="event")
-        plan.add("event", self._put_event_item(self._event_record(version, "duplicate", now)), EventRecorded)
+        plan.add("event", self._put_event_item(self._committed_event(version, "duplicate", now)), EventRecorded)
         plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp), file_changed)
         # never delete bytes some record stores at this key
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
@@ -476,6 +477,12 @@ class Repository:
             "processed_at": clock.iso(now),
             "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
         }
+
+    def _committed_event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
+        """The event record an ingest commit puts, marked with a nonce of this one request: a retry of the same
+        request (botocore resends it) finds its own record, a concurrent delivery of the same event — whose
+        record would otherwise be identical, down to the second — finds another's (a replay)."""
+        return self._event_record(version, outcome, now) | {"commit": secrets.token_hex(8)}
 
     def _add_finish_upload(
         self, plan: _Plan, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str
