@@ -29,6 +29,7 @@ class ObjectInfo:
     size: int
     content_type: str | None
     checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
+    tenant_hint: str | None = None  # the uploader's tenant from the object's metadata (dfd.ids.tenant_metadata)
 
 
 class OpenedObject:
@@ -67,11 +68,13 @@ COUNTER_FIELDS = (
 @dataclass(frozen=True)
 class IngestState:
     """What the ingest decision reads first: this version's event record, the file record for its content,
-    its upload record (each None when absent)."""
+    its upload record, and the hinted tenant's reference to the content (each None when absent; the reference
+    is read only with a tenant hint and an upload id)."""
 
     event: Item | None
     file: Item | None
     upload: Item | None
+    tenant_ref: Item | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,12 @@ class MultipartAttached(CommitRefused):
 # ---------------------------------------------------------------------------------------------- ports
 class Repository(Protocol):
     # reads
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState: ...
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """The ingest's first read, ONE consistent read: the event record, the file record, the upload record
+        (with an upload id) and `tenant_hint`'s reference to the content (with an upload id and a hint)."""
+        ...
 
     def get_file(self, digest: str, *, consistent: bool = False) -> Item | None: ...
 
@@ -288,6 +296,13 @@ class Repository(Protocol):
         """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
         ...
 
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
+        the stored copy, in one transaction conditioned on the record still naming the lost object — the
+        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored`. Raises
+        FileChanged (the record moved on: item is the record now) or CommitRefused."""
+        ...
+
 
 class ObjectStore(Protocol):
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject: ...
@@ -299,6 +314,10 @@ class ObjectStore(Protocol):
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """Whether the object version is there (HeadObject IfMatch `etag`): False when missing or changed."""
+        ...
+
     def presign_put(
         self,
         bucket: str,
@@ -308,15 +327,21 @@ class ObjectStore(Protocol):
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
-    ) -> tuple[str, dict[str, str]]: ...
+        metadata: dict[str, str] | None = None,
+    ) -> tuple[str, dict[str, str]]:
+        """A presigned PUT and the headers the client must send with it (`metadata`: x-amz-meta-* signed)."""
+        ...
 
     def presign_get(
         self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
     ) -> str: ...
 
     # ------------------------------------------------------------------ multipart (dfd.multipart)
-    def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:
-        """CreateMultipartUpload (ChecksumAlgorithm SHA256 when `checksum`); the S3 upload id."""
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
+        """CreateMultipartUpload (ChecksumAlgorithm SHA256 when `checksum`, the object's `metadata`); the S3
+        upload id."""
         ...
 
     def presign_upload_part(

@@ -13,7 +13,7 @@ from dfd.config import S3_MIN_PART, Settings
 from dfd.errors import PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
-from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
+from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService
 from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, Repository
 from dfd.views import tenant_file_view
@@ -153,6 +153,7 @@ class UploadService:
             content_type=request.content_type,
             checksum_b64=hex_to_b64(request.sha256) if request.sha256 else None,
             expires_in=expires_in,
+            metadata=tenant_metadata(caller.tenant),  # the ingest's tenant hint (dfd.ids)
         )
         expires_at = clock.plus(now, seconds=expires_in)
         upload = NewUpload(

@@ -178,7 +178,8 @@ def ingest_keys(aws: Aws, *keys: str) -> None:
 
 def exercise_every_path(aws: Aws) -> None:
     """Each distinct request the functions make: new content, duplicate, replay, the checksummed (HEAD)
-    path, a gone object, an object overwritten in place, a second PUT with the same URL, every read."""
+    path, a gone object, a lost stored copy adopted, an object overwritten in place, a second PUT with the
+    same URL, every read."""
     bucket = aws.settings.bucket
     first = uploaded(aws, b"permissions" * 100, "first.bin")
     second = uploaded(aws, b"permissions" * 100, "second.bin")
@@ -188,6 +189,9 @@ def exercise_every_path(aws: Aws) -> None:
     ingest_keys(aws, second["key"], checked["key"])
     ingest_keys(aws, checked_twice["key"])
     ingest_keys(aws, first["key"], second["key"], checked_twice["key"])  # replays; the duplicates are gone
+    aws.s3.delete_object(Bucket=bucket, Key=checked["key"])  # the stored copy lost: the next duplicate adopts
+    survivor = uploaded(aws, b"checksummed" * 100, "survivor.bin")
+    ingest_keys(aws, survivor["key"])
     aws.s3.put_object(Bucket=bucket, Key=first["key"], Body=b"overwritten in place")  # a conflict
     aws.s3.put_object(Bucket=bucket, Key=second["key"], Body=b"PERMISSIONS" * 100)  # a second PUT: rejected
     aws.drain()

@@ -77,6 +77,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
             for table in ("EventsTable", "FilesTable")
         },
         ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),  # the reference the object's tenant hint names
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a lost stored copy's key claim, when a duplicate adopts
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
