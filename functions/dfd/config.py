@@ -17,6 +17,11 @@ from typing import Any
 
 GIB = 1024**3
 MIB = 1024**2
+TIB = 1024**4
+# S3 multipart limits: parts of 5 MiB..5 GiB (the last may be smaller), at most 10,000 parts, objects up to 5 TiB;
+# one PUT carries at most 5 GiB
+S3_MIN_PART = 5 * MIB
+S3_MAX_PUT = 5 * GIB
 
 # ranged parallel reads above 16 MiB: 8 connections x 6 MiB parts = 48 MiB in flight at most
 # (docs/performance.md: target 2's 64 MiB bound and target 4's speedup); dfd.adapters.s3.ReadTuning's defaults
@@ -48,7 +53,7 @@ class Settings:
     # stats reads the counter shards in ONE BatchGetItem (<= 100 keys)
     counter_shards: int = _integer("COUNTER_SHARDS", 16, 1, 100)
     pending_shards: int = _integer("PENDING_SHARDS", 4, 1, 64)
-    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 5 * GIB, 1, 5 * 1024**4)
+    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 5 * GIB, 1, 5 * TIB)
     upload_url_expires: int = _integer("UPLOAD_URL_EXPIRES", 900, 60, 7 * 24 * 3600)
     download_url_expires: int = _integer("DOWNLOAD_URL_EXPIRES", 300, 10, 7 * 24 * 3600)
     upload_ttl_days: int = _integer("UPLOAD_TTL_DAYS", 7, 1, 3650)
@@ -60,6 +65,12 @@ class Settings:
     # per-tenant quotas (0 = unlimited): bytes of pending + stored uploads, pending uploads at once
     tenant_quota_bytes: int = _integer("TENANT_QUOTA_BYTES", 0, 0, 2**53)
     tenant_pending_limit: int = _integer("TENANT_PENDING_LIMIT", 0, 0, 10**9)
+    # multipart uploads (dfd.multipart): from this size on (or when asked), parts of at least this many bytes;
+    # a size above 5 GiB (S3's largest PUT) is always multipart; the upload expires (and is aborted) after
+    # MULTIPART_EXPIRES seconds
+    multipart_threshold: int = _integer("MULTIPART_THRESHOLD_BYTES", 64 * MIB, S3_MIN_PART, S3_MAX_PUT)
+    multipart_min_part: int = _integer("MULTIPART_MIN_PART_BYTES", 8 * MIB, S3_MIN_PART, S3_MAX_PUT)
+    multipart_expires: int = _integer("MULTIPART_EXPIRES", 24 * 3600, 900, 7 * 24 * 3600)
     # browser origins the HTTP API answers CORS for: "*" alone, or http(s)://host[:port] origins
     allowed_origins: tuple[str, ...] = ("*",)
 

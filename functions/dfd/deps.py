@@ -14,6 +14,7 @@ from dfd.adapters.dynamo import Repository
 from dfd.adapters.s3 import ObjectStore, ReadTuning
 from dfd.config import settings
 from dfd.ingest import Ingestor
+from dfd.multipart import MultipartService
 from dfd.queries import Queries
 from dfd.uploads import UploadService
 
@@ -34,6 +35,11 @@ def upload_service() -> UploadService:
 
 
 @cache
+def multipart_service() -> MultipartService:
+    return MultipartService(settings(), repository(), ObjectStore(aws.s3()))
+
+
+@cache
 def ingestor() -> Ingestor:
     tuning = ReadTuning.from_settings(settings())
     return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
@@ -45,6 +51,7 @@ def reset() -> None:
         repository,
         queries,
         upload_service,
+        multipart_service,
         ingestor,
         settings,
         aws.dynamodb,

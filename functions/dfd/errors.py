@@ -97,3 +97,16 @@ class Forbidden(DfdError):
 
     status = 403
     code = "forbidden"
+
+
+class MultipartGone(DfdError):
+    """S3 knows no such multipart upload (completed, aborted or expired: NoSuchUpload)."""
+
+    status = 409
+    code = "upload_gone"
+
+
+class PartsRejected(Conflict):
+    """CompleteMultipartUpload refused the parts list (InvalidPart, InvalidPartOrder, EntityTooSmall)."""
+
+    code = "incomplete"

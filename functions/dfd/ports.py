@@ -29,6 +29,7 @@ class ObjectInfo:
     size: int
     content_type: str | None
     checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
+    tenant_hint: str | None = None  # the uploader's tenant from the object's metadata (dfd.ids.tenant_metadata)
 
 
 class OpenedObject:
@@ -67,11 +68,13 @@ COUNTER_FIELDS = (
 @dataclass(frozen=True)
 class IngestState:
     """What the ingest decision reads first: this version's event record, the file record for its content,
-    its upload record (each None when absent)."""
+    its upload record, and the hinted tenant's reference to the content (each None when absent; the reference
+    is read only with a tenant hint and an upload id)."""
 
     event: Item | None
     file: Item | None
     upload: Item | None
+    tenant_ref: Item | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,27 @@ class TenantUsage:
         return {name: getattr(self, name) for name in USAGE_FIELDS}
 
 
+# ---------------------------------------------------------------------------------------------- multipart
+@dataclass(frozen=True)
+class NewMultipart:
+    """What a multipart upload adds to its upload record: whose it is and how it is cut into parts."""
+
+    owner: str
+    tenant: str
+    part_size: int
+    part_count: int
+
+
+@dataclass(frozen=True)
+class PartInfo:
+    """One part S3 holds for a multipart upload (ListParts)."""
+
+    part_number: int
+    etag: str
+    size: int
+    checksum_sha256: str | None = None  # base64, when the upload was created with SHA-256 checksums
+
+
 # ---------------------------------------------------------------------------------------------- conflicts
 class CommitRefused(DfdError):
     """A write was refused by one of its conditions. Raised as such only when no known condition explains it
@@ -207,10 +231,19 @@ class QuotaRefused(CommitRefused):
     """Registering an upload would exceed its tenant's quota (item: the tenant's usage item, or None)."""
 
 
+class MultipartAttached(CommitRefused):
+    """The upload already has its S3 multipart upload, or is no longer pending (item: the upload record)."""
+
+
 # ---------------------------------------------------------------------------------------------- ports
 class Repository(Protocol):
     # reads
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState: ...
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """The ingest's first read, ONE consistent read: the event record, the file record, the upload record
+        (with an upload id) and `tenant_hint`'s reference to the content (with an upload id and a hint)."""
+        ...
 
     def get_file(self, digest: str, *, consistent: bool = False) -> Item | None: ...
 
@@ -286,6 +319,31 @@ class Repository(Protocol):
         tenant_pending_limit). Raises QuotaRefused when it would exceed a limit."""
         ...
 
+    # ------------------------------------------------------------------ multipart (dfd.multipart)
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        """Record an issued multipart upload as pending, with its owner, tenant, part size and count."""
+        ...
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        """Keep the S3 multipart upload id on a pending upload that has none yet; raises MultipartAttached
+        (carrying the record as it is) when it has one or is no longer pending."""
+        ...
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        """Note when CompleteMultipartUpload succeeded (kept from the first success)."""
+        ...
+
+    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
+        ...
+
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
+        the stored copy, in one transaction conditioned on the record still naming the lost object — the
+        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored`. Raises
+        FileChanged (the record moved on: item is the record now) or CommitRefused."""
+        ...
+
 
 class ObjectStore(Protocol):
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject: ...
@@ -297,6 +355,10 @@ class ObjectStore(Protocol):
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """Whether the object version is there (HeadObject IfMatch `etag`): False when missing or changed."""
+        ...
+
     def presign_put(
         self,
         bucket: str,
@@ -306,6 +368,50 @@ class ObjectStore(Protocol):
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
-    ) -> tuple[str, dict[str, str]]: ...
+        metadata: dict[str, str] | None = None,
+    ) -> tuple[str, dict[str, str]]:
+        """A presigned PUT and the headers the client must send with it (`metadata`: x-amz-meta-* signed)."""
+        ...
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str: ...
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str: ...
+
+    # ------------------------------------------------------------------ multipart (dfd.multipart)
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
+        """CreateMultipartUpload (ChecksumAlgorithm SHA256 when `checksum`, the object's `metadata`); the S3
+        upload id."""
+        ...
+
+    def presign_upload_part(
+        self,
+        bucket: str,
+        key: str,
+        s3_upload_id: str,
+        part_number: int,
+        *,
+        size: int,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        """A SigV4 UploadPart URL signing Content-Length (and the part's SHA-256), and the headers to send."""
+        ...
+
+    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
+        """Every part S3 holds (all ListParts pages), by part number; raises MultipartGone."""
+        ...
+
+    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
+        """CompleteMultipartUpload IfNoneMatch "*" with the parts' ETags (and checksums); raises MultipartGone,
+        ObjectChanged (an object exists at the key), PartsRejected."""
+        ...
+
+    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
+        """AbortMultipartUpload; an upload already gone is not an error."""
+        ...
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        """HeadObject; raises ObjectNotFound."""
+        ...

@@ -102,6 +102,7 @@ class Queries:
         if is_hash(ident):
             file, view = self._file(ident, caller)
             filename = str(view.get("filename") or ident)
+            content_type = view.get("content_type")
         else:
             upload = self._upload(ident, caller)
             if upload.get("status") not in PROCESSED or not upload.get("hash"):
@@ -111,11 +112,13 @@ class Queries:
                 )
             file, view = self._file(upload["hash"], caller)
             filename = str(upload.get("filename") or view.get("filename") or ident)
+            content_type = upload.get("content_type") or view.get("content_type")
         expires_in = self._s.download_url_expires
         url = self._objects.presign_get(
             str(file.get("bucket") or self._s.bucket),
             str(file["s3_key"]),
             disposition=content_disposition(filename),
+            content_type=str(content_type or "application/octet-stream"),
             expires_in=expires_in,
         )
         return {
@@ -124,7 +127,7 @@ class Queries:
             "filename": filename,
             "size": file.get("size"),
             "hash": file["hash"],
-            "content_type": file.get("content_type"),
+            "content_type": content_type,
         }
 
     @staticmethod

@@ -9,17 +9,18 @@ from datetime import datetime
 from typing import Any
 
 from dfd import clock
-from dfd.config import Settings
+from dfd.config import S3_MIN_PART, Settings
 from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
-from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
+from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
+from dfd.multipart import MultipartService
 from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, QuotaRefused, Repository, TenantUsage
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-_FIELDS = {"filename", "size", "content_type", "sha256"}
+_FIELDS = {"filename", "size", "content_type", "sha256", "multipart"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class UploadRequest:
     size: int
     content_type: str
     sha256: str | None
+    multipart: bool = False  # asked for a multipart upload (dfd.multipart)
 
 
 def parse_request(body: Any, max_bytes: int) -> UploadRequest:
@@ -65,7 +67,12 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     sha256 = body.get("sha256")
     if sha256 is not None and (not isinstance(sha256, str) or not is_hash(sha256)):
         raise ValidationFailed("sha256 must be 64 lowercase hex characters", details={"field": "sha256"})
-    return UploadRequest(filename, size, content_type, sha256)
+    multipart = body.get("multipart", False)
+    if not isinstance(multipart, bool):
+        raise ValidationFailed("multipart must be true or false", details={"field": "multipart"})
+    if multipart and size < S3_MIN_PART:
+        raise ValidationFailed(f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"})
+    return UploadRequest(filename, size, content_type, sha256, multipart)
 
 
 def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
@@ -102,12 +109,28 @@ class UploadService:
         self._objects = objects
         self._now = now
         self._rng = rng or random.Random()
+        self.multipart = MultipartService(settings, repo, objects, now=now)
+
+    def is_multipart(self, request: UploadRequest) -> bool:
+        return self.multipart.wanted(request.size, request.multipart)
 
     def create(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
         if request.sha256:
             duplicate = self._precheck(request, request.sha256, caller)
             if duplicate is not None:
                 return duplicate
+        if self.is_multipart(request):
+            try:  # registered by the same register_upload: counted against the tenant's quota in the same write
+                body = self.multipart.create(
+                    caller,
+                    filename=request.filename,
+                    size=request.size,
+                    content_type=request.content_type,
+                    sha256=request.sha256,
+                )
+            except QuotaRefused as refused:
+                raise quota_exceeded(self._s, refused) from None
+            return UploadAnswer(201, body)
         return self._issue(request, caller)
 
     def _precheck(self, request: UploadRequest, digest: str, caller: Caller) -> UploadAnswer | None:
@@ -153,6 +176,7 @@ class UploadService:
             content_type=request.content_type,
             checksum_b64=hex_to_b64(request.sha256) if request.sha256 else None,
             expires_in=expires_in,
+            metadata=tenant_metadata(caller.tenant),  # the ingest's tenant hint (dfd.ids)
         )
         expires_at = clock.plus(now, seconds=expires_in)
         upload = NewUpload(
@@ -175,6 +199,7 @@ class UploadService:
             201,
             {
                 "upload_id": upload_id,
+                "multipart": False,
                 "upload_url": url,
                 "method": "PUT",
                 "headers": headers,

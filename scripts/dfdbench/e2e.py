@@ -92,12 +92,23 @@ def run_stack(uploads: list[Upload], clients: int) -> dict[str, Any]:
     local = threading.local()
     with LocalStack(options) as stack:
         api = stack.api_url
+        assert stack.pool is not None, "template.yaml defines the user pool the API's authorizer trusts"
+        signed_in = stack.client("cognito-idp").initiate_auth(
+            AuthFlow="USER_PASSWORD_AUTH",
+            ClientId=stack.pool.client_id,
+            AuthParameters={"USERNAME": "alice", "PASSWORD": stack.pool.password},
+        )
+        # every API call is alice's (the presigned PUT carries no token: S3 allows one auth mechanism)
+        auth = {"Authorization": f"Bearer {signed_in['AuthenticationResult']['AccessToken']}"}
 
         def one(upload: Upload) -> tuple[float, str]:
             session: requests.Session = getattr(local, "session", None) or requests.Session()
             local.session = session
             answer = session.post(
-                f"{api}/upload", json={"filename": f"f{upload.index}.bin", "size": upload.size}, timeout=30
+                f"{api}/upload",
+                json={"filename": f"f{upload.index}.bin", "size": upload.size},
+                headers=auth,
+                timeout=30,
             )
             answer.raise_for_status()
             issued = answer.json()
@@ -106,7 +117,8 @@ def run_stack(uploads: list[Upload], clients: int) -> dict[str, Any]:
             sent = time.perf_counter()
             deadline = sent + 120
             while time.perf_counter() < deadline:
-                status = session.get(f"{api}/metadata/{issued['upload_id']}", timeout=30).json().get("status")
+                answer = session.get(f"{api}/metadata/{issued['upload_id']}", headers=auth, timeout=30)
+                status = answer.json().get("status")
                 if status in FINAL:
                     return time.perf_counter() - sent, str(status)
                 time.sleep(POLL_SECONDS)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
+from dfdlocal.cognito import ADMIN_GROUP, DEFAULT_PASSWORD, LOCAL_USERS
 from dfdlocal.names import API_PORT, AWS_PORT, LAMBDA_PORT, TABLES
 from dfdlocal.stack import LocalStack, StackOptions, StartupError
 
@@ -44,7 +45,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="dfd local stack: AWS emulator (moto), HTTP API, Lambda Invoke API and the SQS poller, "
         "all created from template.yaml. Every option also reads the environment variable shown.",
         epilog="The reconcile workflow runs every DFD_RECONCILE_INTERVAL seconds (default 60; 0: only on demand, "
-        "with scripts/reconcile).",
+        "with scripts/reconcile). Every API route needs a Cognito access token (the template's JWT authorizer): "
+        f"the local user pool has the users {', '.join(LOCAL_USERS)}, all with the password DFD_LOCAL_PASSWORD "
+        f"(default {DEFAULT_PASSWORD!r}); TOKEN=$(scripts/token alice) gets one.",
     )
     parser.add_argument("--host", default=env("DFD_HOST", "127.0.0.1"), help="address to bind (DFD_HOST)")
     parser.add_argument(
@@ -70,9 +73,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=(env("DFD_PARAMS") or "").split(),
         metavar="NAME=VALUE",
-        help="override a template parameter, repeatable (DFD_PARAMS='A=1 B=2'); the local stack's own defaults: "
-        + " ".join(LOCAL_PARAMETERS)
-        + " (per-tenant quotas small enough to meet; 0 = unlimited)",
+        help="override a template parameter, repeatable (DFD_PARAMS='A=1 B=2'), e.g. MultipartThresholdBytes=5242880 "
+        "(multipart from 5 MiB on; local multipart parts are always at least 5 MiB, S3's minimum, not 8 MiB); the "
+        "local stack's own defaults: " + " ".join(LOCAL_PARAMETERS) + " (per-tenant quotas small enough to meet; 0 = "
+        "unlimited)",
     )
     parser.add_argument(
         "--visibility-timeout",
@@ -146,15 +150,33 @@ def banner(stack: LocalStack, reset: bool) -> str:
     width = max((len(route.route_key) for route in model.routes), default=0)
     for route in model.routes:
         function = model.functions[route.function]
-        lines.append(f"  {route.route_key:<{width}}  -> {route.function:<20} {function.handler}")
+        guard = f"  [{route.authorizer}: {' '.join(route.scopes) or 'token'}]" if route.authorizer else "  [open]"
+        lines.append(f"  {route.route_key:<{width}}  -> {route.function:<20} {function.handler}{guard}")
     lines.append(f"  {'GET /, /admin, ...':<{width}}  -> static files from {stack.options.web_path}")
-    lines.append(f'  {"GET /config.js":<{width}}  -> window.DFD_CONFIG = {{"apiBase": ""}}')
+    lines.append(f"  {'GET /config.js':<{width}}  -> window.DFD_CONFIG (this API, the local user pool)")
     cors = next((c for c in model.cors.values() if c is not None), None)
     if cors is not None:
         lines.append(
             f"  CORS: origins {', '.join(cors.allow_origins) or '-'}; methods {', '.join(cors.allow_methods) or '-'}"
             f"; headers {', '.join(cors.allow_headers) or '-'}; max-age {cors.max_age}"
         )
+    pool = stack.pool
+    if pool is not None:
+        lines += [
+            "",
+            f"Users (Cognito)     pool {pool.user_pool_id}, app client {pool.client_id}",
+            f"  password for all: {pool.password}   (DFD_LOCAL_PASSWORD)",
+        ]
+        for user, group in pool.users.items():
+            role = (
+                "admin: /admin/*, every tenant" if group == ADMIN_GROUP else f"tenant {group.removeprefix('tenant-')}"
+            )
+            lines.append(f"  {user:<8} group {group:<14} {role}")
+        lines += [
+            "  TOKEN=$(scripts/token alice)   (an access token, valid 1 hour)",
+            f'  curl -H "Authorization: Bearer $TOKEN" {stack.api_url}/admin/stats   (403 for alice, 200 for admin)',
+            '  no or a bad token -> 401 {"message":"Unauthorized"}',
+        ]
     lines += ["", f"Lambda Invoke API   {stack.lambda_url}"]
     for name, function in model.functions.items():
         error = stack.import_errors.get(name)

@@ -11,8 +11,19 @@ What API Gateway does and this mirrors:
 - CORS from the HttpApi CorsConfiguration: preflights are answered without calling a function (204), the
   ``access-control-*`` headers of allowed origins replace whatever the function returned.
 
+- JWT authorizers (the template's HttpApi ``Auth``): a route guarded by one gets its token from the identity
+  source header (``Bearer <jwt>`` or the bare token), verified by :class:`dfdlocal.jwtauth.JwtVerifier`
+  (signature against the issuer's JWKS, ``iss``, ``aud``/``client_id``, ``exp``/``nbf``). No token or an invalid
+  one -> 401 ``{"message":"Unauthorized"}`` (an invalid one with ``www-authenticate: Bearer scope="" error=
+  "invalid_token"``, as in API Gateway's troubleshooting guide); a valid token with none of the route's scopes
+  -> 403 ``{"message":"Forbidden"}`` (``error="insufficient_scope"``). The function is not called then. A
+  passed request carries ``requestContext.authorizer.jwt = {"claims": <every claim as a string, arrays as
+  "[a b]">, "scopes": <the route's scopes the token has, null when the route requires none>}``.
+  Preflights are answered before any authorizer (as API Gateway does), static pages and /config.js are open.
+
 Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html),
-plus the generated ``/config.js`` telling the pages to call this same origin.
+plus the generated ``/config.js`` telling the pages to call this same origin (and, with a user pool, where to
+sign in: :func:`config_js`).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from werkzeug.datastructures import Headers
 from werkzeug.security import safe_join
 from werkzeug.wrappers import Request, Response
 
+from dfdlocal.jwtauth import JwtVerifier, TokenRejected, api_gateway_claims
 from dfdlocal.names import ACCOUNT_ID
 from dfdlocal.runtime import Runtime
 from dfdlocal.template import LOCAL_API_ID, CorsConfig, HttpRoute
@@ -72,7 +84,61 @@ CONTENT_TYPES = {
 
 
 def _json_response(status: int, document: Any) -> Response:
-    return Response(json.dumps(document), status=status, content_type="application/json")
+    return Response(json.dumps(document, separators=(",", ":")), status=status, content_type="application/json")
+
+
+def config_js(auth: Mapping[str, str] | None = None) -> str:
+    """The pages' configuration (web/README.md): the API on this same origin and, when given, the sign-in
+    service (``{"endpoint", "clientId", "region"}``)."""
+    config: dict[str, Any] = {"apiBase": ""}
+    if auth is not None:
+        config["auth"] = dict(auth)
+    return f"window.DFD_CONFIG = {json.dumps(config)};\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# JWT authorizers
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RouteAuthorizer:
+    """A JWT authorizer as API Gateway runs it for the routes it guards."""
+
+    name: str
+    header: str  # the identity source: a request header, lower case
+    verifier: JwtVerifier
+
+    @staticmethod
+    def identity_header(identity_source: str) -> str:
+        """``$request.header.Authorization`` -> ``authorization`` (the only kind of identity source emulated)."""
+        prefix = "$request.header."
+        if not identity_source.startswith(prefix) or len(identity_source) == len(prefix):
+            raise ValueError(f"identity source {identity_source!r} is not emulated (only {prefix}<name>)")
+        return identity_source[len(prefix) :].lower()
+
+    def authorize(self, request: Request, scopes: tuple[str, ...]) -> dict[str, Any] | Response:
+        """The ``requestContext.authorizer`` of a request allowed on a route requiring ``scopes``, or the 401/403."""
+        header = request.headers.get(self.header)
+        if not header or not header.strip():
+            log.info("%s: no %s header -> 401", self.name, self.header)
+            return _json_response(401, {"message": "Unauthorized"})
+        try:
+            claims = self.verifier.verify_authorization(header)
+        except TokenRejected as rejected:
+            log.info("%s: token refused (%s) -> 401", self.name, rejected.reason)
+            response = _json_response(401, {"message": "Unauthorized"})
+            response.headers["www-authenticate"] = 'Bearer scope="" error="invalid_token"'
+            return response
+        granted: list[str] | None = None
+        if scopes:
+            raw = claims.get("scope")
+            held = raw.split() if isinstance(raw, str) else []
+            granted = [scope for scope in held if scope in scopes]
+            if not granted:
+                log.info("%s: token has none of the scopes %s -> 403", self.name, " ".join(scopes))
+                response = _json_response(403, {"message": "Forbidden"})
+                response.headers["www-authenticate"] = f'Bearer scope="{" ".join(scopes)}" error="insufficient_scope"'
+                return response
+        return {"jwt": {"claims": api_gateway_claims(claims), "scopes": granted}}
 
 
 def not_found() -> Response:
@@ -206,7 +272,13 @@ def is_text(content_type: str) -> bool:
     return not kind or any(marker in kind for marker in TEXT_TYPES + TEXT_TYPES_EXTRA)
 
 
-def build_event(request: Request, route: HttpRoute, params: Mapping[str, str], body: bytes) -> dict[str, Any]:
+def build_event(
+    request: Request,
+    route: HttpRoute,
+    params: Mapping[str, str],
+    body: bytes,
+    authorizer: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     headers: dict[str, str] = {}
     for name, value in request.headers.items():
         key = name.lower()
@@ -247,6 +319,8 @@ def build_event(request: Request, route: HttpRoute, params: Mapping[str, str], b
         },
         "isBase64Encoded": False,
     }
+    if authorizer is not None:
+        event["requestContext"]["authorizer"] = dict(authorizer)
     if cookie_header:
         event["cookies"] = [cookie.strip() for cookie in cookie_header.split(";") if cookie.strip()]
     if raw_query:
@@ -356,9 +430,17 @@ class HttpApi:
         cors: Mapping[str, CorsConfig | None],
         runtime: Runtime,
         web_root: Path,
+        *,
+        authorizers: Mapping[str, RouteAuthorizer] | None = None,
+        config_script: str = CONFIG_JS,
     ) -> None:
         self.routes = list(routes)
         self.router = Router(self.routes)
+        self.authorizers = dict(authorizers or {})
+        self.config_script = config_script
+        missing = sorted({r.authorizer for r in self.routes if r.authorizer and r.authorizer not in self.authorizers})
+        if missing:
+            raise ValueError(f"routes name authorizer(s) that are not configured: {', '.join(missing)}")
         self.runtime = runtime
         self.static = StaticFiles(web_root)
         # One HTTP API is served on one port: the CORS of the API the routes belong to.
@@ -403,7 +485,7 @@ class HttpApi:
     def fallback(self, request: Request) -> tuple[Response, str]:
         if request.method in ("GET", "HEAD"):
             if request.path == "/config.js":
-                response = Response(CONFIG_JS, content_type="text/javascript; charset=utf-8")
+                response = Response(self.config_script, content_type="text/javascript; charset=utf-8")
                 response.headers["cache-control"] = "no-store"
                 return response, ""
             static = self.static.response(request.path)
@@ -412,12 +494,19 @@ class HttpApi:
         return not_found(), "404"
 
     def invoke(self, request: Request, route: HttpRoute, params: Mapping[str, str]) -> Response:
+        context: dict[str, Any] | None = None
+        if route.authorizer is not None:
+            outcome = self.authorizers[route.authorizer].authorize(request, route.scopes)
+            if isinstance(outcome, Response):
+                outcome.headers["apigw-requestid"] = str(uuid.uuid4())
+                return outcome
+            context = outcome
         if (request.content_length or 0) > MAX_PAYLOAD_BYTES:
             return _json_response(413, {"message": "Request Entity Too Large"})
         body = request.get_data(cache=False)
         if len(body) > MAX_PAYLOAD_BYTES:
             return _json_response(413, {"message": "Request Entity Too Large"})
-        event = build_event(request, route, params, body)
+        event = build_event(request, route, params, body, context)
         invocation = self.runtime.invoke(route.function, event)
         if not invocation.ok:
             return _json_response(500, {"message": "Internal Server Error"})

@@ -35,6 +35,9 @@ from typing import TYPE_CHECKING, Any
 from dfdlocal.jwtauth import JwksSource, JwtVerifier, http_jwks_source
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
 
 PASSWORD_ENV = "DFD_LOCAL_PASSWORD"  # noqa: S105 - the variable name, not a password
@@ -58,6 +61,9 @@ MOTO_JWKS_HEADERS = {
         "SignedHeaders=host, Signature=0"
     )
 }
+
+COGNITO_TARGET_PREFIX = "AWSCognitoIdentityProviderService."
+CORS_EXPOSED = "x-amzn-requestid,x-amzn-errortype,x-amzn-errormessage,date"
 
 POOL_TYPE = "AWS::Cognito::UserPool"
 CLIENT_TYPE = "AWS::Cognito::UserPoolClient"
@@ -117,6 +123,19 @@ class LocalPool:
     region: str
     password: str
     users: Mapping[str, str]  # username -> group
+
+    def describe(self, endpoint: str) -> dict[str, Any]:
+        """What the stack publishes (ready file, tests, scripts/token): ``endpoint`` is the emulator's URL."""
+        return {
+            "endpoint": endpoint,
+            "user_pool_id": self.user_pool_id,
+            "client_id": self.client_id,
+            "issuer": self.issuer,
+            "jwks_url": self.jwks_url,
+            "region": self.region,
+            "password": self.password,
+            "users": dict(self.users),
+        }
 
     def jwks_source(self) -> JwksSource:
         """Fetches the pool's JWKS from the emulator (moto server mode)."""
@@ -232,3 +251,43 @@ def bootstrap(
         password=password,
         users=dict(LOCAL_USERS),
     )
+
+
+class CognitoCors:
+    """WSGI middleware: CORS for the Cognito API on the emulator, as cognito-idp answers browsers (any origin).
+
+    The web pages sign in from the HTTP API's origin with ``POST /`` and ``X-Amz-Target:
+    AWSCognitoIdentityProviderService.InitiateAuth``; the emulator runs with moto's global CORS off (the bucket's
+    CORS rules are authoritative), so the preflight naming ``x-amz-target`` and the Cognito calls get their CORS
+    headers here. Other requests (S3 preflights, signed SDK calls) pass through untouched.
+    """
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        origin = environ.get("HTTP_ORIGIN")
+        if not origin:
+            return self.app(environ, start_response)
+        requested = str(environ.get("HTTP_ACCESS_CONTROL_REQUEST_HEADERS", "")).lower()
+        if environ.get("REQUEST_METHOD") == "OPTIONS" and "x-amz-target" in requested.replace(" ", "").split(","):
+            start_response(
+                "200 OK",
+                [
+                    ("access-control-allow-origin", "*"),
+                    ("access-control-allow-methods", "POST"),
+                    ("access-control-allow-headers", requested),
+                    ("access-control-max-age", "600"),
+                    ("content-length", "0"),
+                ],
+            )
+            return [b""]
+        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(COGNITO_TARGET_PREFIX):
+            return self.app(environ, start_response)
+
+        def with_cors(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            kept = [(name, value) for name, value in headers if not name.lower().startswith("access-control-")]
+            kept += [("access-control-allow-origin", "*"), ("access-control-expose-headers", CORS_EXPOSED)]
+            return start_response(status, kept, exc_info)
+
+        return self.app(environ, with_cors)

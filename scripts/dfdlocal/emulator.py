@@ -109,8 +109,10 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
         def log_error(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
+    from dfdlocal.cognito import CognitoCors
+
     dispatcher = DomainDispatcherApplication(create_backend_app)
-    app = SerializeDynamoDB(VerifyPresigned(dispatcher))
+    app = CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher)))
     host, port = sock.getsockname()[:2]
     return make_server(host, port, app, threaded=True, request_handler=QuietMotoRequestHandler, fd=sock.fileno())
 

@@ -24,7 +24,8 @@ import boto3
 from botocore.config import Config
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from dfdlocal.apigw import HttpApi
+from dfdlocal.apigw import HttpApi, RouteAuthorizer, config_js
+from dfdlocal.cognito import CognitoTemplateError, LocalPool, bootstrap, cognito_definitions
 from dfdlocal.emulator import (
     ResourceError,
     Resources,
@@ -32,12 +33,22 @@ from dfdlocal.emulator import (
     make_emulator_server,
     prepare_environment,
 )
+from dfdlocal.jwtauth import JwtVerifier, http_jwks_source
 from dfdlocal.lambda_api import LambdaApi
-from dfdlocal.names import API_PORT, AWS_PORT, CREDENTIALS, LAMBDA_PORT, REGION, TABLE_VARIABLES, TABLES
+from dfdlocal.names import (
+    ACCOUNT_ID,
+    API_PORT,
+    AWS_PORT,
+    CREDENTIALS,
+    LAMBDA_PORT,
+    REGION,
+    TABLE_VARIABLES,
+    TABLES,
+)
 from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import LocalModel, TemplateError, read_model
+from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
 
 log = logging.getLogger("dfdlocal")
 
@@ -78,6 +89,7 @@ class StackOptions:
     ingest_concurrency: int = 2  # pollers per event source mapping
     parameters: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
+    password: str | None = None  # the local users' password; default: $DFD_LOCAL_PASSWORD or the documented one
 
     @property
     def template_path(self) -> Path:
@@ -144,6 +156,7 @@ class LocalStack:
         self.reconcile: ReconcileSchedule | None = None
         self.import_errors: dict[str, str] = {}
         self.environment: dict[str, str] = {}
+        self.pool: LocalPool | None = None
         self.ports: dict[str, int] = {}
         self._servers: list[_Server] = []
         self._started = False
@@ -220,12 +233,26 @@ class LocalStack:
             )
         except ResourceError as exc:
             raise StartupError(str(exc)) from exc
+        self.pool = self._create_pool(model)
+        authorizers = self._authorizers(model)
         self.environment = self._function_environment(model)
         os.environ.update(self.environment)
 
         self.runtime = runtime = Runtime(model.functions, options.root)
         self.import_errors = runtime.load_all()
-        api = HttpApi(model.routes, model.cors, runtime, options.web_path)
+        auth = (
+            {"endpoint": self.aws_url + "/", "clientId": self.pool.client_id, "region": self.pool.region}
+            if self.pool is not None
+            else None
+        )
+        api = HttpApi(
+            model.routes,
+            model.cors,
+            runtime,
+            options.web_path,
+            authorizers=authorizers,
+            config_script=config_js(auth),
+        )
         self._serve("api", self._server(sockets["api"], api))
         self._serve("lambda", self._server(sockets["lambda"], LambdaApi(runtime)))
 
@@ -249,6 +276,70 @@ class LocalStack:
 
         self.reconcile = start_reconcile_schedule(self)
 
+    def _create_pool(self, model: LocalModel) -> LocalPool | None:
+        """The template's user pool, client and groups on the emulator, with the local users (dfdlocal.cognito);
+        its id and client id then stand for ``!Ref UserPool`` / ``!Ref UserPoolClient`` (the authorizer's
+        issuer and audience)."""
+        assert model.resolver is not None
+        resolver = model.resolver
+        if not any(isinstance(r, dict) and r.get("Type") in COGNITO_TYPES for r in resolver.resources.values()):
+            return None
+        try:
+            definitions = cognito_definitions(resolver.template, resolver.resolve)
+            pool = bootstrap(
+                self.client("cognito-idp"), definitions, endpoint=self.aws_url, password=self.options.password
+            )
+        except CognitoTemplateError as exc:
+            raise StartupError(f"template {self.options.template_path}: {exc}") from None
+        except Exception as exc:  # the emulator refused a pool setting, the password policy...
+            raise StartupError(f"cannot create the user pool: {exc}") from exc
+        pool_id = pool.user_pool_id
+        provider = f"cognito-idp.{REGION}.amazonaws.com/{pool_id}"
+        resolver.bind(
+            definitions.pool_logical_id,
+            pool_id,
+            {
+                "Arn": f"arn:aws:cognito-idp:{REGION}:{ACCOUNT_ID}:userpool/{pool_id}",
+                "ProviderName": provider,
+                "ProviderURL": f"https://{provider}",
+                "UserPoolId": pool_id,
+            },
+        )
+        resolver.bind(definitions.client_logical_id, pool.client_id, {"ClientId": pool.client_id})
+        log.info("user pool %s, client %s: users %s", pool_id, pool.client_id, ", ".join(pool.users))
+        return pool
+
+    def _authorizers(self, model: LocalModel) -> dict[str, RouteAuthorizer]:
+        """The JWT authorizers the routes use, configured from the template (issuer, audience, identity source)."""
+        assert model.resolver is not None
+        used = {(route.api, route.authorizer) for route in model.routes if route.authorizer is not None}
+        authorizers: dict[str, RouteAuthorizer] = {}
+        for api, name in sorted(used):
+            definition = model.auth[api].authorizers[name]
+            where = f"{api}.Auth.Authorizers.{name}"
+            try:
+                issuer = str(model.resolver.evaluate(api, f"{where}.JwtConfiguration.issuer", definition.issuer))
+                audience = model.resolver.evaluate(api, f"{where}.JwtConfiguration.audience", definition.audience)
+                header = RouteAuthorizer.identity_header(definition.identity_source)
+            except (TemplateError, ValueError) as exc:
+                raise StartupError(f"template {self.options.template_path}: {where}: {exc}") from None
+            audiences = [str(item) for item in (audience if isinstance(audience, list) else [audience]) if item]
+            if len(audiences) != 1:
+                raise StartupError(f"{where}: the local stack verifies exactly one audience, got {audiences}")
+            if self.pool is not None and issuer == self.pool.issuer:
+                jwks = self.pool.jwks_source()
+            else:
+                log.warning("%s: issuer %s is not the local user pool: its keys are fetched from it", where, issuer)
+                jwks = http_jwks_source(issuer.rstrip("/") + "/.well-known/jwks.json")
+            verifier = JwtVerifier(
+                issuer=issuer,
+                client_id=audiences[0],
+                jwks=jwks,
+                token_uses=("access", "id"),  # as API Gateway: the routes' scopes keep id tokens out
+            )
+            authorizers[name] = RouteAuthorizer(name=name, header=header, verifier=verifier)
+        return authorizers
+
     def _function_environment(self, model: LocalModel) -> dict[str, str]:
         """The template's variables with local values, and what makes handlers quiet and local."""
         assert self.resources is not None
@@ -262,6 +353,7 @@ class LocalStack:
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
         env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()
         env["POWERTOOLS_TRACE_DISABLED"] = "true"
+        env.setdefault("MULTIPART_MIN_PART_BYTES", str(5 * 1024 * 1024))  # S3's minimum part: small local uploads
         env["AWS_XRAY_SDK_ENABLED"] = "false"
         return env
 
@@ -324,4 +416,5 @@ class LocalStack:
             "routes": [route.route_key + " " + route.function for route in self.model.routes],
             "environment": dict(self.environment),
             "import_errors": dict(self.import_errors),
+            "cognito": self.pool.describe(self.aws_url) if self.pool is not None else None,
         }

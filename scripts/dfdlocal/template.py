@@ -14,7 +14,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ QUEUE_TYPES = {"AWS::SQS::Queue"}
 BUCKET_TYPES = {"AWS::S3::Bucket"}
 FUNCTION_TYPES = {"AWS::Serverless::Function", "AWS::Lambda::Function"}
 HTTP_API_TYPES = {"AWS::Serverless::HttpApi"}
+COGNITO_TYPES = {"AWS::Cognito::UserPool", "AWS::Cognito::UserPoolClient", "AWS::Cognito::UserPoolGroup"}
 STATE_MACHINE_TYPES = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine"}
 IMPLICIT_HTTP_API = "ServerlessHttpApi"
 
@@ -114,10 +115,34 @@ class HttpRoute:
     path: str  # /metadata/{id}, /files/{proxy+} or $default
     function: str  # logical id
     api: str  # logical id of the HttpApi (ServerlessHttpApi when implicit)
+    authorizer: str | None = None  # name of the HttpApi's authorizer that guards the route; None: open
+    scopes: tuple[str, ...] = ()  # the route's authorization scopes (the token needs one of them)
 
     @property
     def route_key(self) -> str:
         return "$default" if self.path == "$default" else f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class JwtAuthorizerDef:
+    """A JWT authorizer of an HttpApi's ``Auth.Authorizers`` (SAM), its configuration still unevaluated: the
+    issuer and audience name resources (the user pool, its client) whose ids exist only once they are created
+    (:meth:`Resolver.bind`)."""
+
+    api: str  # logical id of the HttpApi
+    name: str
+    identity_source: str  # e.g. $request.header.Authorization
+    issuer: Any  # raw JwtConfiguration.issuer
+    audience: Any  # raw JwtConfiguration.audience
+    scopes: tuple[str, ...]  # AuthorizationScopes: the default scopes of the routes it guards
+
+
+@dataclass(frozen=True)
+class ApiAuth:
+    """An HttpApi's ``Auth``: its authorizers and the default authorizer of its routes."""
+
+    authorizers: dict[str, JwtAuthorizerDef]
+    default_authorizer: str | None
 
 
 @dataclass(frozen=True)
@@ -169,6 +194,7 @@ class LocalModel:
     functions: dict[str, FunctionDef] = field(default_factory=dict)
     routes: list[HttpRoute] = field(default_factory=list)
     cors: dict[str, CorsConfig | None] = field(default_factory=dict)  # per HttpApi logical id
+    auth: dict[str, ApiAuth] = field(default_factory=dict)  # per HttpApi logical id
     sqs_sources: list[SqsSource] = field(default_factory=list)
     state_machines: dict[str, StateMachineDef] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)  # union of the functions' variables
@@ -202,6 +228,12 @@ class Resolver:
         self.resources: Mapping[str, Any] = template.get("Resources", {})
         self.names = _local_names(template)
         self._conditions: dict[str, bool] = {}
+        self._bound: dict[str, _Identity] = {}
+
+    def bind(self, logical_id: str, ref: str, attributes: Mapping[str, str] | None = None) -> None:
+        """Give a resource the physical id it got when it was created (a user pool's id is chosen by the
+        service, not by its name): ``Ref`` and ``Fn::GetAtt`` evaluate to these from now on."""
+        self._bound[logical_id] = _Identity(ref, dict(attributes or {}))
 
     # -- parameters and identities -----------------------------------------------------------------
     def _parameters(self, overrides: Mapping[str, str]) -> dict[str, Any]:
@@ -227,6 +259,8 @@ class Resolver:
         return values
 
     def identity(self, logical_id: str) -> _Identity:
+        if logical_id in self._bound:
+            return self._bound[logical_id]
         resource = self.resources.get(logical_id)
         if not isinstance(resource, dict):
             raise TemplateError(f"reference to unknown resource {logical_id}")
@@ -463,6 +497,11 @@ def read_model(
         elif kind in HTTP_API_TYPES:
             cors = raw.get("CorsConfiguration", (globals_.get("HttpApi") or {}).get("CorsConfiguration"))
             model.cors[logical_id] = _cors(resolver, logical_id, cors)
+            model.auth[logical_id] = _api_auth(
+                resolver, logical_id, raw.get("Auth", (globals_.get("HttpApi") or {}).get("Auth"))
+            )
+        elif kind in COGNITO_TYPES:
+            continue  # created by dfdlocal.cognito (see LocalModel.cognito)
         elif kind in FUNCTION_TYPES:
             _read_function(model, resolver, logical_id, raw, function_globals)
         elif kind in STATE_MACHINE_TYPES:
@@ -473,6 +512,10 @@ def read_model(
     if any(route.api == IMPLICIT_HTTP_API for route in model.routes):
         implicit = (globals_.get("HttpApi") or {}).get("CorsConfiguration")
         model.cors[IMPLICIT_HTTP_API] = _cors(resolver, IMPLICIT_HTTP_API, implicit)
+        model.auth[IMPLICIT_HTTP_API] = _api_auth(
+            resolver, IMPLICIT_HTTP_API, (globals_.get("HttpApi") or {}).get("Auth")
+        )
+    model.routes = [_authorized(model, route) for route in model.routes]
     for source in model.sqs_sources:
         if source.queue_logical_id not in model.queues:
             raise TemplateError(f"{source.function}.Events.{source.event_name}: queue is not an AWS::SQS::Queue")
@@ -508,6 +551,49 @@ def _cors(resolver: Resolver, api: str, raw: Any) -> CorsConfig | None:
         max_age=int(max_age) if max_age is not None else None,
         allow_credentials=str(value.get("AllowCredentials", "false")).lower() == "true",
     )
+
+
+def _api_auth(resolver: Resolver, api: str, raw: Any) -> ApiAuth:
+    """An HttpApi's Auth: its JWT authorizers (other kinds are refused: the local stack cannot check them)."""
+    if not raw:
+        return ApiAuth({}, None)
+    authorizers: dict[str, JwtAuthorizerDef] = {}
+    for name, spec in (raw.get("Authorizers") or {}).items():
+        spec = spec or {}
+        jwt = spec.get("JwtConfiguration")
+        if not isinstance(jwt, dict):
+            raise TemplateError(f"{api}.Auth.Authorizers.{name}: only JWT authorizers are emulated locally")
+        scopes = resolver.evaluate(api, f"Auth.Authorizers.{name}.AuthorizationScopes", spec.get("AuthorizationScopes"))
+        authorizers[str(name)] = JwtAuthorizerDef(
+            api=api,
+            name=str(name),
+            identity_source=str(
+                resolver.evaluate(api, f"Auth.Authorizers.{name}.IdentitySource", spec.get("IdentitySource"))
+                or "$request.header.Authorization"
+            ),
+            issuer=jwt.get("issuer"),
+            audience=jwt.get("audience"),
+            scopes=tuple(str(scope) for scope in scopes or ()),
+        )
+    default = raw.get("DefaultAuthorizer")
+    default = str(resolver.evaluate(api, "Auth.DefaultAuthorizer", default)) if default else None
+    if default is not None and default != "NONE" and default not in authorizers:
+        raise TemplateError(f"{api}.Auth.DefaultAuthorizer {default!r} is not one of its Authorizers")
+    return ApiAuth(authorizers, None if default == "NONE" else default)
+
+
+def _authorized(model: LocalModel, route: HttpRoute) -> HttpRoute:
+    """The route with the authorizer and scopes that guard it: its own Auth (read by _read_function into
+    ``route.authorizer``/``scopes`` as given), else the HttpApi's DefaultAuthorizer with that authorizer's scopes.
+    SAM puts no authorizer on OPTIONS routes (preflights stay open) nor on an explicit ``Authorizer: NONE``."""
+    auth = model.auth.get(route.api) or ApiAuth({}, None)
+    name = route.authorizer if route.authorizer is not None else auth.default_authorizer
+    if name is None or name == "NONE" or route.method == "OPTIONS":
+        return replace(route, authorizer=None, scopes=())
+    if name not in auth.authorizers:
+        raise TemplateError(f"route {route.route_key} names the unknown authorizer {name!r}")
+    scopes = route.scopes or auth.authorizers[name].scopes
+    return replace(route, authorizer=name, scopes=scopes)
 
 
 def _read_function(
@@ -559,7 +645,19 @@ def _read_function(
             method = str(resolver.evaluate(logical_id, where, props.get("Method", "ANY"))).upper()
             if path == "$default" or method in ("*", "X-AMAZON-APIGATEWAY-ANY-METHOD"):
                 method = "ANY"
-            model.routes.append(HttpRoute(method=method, path=path, function=logical_id, api=api))
+            route_auth = resolver.evaluate(logical_id, f"{where}.Auth", props.get("Auth") or {})
+            authorizer = route_auth.get("Authorizer")
+            scopes = tuple(str(scope) for scope in route_auth.get("AuthorizationScopes") or ())
+            model.routes.append(
+                HttpRoute(
+                    method=method,
+                    path=path,
+                    function=logical_id,
+                    api=api,
+                    authorizer=str(authorizer) if authorizer else None,
+                    scopes=scopes,
+                )
+            )
         elif kind == "SQS":
             queue = props.get("Queue")
             queue_id = _logical_id_of(queue)

@@ -75,11 +75,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         counters_table=tables["CountersTable"],
         uploads_table=tables["UploadsTable"],
         events_table=tables["EventsTable"],
+        tenant_files_table=tables["TenantFilesTable"],
         ingest_queue_url=ingest["url"],
         dlq_url=dlq["url"],
         description=info,
         log_path=log_path,
         process=process,
+        cognito=info["cognito"],
     )
     yield running
 

@@ -1,4 +1,9 @@
-"""Helpers shared by the e2e tests: the running stack's description and a polling wait."""
+"""Helpers shared by the e2e tests: the running stack's description, its users' tokens and a polling wait.
+
+Every API route needs a token: ``stack.auth("alice")`` is the ``Authorization`` header of alice's access token
+(signed in once per session, InitiateAuth USER_PASSWORD_AUTH on the stack's user pool; tokens last 1 hour).
+The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
+"""
 
 from __future__ import annotations
 
@@ -32,11 +37,44 @@ class RunningStack:
     counters_table: str
     uploads_table: str
     events_table: str
+    tenant_files_table: str
     ingest_queue_url: str
     dlq_url: str
     description: dict[str, Any]
     log_path: Path
     process: subprocess.Popen[bytes] = field(repr=False)
+    cognito: dict[str, Any] = field(default_factory=dict)  # the ready file's "cognito" (pool, client, users...)
+    _tokens: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def users(self) -> dict[str, str]:
+        """username -> group (tenant-acme, tenant-globex, admins)."""
+        return dict(self.cognito["users"])
+
+    @property
+    def password(self) -> str:
+        return str(self.cognito["password"])
+
+    def sign_in(self, user: str, password: str | None = None) -> dict[str, Any]:
+        """InitiateAuth USER_PASSWORD_AUTH on the stack's user pool: the AuthenticationResult (not cached)."""
+        idp = self.client("cognito-idp")
+        answer = idp.initiate_auth(
+            AuthFlow="USER_PASSWORD_AUTH",
+            ClientId=self.cognito["client_id"],
+            AuthParameters={"USERNAME": user, "PASSWORD": password or self.password},
+        )
+        result: dict[str, Any] = answer["AuthenticationResult"]
+        return result
+
+    def token(self, user: str) -> str:
+        """``user``'s access token, signed in once per session."""
+        if user not in self._tokens:
+            self._tokens[user] = str(self.sign_in(user)["AccessToken"])
+        return self._tokens[user]
+
+    def auth(self, user: str = "alice") -> dict[str, str]:
+        """The ``Authorization`` header of ``user``'s access token."""
+        return {"Authorization": f"Bearer {self.token(user)}"}
 
     def session(self) -> boto3.Session:
         return boto3.Session(

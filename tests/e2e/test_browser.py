@@ -23,6 +23,11 @@ On failure, screenshots of the open pages, the browser console and the stack's l
 ``artifacts/browser/``. With ``DFD_SCREENSHOTS=docs/screenshots`` the README screenshots (upload.png,
 admin.png, 1280x900) are written there after the scenario, so they show real data.
 
+Every page is used signed in (tests/e2e/browser_auth.py): the upload page as alice (tenant acme), the
+dashboard as admin; the API helpers send the same users' tokens. Sign-in itself: a wrong password is refused
+on the form, alice signs in, uploads a file and sees it processed; the dashboard tells alice "Admins only"
+and works once admin signs in.
+
 No Chromium: the tests skip, unless ``DFD_REQUIRE_BROWSER=1`` (set by ``.ci/run``), where they fail.
 """
 
@@ -53,6 +58,7 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+from tests.e2e.browser_auth import SignInFailed, open_signed_in, sign_in, sign_out
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -191,7 +197,7 @@ def docs_screenshot(page: Page, name: str) -> None:
 # API helpers (the setup a second user would do from another machine)
 # ------------------------------------------------------------------------------------------------
 def api_stats(stack: RunningStack) -> dict[str, int]:
-    answer = requests.get(f"{stack.api_url}/admin/stats", timeout=10)
+    answer = requests.get(f"{stack.api_url}/admin/stats", headers=stack.auth("admin"), timeout=10)
     assert answer.status_code == 200, answer.text
     body = answer.json()
     return {key: int(body[key]) for key in STAT_KEYS}
@@ -222,6 +228,7 @@ def api_upload(stack: RunningStack, filename: str, body: bytes) -> str:
             "content_type": "text/plain",
             "sha256": hashlib.sha256(body).hexdigest(),
         },
+        headers=stack.auth("alice"),
         timeout=10,
     )
     assert created.status_code == 201, created.text
@@ -236,7 +243,10 @@ def api_upload(stack: RunningStack, filename: str, body: bytes) -> str:
 def api_precheck_duplicate(stack: RunningStack, filename: str, digest: str, size: int) -> None:
     """POST /upload for content that is already stored: 409, counted as an upload of that content."""
     answer = requests.post(
-        f"{stack.api_url}/upload", json={"filename": filename, "size": size, "sha256": digest}, timeout=10
+        f"{stack.api_url}/upload",
+        json={"filename": filename, "size": size, "sha256": digest},
+        headers=stack.auth("alice"),
+        timeout=10,
     )
     assert answer.status_code == 409 and answer.json().get("duplicate"), answer.text
 
@@ -246,7 +256,7 @@ def wait_stored(stack: RunningStack, upload_ids: list[str]) -> None:
 
     def all_stored() -> bool:
         for upload_id in sorted(pending):
-            answer = requests.get(f"{stack.api_url}/metadata/{upload_id}", timeout=10)
+            answer = requests.get(f"{stack.api_url}/metadata/{upload_id}", headers=stack.auth("alice"), timeout=10)
             if answer.status_code == 200 and answer.json().get("status") == "stored":
                 pending.discard(upload_id)
         return not pending
@@ -324,7 +334,7 @@ def test_upload_dedup_download_and_dashboard(
     ) as (context, watch):
         # ---------------- upload page: A and C are new content
         page = watch.attach(context.new_page(), "upload")
-        page.goto(stack.api_url + "/")
+        open_signed_in(page, stack.api_url + "/", "alice", stack.password)
         expect(page.get_by_test_id("overall-summary")).to_have_text("No files yet.")
         page.set_input_files("[data-testid=file-input]", [tmp_path / "a.txt", tmp_path / "c.txt"])
         row_a, row_c = file_row(page, "a.txt"), file_row(page, "c.txt")
@@ -376,7 +386,7 @@ def test_upload_dedup_download_and_dashboard(
 
         # ---------------- dashboard: the counters of the three uploads
         admin = watch.attach(context.new_page(), "admin")
-        admin.goto(stack.api_url + "/admin")
+        open_signed_in(admin, stack.api_url + "/admin", "admin", stack.password)
         expect_stat(admin, "total_files", base["total_files"] + 2)
         expect_stat(admin, "total_uploads", base["total_uploads"] + 3)
         expect_stat(admin, "duplicates_avoided", base["duplicates_avoided"] + 1)
@@ -478,7 +488,7 @@ def test_upload_page_errors_and_folders(
 
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "upload")
-        page.goto(stack.api_url + "/")
+        open_signed_in(page, stack.api_url + "/", "alice", stack.password)
 
         # an empty file: the API refuses it (400), and retrying cannot change that, so no Retry is offered
         page.set_input_files("[data-testid=file-input]", [tmp_path / "empty.txt"])
@@ -531,7 +541,7 @@ def test_dashboard_recovers_when_the_api_comes_back(
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "admin")
         page.route(api_calls, down)
-        page.goto(stack.api_url + "/admin")
+        open_signed_in(page, stack.api_url + "/admin", "admin", stack.password)
         expect(page.get_by_test_id("stats-error")).to_contain_text("API down (test)")
         expect(page.get_by_test_id("table-error")).to_contain_text("API down (test)")
         expect(page.get_by_test_id("table-status")).to_have_text("Page 1 · failed to load")
@@ -567,7 +577,7 @@ def test_dashboard_on_a_phone(browser: Browser, stack: RunningStack, request: py
     ):
         page = watch.attach(context.new_page(), "admin")
         page.route(re.compile(r"/admin/hashes\?"), lambda route: route.fulfill(json=page_json))
-        page.goto(stack.api_url + "/admin")
+        open_signed_in(page, stack.api_url + "/admin", "admin", stack.password)
         wait_page_loaded(page, 1)
         expect(page.get_by_test_id("hash-row")).to_have_count(len(items))
 
@@ -643,7 +653,7 @@ def test_dashboard_follows_duplicates_and_outlives_hung_requests(
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "admin")
         page.route(re.compile(r"/admin/(stats|hashes)(\?|$)"), answer)
-        page.goto(stack.api_url + "/admin")
+        open_signed_in(page, stack.api_url + "/admin", "admin", stack.password)
         expect_stat(page, "total_uploads", 1)
         wait_page_loaded(page, 1)
         expect(upload_count(page)).to_have_text("1")
@@ -674,9 +684,70 @@ def test_announcements_made_together_are_all_read(
 ) -> None:
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "upload")
-        page.goto(stack.api_url + "/")
+        open_signed_in(page, stack.api_url + "/", "alice", stack.password)
         page.evaluate("() => { DFD.announce('First.'); DFD.announce('Second.'); DFD.announce('First.'); }")
         expect(page.get_by_test_id("live-status")).to_have_text("First. Second.")
         page.evaluate("() => DFD.announce('Third.')")
         expect(page.get_by_test_id("live-status")).to_have_text("Third.")
         assert not watch.errors, watch.errors
+
+
+# ------------------------------------------------------------------------------------------------
+# Signing in
+# ------------------------------------------------------------------------------------------------
+def test_sign_in_then_upload_a_file_and_see_it_processed(
+    browser: Browser, stack: RunningStack, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    body = f"signed-in upload ({uuid.uuid4().hex})\n".encode()
+    (tmp_path / "mine.txt").write_bytes(body)
+    with browser_session(browser, stack, request, accept_downloads=True) as (context, watch):
+        page = watch.attach(context.new_page(), "upload")
+        page.goto(stack.api_url + "/")
+        expect(page.locator("html")).to_have_attribute("data-auth", "signed-out", timeout=15_000)
+        expect(page.get_by_test_id("signin-form")).to_be_visible()
+        expect(page.get_by_test_id("app")).to_be_hidden()
+        with pytest.raises(SignInFailed):
+            sign_in(page, "alice", stack.password + "-wrong")
+        expect(page.get_by_test_id("signin-message")).to_be_visible()
+        assert not [url for _, url in watch.requests if url.startswith(stack.api_url + "/upload")]
+
+        sign_in(page, "alice", stack.password)
+        expect(page.get_by_test_id("account-user")).to_have_text("alice")
+        expect(page.get_by_test_id("account-tenant")).to_contain_text("acme")
+        expect(page.get_by_test_id("account-admin")).to_be_hidden()
+        page.set_input_files("[data-testid=file-input]", [tmp_path / "mine.txt"])
+        row = file_row(page, "mine.txt")
+        expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
+        expect(row).to_have_attribute("data-sha256", hashlib.sha256(body).hexdigest())
+        upload_id = row.get_attribute("data-upload-id")
+        assert upload_id and HEX32.match(upload_id)
+        assert download_bytes(page, row.get_by_test_id("file-download")) == body
+
+        # the upload is alice's: the API answers her token with it
+        meta = requests.get(f"{stack.api_url}/metadata/{upload_id}", headers=stack.auth("alice"), timeout=10)
+        assert meta.status_code == 200 and meta.json()["status"] == "stored", meta.text
+
+        sign_out(page)
+        expect(page.get_by_test_id("app")).to_be_hidden()
+
+
+def test_dashboard_refuses_alice_and_works_for_admin(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    """Needs the API's admin rule (403 on /admin/* for non-admins, branch tenant)."""
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        open_signed_in(page, stack.api_url + "/admin", "alice", stack.password)
+        notice = page.get_by_test_id("admins-only")
+        expect(notice).to_be_visible(timeout=STATS_TIMEOUT_MS)
+        expect(notice).to_contain_text("Admins only")
+        expect(page.get_by_test_id("dashboard")).to_be_hidden()
+        expect(page.get_by_test_id("stats-error")).to_be_hidden()
+
+        sign_in(page, "admin", stack.password)  # signs alice out first
+        expect(page.get_by_test_id("account-admin")).to_be_visible()
+        expect(page.get_by_test_id("dashboard")).to_be_visible(timeout=STATS_TIMEOUT_MS)
+        expect(notice).to_be_hidden()
+        stats = api_stats(stack)
+        expect_stat(page, "total_files", stats["total_files"])
+        expect(page.get_by_test_id("stats-error")).to_be_hidden()

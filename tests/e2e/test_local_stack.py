@@ -54,9 +54,13 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
     dynamodb = stack.client("dynamodb")
     tables = resources_of(template, "AWS::DynamoDB::Table")
     assert set(tables) == set(stack.description["tables"])
-    assert {stack.files_table, stack.counters_table, stack.uploads_table, stack.events_table} == set(
-        names.TABLES.values()
-    )
+    assert {
+        stack.files_table,
+        stack.counters_table,
+        stack.uploads_table,
+        stack.events_table,
+        stack.tenant_files_table,
+    } == set(names.TABLES.values())
     for logical_id, props in tables.items():
         name = stack.description["tables"][logical_id]
         table = dynamodb.describe_table(TableName=name)["Table"]
@@ -152,7 +156,8 @@ def test_api_preflight_follows_cors_configuration(stack: RunningStack, template:
     assert refused.status_code == 204
     assert "access-control-allow-origin" not in refused.headers
 
-    simple = requests.get(stack.api_url + "/admin/stats", headers={"Origin": origin}, timeout=10)
+    simple = requests.get(stack.api_url + "/admin/stats", headers={"Origin": origin, **stack.auth("admin")}, timeout=10)
+    assert simple.status_code == 200, simple.text
     assert simple.headers["access-control-allow-origin"] in ("*", origin)
 
 
@@ -188,7 +193,8 @@ def test_presigned_put_preflight_uses_bucket_cors(stack: RunningStack, template:
 def test_static_pages_and_config(stack: RunningStack) -> None:
     config = requests.get(stack.api_url + "/config.js", timeout=10)
     assert config.status_code == 200
-    assert config.text.strip() == 'window.DFD_CONFIG = {"apiBase": ""};'
+    auth = {"endpoint": stack.aws_url + "/", "clientId": stack.cognito["client_id"], "region": stack.region}
+    assert config.text.strip() == f"window.DFD_CONFIG = {json.dumps({'apiBase': '', 'auth': auth})};"
     assert config.headers["content-type"].startswith("text/javascript")
     for path, page in (("/", "index.html"), ("/admin", "admin.html")):
         if not (ROOT / "web" / page).is_file():
@@ -274,6 +280,7 @@ def test_upload_is_ingested(stack: RunningStack, template: dict[str, Any]) -> No
     created = requests.post(
         stack.api_url + "/upload",
         json={"filename": "e2e.txt", "size": len(body), "content_type": "text/plain"},
+        headers=stack.auth("alice"),
         timeout=10,
     )
     assert created.status_code == 201, created.text
@@ -316,14 +323,14 @@ def test_upload_is_ingested(stack: RunningStack, template: dict[str, Any]) -> No
     assert "ETag" in put.headers["access-control-expose-headers"]
 
     def stored() -> dict[str, Any] | None:
-        status = requests.get(f"{stack.api_url}/metadata/{upload['upload_id']}", timeout=10)
+        status = requests.get(f"{stack.api_url}/metadata/{upload['upload_id']}", headers=stack.auth(), timeout=10)
         document: dict[str, Any] = status.json()
         return document if status.status_code == 200 and document.get("status") == "stored" else None
 
     document = wait_until(stored, timeout=20)
     assert document["upload_id"] == upload["upload_id"]
 
-    download = requests.get(f"{stack.api_url}/download/{upload['upload_id']}", timeout=10)
+    download = requests.get(f"{stack.api_url}/download/{upload['upload_id']}", headers=stack.auth(), timeout=10)
     assert download.status_code == 200, download.text
     fetched = requests.get(download.json()["download_url"], headers={"Origin": origin}, timeout=10)
     assert fetched.status_code == 200, fetched.text
@@ -335,14 +342,14 @@ def test_upload_is_ingested(stack: RunningStack, template: dict[str, Any]) -> No
     token: str | None = None
     for _ in range(1000):
         query = {"limit": "1", **({"last_evaluated_key": token} if token else {})}
-        page = requests.get(f"{stack.api_url}/admin/hashes", params=query, timeout=10)
+        page = requests.get(f"{stack.api_url}/admin/hashes", params=query, headers=stack.auth("admin"), timeout=10)
         assert page.status_code == 200, page.text
         listed += [item["hash"] for item in page.json()["items"]]
         token = page.json()["last_evaluated_key"]
         if token is None:
             break
     assert digest in listed and len(listed) == len(set(listed))
-    stats = requests.get(f"{stack.api_url}/admin/stats", timeout=10).json()
+    stats = requests.get(f"{stack.api_url}/admin/stats", headers=stack.auth("admin"), timeout=10).json()
     assert stats["total_files"] == len(listed)
 
     # Every S3 path is ingested alike: an object written with the plain SDK lands in the same table.

@@ -30,12 +30,13 @@ def settings_of(stack: RunningStack) -> Settings:
         counters_table=stack.counters_table,
         uploads_table=stack.uploads_table,
         events_table=stack.events_table,
+        tenant_files_table=stack.tenant_files_table,
         bucket=stack.bucket,
     )
 
 
 def totals(stack: RunningStack) -> dict[str, int]:
-    stats: dict[str, int] = requests.get(f"{stack.api_url}/admin/stats", timeout=10).json()
+    stats: dict[str, int] = requests.get(f"{stack.api_url}/admin/stats", headers=stack.auth("admin"), timeout=10).json()
     return stats
 
 
@@ -44,7 +45,7 @@ def upload(stack: RunningStack, data: bytes, name: str, *, precheck: bool = Fals
     body: dict[str, Any] = {"filename": name, "size": len(data), "content_type": "text/plain"}
     if precheck:
         body["sha256"] = hashlib.sha256(data).hexdigest()
-    answer = requests.post(f"{stack.api_url}/upload", json=body, timeout=10)
+    answer = requests.post(f"{stack.api_url}/upload", json=body, headers=stack.auth("alice"), timeout=10)
     if answer.status_code == 409:
         return {"duplicate": True, **answer.json()}
     assert answer.status_code == 201, answer.text
@@ -150,7 +151,9 @@ def test_poison_message_reaches_the_dlq_and_nothing_else_is_lost(stack: RunningS
     wait_until(dead_lettered, timeout=90, interval=0.5)
 
     def survivor() -> dict[str, Any]:
-        answer: dict[str, Any] = requests.get(f"{stack.api_url}/metadata/{issued['upload_id']}", timeout=10).json()
+        answer: dict[str, Any] = requests.get(
+            f"{stack.api_url}/metadata/{issued['upload_id']}", headers=stack.auth("alice"), timeout=10
+        ).json()
         return answer
 
     wait_until(lambda: survivor()["status"] != "pending", timeout=30)

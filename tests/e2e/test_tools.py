@@ -40,11 +40,20 @@ def test_upload_tool_then_replay_tool(stack: RunningStack, tmp_path: Path) -> No
     (folder / "b.bin").write_bytes(tag.encode() * 1000)
     (folder / "empty.txt").write_bytes(b"")
 
-    first = tool(stack, "upload", str(folder), "--api", stack.api_url, "--no-progress")
+    first = tool(stack, "upload", str(folder), "--api", stack.api_url, "--endpoint-url", stack.aws_url, "--no-progress")
     assert first.returncode == 1, first.stdout + first.stderr  # the empty file is refused
     assert "4 files: 2 stored, 0 duplicate, 1 skipped by the hash precheck, 1 failed" in first.stdout, first.stdout
 
-    again = tool(stack, "upload", str(folder / "a.txt"), str(folder / "b.bin"), "--api", stack.api_url)
+    again = tool(
+        stack,
+        "upload",
+        str(folder / "a.txt"),
+        str(folder / "b.bin"),
+        "--api",
+        stack.api_url,
+        "--token",
+        stack.token("alice"),
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 files: 0 stored, 0 duplicate, 2 skipped by the hash precheck, 0 failed" in again.stdout
     assert "bytes uploaded: 0 " in again.stdout
@@ -73,7 +82,19 @@ def test_upload_tool_then_replay_tool(stack: RunningStack, tmp_path: Path) -> No
 def test_upload_without_waiting_and_reconcile_on_demand(stack: RunningStack, tmp_path: Path) -> None:
     data = tmp_path / "later.txt"
     data.write_text(f"{uuid.uuid4().hex} not awaited\n")
-    quick = tool(stack, "upload", str(data), "--api", stack.api_url, "--wait", "0")
+    quick = tool(
+        stack,
+        "upload",
+        str(data),
+        "--api",
+        stack.api_url,
+        "--user",
+        "carol",
+        "--endpoint-url",
+        stack.aws_url,
+        "--wait",
+        "0",
+    )
     assert quick.returncode == 0, quick.stdout + quick.stderr
     assert "1 uploaded (ingest not awaited)" in quick.stdout
     wait_until(lambda: settled(stack), timeout=60)

@@ -25,6 +25,8 @@ from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metada
 from dfdlocal.template import Resolver, load_template
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
+from tests.integration.test_multipart import ALICE as ALICE_CLAIMS
+from tests.integration.test_multipart import DATA, create, put_parts, route
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +38,7 @@ MODULES = {
     "admin_stats": "AdminStatsFunction",
     "admin_hashes": "AdminHashesFunction",
     "ingest": "IngestFunction",
+    "multipart": "UploadPartsFunction",
 }
 INGEST_THREADS = ("dfd-record", "dfd-range")  # the ingest's record and ranged-read workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
@@ -43,6 +46,9 @@ NOT_SEEN = {
     ("UploadFunction", "s3:PutObject", "*"): "presigning: the client's PUT is authorized as the signing function",
     ("DownloadFunction", "s3:GetObject", "*"): "presigning: the client's GET is authorized as the signing function",
     ("IngestFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("UploadPartsFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("UploadPartsFunction", "s3:GetObject", "*"): "a completion whose answer was lost: HEAD tells done from aborted",
+    ("UploadPartsFunction", "s3:AbortMultipartUpload", "*"): "two first parts calls race: the loser aborts its own",
     ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
         "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
     ),
@@ -93,7 +99,14 @@ class Recorder:
             else:
                 found = [(f"dynamodb:{name}", params["TableName"])]
         elif service == "s3":
-            action = {"HeadObject": "GetObject"}.get(name, name)  # HEAD is authorized as s3:GetObject
+            # HEAD is authorized as s3:GetObject; a multipart upload's calls as s3:PutObject, ListParts as its own
+            action = {
+                "HeadObject": "GetObject",
+                "CreateMultipartUpload": "PutObject",
+                "UploadPart": "PutObject",
+                "CompleteMultipartUpload": "PutObject",
+                "ListParts": "ListMultipartUploadParts",
+            }.get(name, name)
             found = [(f"s3:{action}", f"{params['Bucket']}/{params.get('Key', '')}")]
         with self._lock:
             self.calls.update((function, action, resource) for action, resource in found)
@@ -167,7 +180,8 @@ def ingest_keys(aws: Aws, *keys: str) -> None:
 
 def exercise_every_path(aws: Aws) -> None:
     """Each distinct request the functions make: new content, duplicate, replay, the checksummed (HEAD)
-    path, a gone object, an object overwritten in place, a second PUT with the same URL, every read."""
+    path, a gone object, a lost stored copy adopted, an object overwritten in place, a second PUT with the
+    same URL, every read."""
     bucket = aws.settings.bucket
     first = uploaded(aws, b"permissions" * 100, "first.bin")
     second = uploaded(aws, b"permissions" * 100, "second.bin")
@@ -177,6 +191,9 @@ def exercise_every_path(aws: Aws) -> None:
     ingest_keys(aws, second["key"], checked["key"])
     ingest_keys(aws, checked_twice["key"])
     ingest_keys(aws, first["key"], second["key"], checked_twice["key"])  # replays; the duplicates are gone
+    aws.s3.delete_object(Bucket=bucket, Key=checked["key"])  # the stored copy lost: the next duplicate adopts
+    survivor = uploaded(aws, b"checksummed" * 100, "survivor.bin")
+    ingest_keys(aws, survivor["key"])
     aws.s3.put_object(Bucket=bucket, Key=first["key"], Body=b"overwritten in place")  # a conflict
     aws.s3.put_object(Bucket=bucket, Key=second["key"], Body=b"PERMISSIONS" * 100)  # a second PUT: rejected
     aws.drain()
@@ -192,12 +209,24 @@ def exercise_every_path(aws: Aws) -> None:
             assert call(metadata.handler, api_event("GET", f"/metadata/{ident}", user=user))[0] == 200
             assert call(download.handler, api_event("GET", f"/download/{ident}", user=user))[0] == 200
     assert call(admin_stats.handler, api_event("GET", "/admin/stats"))[0] == 200
+    exercise_multipart()
     status, page = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": "1"}))
     assert status == 200 and page["last_evaluated_key"]
     token = page["last_evaluated_key"]
     query = {"limit": "1", "last_evaluated_key": token}
     assert call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))[0] == 200
     assert call(me.handler, api_event("GET", "/me", user=ALICE))[0] == 200
+
+
+def exercise_multipart() -> None:
+    """A multipart upload of two parts (the 64 MiB threshold is not needed: it asks), listed and completed."""
+    answer = create(len(DATA))
+    upload_id = answer["upload_id"]
+    status, presigned = route("POST", upload_id, "parts", ALICE_CLAIMS, {"parts": [{"part_number": n} for n in (1, 2)]})
+    assert status == 200, presigned
+    put_parts(presigned, [1, 2], part_size=answer["part_size"])
+    assert route("GET", upload_id, "parts", ALICE_CLAIMS)[0] == 200
+    assert route("POST", upload_id, "complete", ALICE_CLAIMS)[0] == 202
 
 
 def exercise_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,6 +241,7 @@ def test_every_request_is_granted_and_every_grant_is_used(
     aws: Aws, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exercise_every_path(aws)
+    exercise_multipart()
     exercise_quotas(monkeypatch)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
     granted = grants(resolver)

@@ -133,8 +133,8 @@ def test_an_upload_released_while_its_ingest_commits_is_not_released_twice(
     repo = deps.repository()
     read = repo.ingest_state
 
-    def read_then_release(event_key: str, digest: str, upload_id: str | None) -> Any:
-        state = read(event_key, digest, upload_id)
+    def read_then_release(*args: Any, **kwargs: Any) -> Any:
+        state = read(*args, **kwargs)
         monkeypatch.setattr(repo, "ingest_state", read)  # once
         s = quotas.settings
         quotas.ddb.transact_write_items(
@@ -166,3 +166,14 @@ def test_an_upload_released_while_its_ingest_commits_is_not_released_twice(
     assert quotas.ddb.get_item(TableName=quotas.settings.uploads_table, Key={"upload_id": {"S": answer["upload_id"]}})[
         "Item"
     ]["status"] == {"S": "stored"}
+
+
+def test_multipart_uploads_count_against_the_quota(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    mib = 1024**2
+    monkeypatch.setenv("TENANT_QUOTA_BYTES", str(12 * mib))
+    deps.reset()
+    status, answer = post(10 * mib, multipart=True)
+    assert status == 201 and answer["multipart"] is True, answer
+    assert usage() == {"pending_count": 1, "pending_bytes": 10 * mib, "stored_bytes": 0, "used_bytes": 10 * mib}
+    status, refused = post(5 * mib, multipart=True)
+    assert status == 403 and refused["error"]["details"] == {"limit": 12 * mib, "usage": 10 * mib, "kind": "bytes"}

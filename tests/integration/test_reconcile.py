@@ -25,17 +25,26 @@ import pytest
 import requests
 
 from dfd import clock, deps
-from dfd.config import Settings
+from dfd.config import MIB, Settings
 from dfd.handlers import ingest, metadata, upload
+from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile
-from dfdlocal.emulator import make_emulator_server
+from dfdlocal.emulator import SerializeDynamoDB, make_emulator_server
 from dfdlocal.names import RECONCILE_STATE_MACHINE, REGION
 from dfdlocal.template import TEMPLATE, load_template, read_model
 from dfdtools import reconcile as reconcile_tool
 from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
 from tests.integration.conftest import template_resources
+from tests.integration.test_multipart import ALICE, as_user
 from tests.support import LambdaContext, api_event, call, sqs_batch
+
+
+def dynamodb_lock(app: Any) -> Any:
+    """The lock of the emulator's SerializeDynamoDB middleware, wherever it sits in the middleware chain."""
+    while not isinstance(app, SerializeDynamoDB):
+        app = app.app
+    return app.lock
 
 
 @dataclass
@@ -70,7 +79,7 @@ def emulator() -> Iterator[Emulator]:
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
         try:
-            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), server.app.lock)
+            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), dynamodb_lock(server.app))
         finally:
             server.shutdown()
             server.server_close()
@@ -511,6 +520,62 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused (no fixed port's luck)
         nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
         assert reconcile_tool.main(["--endpoint-url", nobody, "--timeout", "5"]) == 2
+
+
+def test_expired_multipart_uploads_are_aborted_in_s3(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Abandoned multipart uploads past their expiry: the workflow aborts the S3 multipart upload (its parts are
+    freed) before marking the upload expired — also when S3 forgot it already (lifecycle rule, or never created:
+    no parts call was made)."""
+    monkeypatch.setenv("MULTIPART_MIN_PART_BYTES", str(5 * MIB))
+    monkeypatch.setenv("MULTIPART_EXPIRES", "3600")
+    deps.reset()
+    part = b"p" * (5 * MIB)
+
+    def create() -> str:
+        body = {"filename": "big.bin", "size": 2 * len(part), "multipart": True}
+        status, answer = call(upload.handler, as_user(api_event("POST", "/upload", body=body), ALICE))
+        assert status == 201 and answer["multipart"] is True, answer
+        return str(answer["upload_id"])
+
+    def presign(upload_id: str) -> dict[str, Any]:
+        event = as_user(api_event("POST", f"/uploads/{upload_id}/parts", body={"parts": [{"part_number": 1}]}), ALICE)
+        event["routeKey"] = "POST /uploads/{id}/parts"
+        event["pathParameters"] = {"id": upload_id}
+        status, answer = call(parts_handler.handler, event)
+        assert status == 200, answer
+        return dict(answer["parts"][0])
+
+    with_part, never_started, gone_from_s3 = create(), create(), create()
+    first = presign(with_part)
+    assert requests.put(first["url"], data=part, headers=first["headers"], timeout=30).status_code == 200
+    presign(gone_from_s3)
+    s3_ids = {upload_id: local.upload_item(upload_id).get("s3_upload_id") for upload_id in (with_part, gone_from_s3)}
+    bucket, key_of = local.settings.bucket, {u: local.upload_item(u)["s3_key"] for u in (with_part, gone_from_s3)}
+    local.s3.abort_multipart_upload(Bucket=bucket, Key=key_of[gone_from_s3], UploadId=s3_ids[gone_from_s3])
+    assert "s3_upload_id" not in local.upload_item(never_started)
+    held = local.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert [(u["Key"], u["UploadId"]) for u in held] == [(key_of[with_part], s3_ids[with_part])]
+
+    # before the expiry nothing happens: the client may still send its parts
+    assert local.run(now=later(minutes=30))["expired"] == 0
+    assert len(local.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])) == 1
+
+    summary = local.run(now=later(hours=2))
+    assert summary["expired"] == 3 and summary["redriven"] == 0 and summary["orphans"] == 0, summary
+    assert local.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    with pytest.raises(local.s3.exceptions.NoSuchUpload):
+        local.s3.list_parts(Bucket=bucket, Key=key_of[with_part], UploadId=s3_ids[with_part])
+    for upload_id in (with_part, never_started, gone_from_s3):
+        item = local.upload_item(upload_id)
+        assert item["status"] == "expired" and "pending_shard" not in item, item
+    # the owner is told the upload is over
+    event = as_user(api_event("GET", f"/uploads/{with_part}/parts"), ALICE)
+    event["routeKey"] = "GET /uploads/{id}/parts"
+    event["pathParameters"] = {"id": with_part}
+    status, answer = call(parts_handler.handler, event)
+    assert status == 409 and answer["error"]["code"] == "not_pending", answer
+    local.assert_invariants()
+    assert nothing(local.run(now=later(hours=3)))
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import Settings
-from dfd.errors import ObjectChanged, ObjectNotFound
+from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
+from dfd.ids import tenant_from_metadata
 from dfd.ports import (
     COUNTER_FIELDS,
     CommitRefused,
@@ -34,10 +35,13 @@ from dfd.ports import (
     IngestState,
     Item,
     KeyClaimed,
+    MultipartAttached,
+    NewMultipart,
     NewUpload,
     ObjectInfo,
     ObjectVersion,
     OpenedObject,
+    PartInfo,
     PrecheckDuplicate,
     QuotaRefused,
     Sink,
@@ -63,13 +67,20 @@ class FakeRepository:
         self.after_tenant_file: Callable[[], None] | None = None
         self.transactions = 0  # attempted (faults included)
         self.committed = 0
+        self.state_reads: list[str | None] = []  # each ingest_state's tenant hint (None: no reference read)
+        self.adopted: list[tuple[str, str]] = []  # (hash, the key that became its stored copy)
 
     # ---------------------------------------------------------------- reads
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        self.state_reads.append(tenant_hint if upload_id is not None else None)
+        ref = self.tenant_refs.get((tenant_hint, digest)) if upload_id is not None and tenant_hint else None
         state = IngestState(
             self.get_event(event_key),
             self.get_file(digest),
             self.get_upload(upload_id) if upload_id is not None else None,
+            copy.deepcopy(ref),
         )
         hook, self.after_state = self.after_state, None
         if hook is not None:
@@ -144,6 +155,35 @@ class FakeRepository:
         usage = self.usage.setdefault(tenant, {})
         for name, delta in deltas.items():
             usage[name] = usage.get(name, 0) + delta
+
+    # ---------------------------------------------------------------- multipart
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        self.register_upload(upload, now)
+        self.uploads[upload.upload_id].update(
+            multipart=True,
+            owner=multipart.owner,
+            tenant=multipart.tenant,
+            part_size=multipart.part_size,
+            part_count=multipart.part_count,
+        )
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("s3_upload_id") or record.get("status") != "pending":
+            raise MultipartAttached(copy.deepcopy(record))
+        record.update(s3_upload_id=s3_upload_id, part_checksums=part_checksums)
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        if upload_id in self.uploads:
+            self.uploads[upload_id].setdefault("completed_at", clock.iso(now))
+
+    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("status") != "pending":
+            return False
+        record.update(status=status, ended_at=clock.iso(now))
+        record.pop("pending", None)
+        return True
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
@@ -255,6 +295,28 @@ class FakeRepository:
         ref["upload_count"] = ref.get("upload_count", 0) + 1
         ref["last_upload_at"] = stamp
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=upload.size)
+
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        self.transactions += 1
+        if self.faults:
+            raise self.faults.pop(0)
+        file = self.files.get(version.hash)
+        if file is None or file.get("s3_key") != lost.get("s3_key") or file.get("etag") != lost.get("etag"):
+            raise FileChanged(copy.deepcopy(file))
+        claim = self.claims.get((version.bucket, version.key))
+        if claim is not None:
+            raise KeyClaimed(copy.deepcopy(claim))
+        upload = self.uploads.get(version.upload_id) if version.upload_id is not None else None
+        if version.upload_id is not None and (upload is None or upload.get("event_key") != version.event_key):
+            raise UploadTaken(copy.deepcopy(upload))
+        lost_claim = (str(file.get("bucket") or version.bucket), str(file["s3_key"]))
+        if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:
+            self.claims.pop(lost_claim, None)
+        file.update(s3_key=version.key, etag=version.etag, bucket=version.bucket, adopted_at=clock.iso(now))
+        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": clock.iso(now)}
+        if upload is not None:
+            upload["status"] = "stored"
+        self.adopted.append((version.hash, version.key))
 
     # ---------------------------------------------------------------- the model's rules
     def _begin(self, counter_shard: int) -> None:
@@ -368,6 +430,7 @@ class FakeObject:
     version_id: str | None
     content_type: str | None
     checksum_sha256: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -379,6 +442,7 @@ class FakeObjectStore:
     presigned: list[dict[str, Any]] = field(default_factory=list)
     before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
     streams: int = 0  # bodies read through stream()
+    heads: list[tuple[str, str]] = field(default_factory=list)  # exists() calls (HeadObject IfMatch)
     _puts: int = 0
 
     def put(
@@ -389,11 +453,12 @@ class FakeObjectStore:
         *,
         checksum: bool = False,
         content_type: str | None = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
     ) -> FakeObject:
         self._puts += 1
         etag = '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
         digest = hashlib.sha256(data).hexdigest() if checksum else None
-        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest)
+        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest, dict(metadata or {}))
         return self.objects[(bucket, key)]
 
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
@@ -401,7 +466,14 @@ class FakeObjectStore:
         if found is None:
             raise ObjectNotFound(f"s3 object {key} does not exist")
         info = ObjectInfo(
-            bucket, key, found.etag, found.version_id, len(found.data), found.content_type, found.checksum_sha256
+            bucket,
+            key,
+            found.etag,
+            found.version_id,
+            len(found.data),
+            found.content_type,
+            found.checksum_sha256,
+            tenant_from_metadata(found.metadata),
         )
         body = None if (found.checksum_sha256 or expect_checksum) else io.BytesIO(found.data)
         return OpenedObject(info, body)
@@ -437,6 +509,11 @@ class FakeObjectStore:
         self.deleted.append((bucket, key))
         return True
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        self.heads.append((bucket, key))
+        found = self.objects.get((bucket, key))
+        return found is not None and (not etag or found.etag == etag)
+
     def presign_put(
         self,
         bucket: str,
@@ -446,14 +523,89 @@ class FakeObjectStore:
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str]]:
         self.presigned.append(
-            {"bucket": bucket, "key": key, "size": size, "content_type": content_type, "checksum_b64": checksum_b64}
+            {
+                "bucket": bucket,
+                "key": key,
+                "size": size,
+                "content_type": content_type,
+                "checksum_b64": checksum_b64,
+                "metadata": dict(metadata or {}),
+            }
         )
         headers = {"content-type": content_type, "content-length": str(size), "if-none-match": "*"}
         if checksum_b64:
             headers["x-amz-checksum-sha256"] = checksum_b64
+        for name, value in (metadata or {}).items():
+            headers[f"x-amz-meta-{name}"] = value
         return f"https://fake-s3/{bucket}/{key}?expires={expires_in}", headers
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
-        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}"
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        typed = f"&response-content-type={content_type}" if content_type else ""
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}{typed}"
+
+    # ---------------------------------------------------------------- multipart
+    # multiparts: S3 upload id → {"bucket", "key", "checksum", "parts": {n: PartInfo}, "data": {n: bytes}}
+    multiparts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    aborted: list[str] = field(default_factory=list)
+
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
+        s3_upload_id = f"mpu-{len(self.multiparts) + len(self.aborted) + 1}"
+        self.multiparts[s3_upload_id] = {"bucket": bucket, "key": key, "checksum": checksum, "parts": {}, "data": {}}
+        self.multiparts[s3_upload_id]["metadata"] = dict(metadata or {})
+        return s3_upload_id
+
+    def upload_part(self, s3_upload_id: str, part_number: int, data: bytes, checksum_b64: str | None = None) -> str:
+        """A client's PUT of one part (what S3 keeps); its ETag."""
+        upload = self.multiparts[s3_upload_id]
+        etag = '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
+        upload["parts"][part_number] = PartInfo(part_number, etag, len(data), checksum_b64)
+        upload["data"][part_number] = data
+        return etag
+
+    def presign_upload_part(
+        self,
+        bucket: str,
+        key: str,
+        s3_upload_id: str,
+        part_number: int,
+        *,
+        size: int,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        headers = {"content-length": str(size)}
+        if checksum_b64:
+            headers["x-amz-checksum-sha256"] = checksum_b64
+        return f"https://fake-s3/{bucket}/{key}?uploadId={s3_upload_id}&partNumber={part_number}", headers
+
+    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
+        upload = self.multiparts.get(s3_upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {s3_upload_id}")
+        return [upload["parts"][n] for n in sorted(upload["parts"])]
+
+    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
+        upload = self.multiparts.get(s3_upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {s3_upload_id}")
+        if (bucket, key) in self.objects:
+            raise ObjectChanged(f"s3 object {key} exists")
+        data = b"".join(upload["data"][part.part_number] for part in parts)
+        assert len(data) == size
+        self.put(bucket, key, data, metadata=upload["metadata"])
+        del self.multiparts[s3_upload_id]
+
+    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
+        if self.multiparts.pop(s3_upload_id, None) is not None:
+            self.aborted.append(s3_upload_id)
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        with self.open(bucket, key, expect_checksum=True) as opened:
+            return opened.info

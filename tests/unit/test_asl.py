@@ -28,6 +28,7 @@ TABLES = {
 # what a task resource needs in IAM (aws-sdk action names are the API's; IAM's differ for S3 listings)
 IAM_ACTIONS = {
     "aws-sdk:s3:listObjectsV2": "s3:ListBucket",
+    "aws-sdk:s3:abortMultipartUpload": "s3:AbortMultipartUpload",
     "aws-sdk:sqs:sendMessage": "sqs:SendMessage",
     "aws-sdk:cloudwatch:putMetricData": "cloudwatch:PutMetricData",
     "states:startExecution": "states:StartExecution",
@@ -35,6 +36,7 @@ IAM_ACTIONS = {
 }
 IAM_RESOURCES = {
     "s3:ListBucket": "FilesBucket.Arn",
+    "s3:AbortMultipartUpload": "${FilesBucket.Arn}/${UploadPrefix}*",
     "sqs:SendMessage": "IngestQueue.Arn",
     "cloudwatch:PutMetricData": "*",
     # its own ARN, from its fixed name (continuations)
@@ -139,7 +141,9 @@ def test_only_sdk_integrations_no_lambda() -> None:
 
 def test_every_task_retries_with_backoff_and_jitter() -> None:
     for name, state in tasks():
-        (retrier,) = state["Retry"]
+        *answers, retrier = state["Retry"]
+        # errors that are answers (caught by the state) come first, never retried
+        assert all(answer["MaxAttempts"] == 0 for answer in answers), name
         assert retrier["BackoffRate"] >= 2 and retrier["MaxAttempts"] >= 5, name
         assert retrier["JitterStrategy"] == "FULL" and retrier["MaxDelaySeconds"] <= 60, name
         if ":dynamodb:" in state["Resource"]:
@@ -315,6 +319,33 @@ def test_load_definition_substitutes_json_safely() -> None:
 def test_load_definition_refuses_a_missing_substitution() -> None:
     with pytest.raises(reconcile.ReconcileError, match="no substitution for"):
         reconcile.load_definition({"FilesTable": "x"})
+
+
+def test_expiring_a_multipart_upload_aborts_it_first() -> None:
+    """An expired upload with an S3 multipart upload (`s3_upload_id`) is aborted in S3, then marked expired;
+    without one (single PUT, or a multipart upload never given a parts call) it is marked expired directly."""
+    states = definition()["States"]["PendingItems"]["ItemProcessor"]["States"]
+    (expired,) = states["UrlExpired"]["Choices"]
+    assert expired["Next"] == "ExpireMultipart"
+    choice = states["ExpireMultipart"]
+    assert choice["Choices"] == [{"Variable": "$.upload.s3_upload_id.S", "IsPresent": True, "Next": "AbortMultipart"}]
+    assert choice["Default"] == "MarkExpiredQuota"  # then MarkExpired, or MarkExpiredCounted (quota release)
+    abort = states["AbortMultipart"]
+    assert abort["Resource"] == "arn:aws:states:::aws-sdk:s3:abortMultipartUpload"
+    assert abort["Parameters"] == {
+        "Bucket": "${BucketName}",
+        "Key.$": "$.upload.s3_key.S",
+        "UploadId.$": "$.upload.s3_upload_id.S",
+    }
+    assert abort["Next"] == "MarkExpiredQuota" and abort["ResultPath"] is None
+    # an upload S3 no longer knows (aborted by DELETE or the lifecycle rule) is expired all the same, at once:
+    # NoSuchUpload (S3.… on AWS, s3.… under moto) is caught and never retried; any other failure is retried
+    gone = ["S3.NoSuchUploadException", "s3.NoSuchUploadException"]
+    (catch,) = abort["Catch"]
+    assert catch == {"ErrorEquals": gone, "ResultPath": None, "Next": "MarkExpiredQuota"}
+    answer, retrier = abort["Retry"]
+    assert answer == {"ErrorEquals": gone, "MaxAttempts": 0}
+    assert retrier["ErrorEquals"] == ["States.TaskFailed"]
 
 
 def test_quota_releases_write_only_usage_items(machine: dict[str, Any]) -> None:

@@ -26,6 +26,9 @@ ROUTES = {
     ("GET", "/me"): "MeFunction",
     ("GET", "/admin/stats"): "AdminStatsFunction",
     ("GET", "/admin/hashes"): "AdminHashesFunction",
+    ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
+    ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",
+    ("POST", "/uploads/{id}/complete"): "UploadPartsFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
@@ -34,6 +37,7 @@ HANDLERS = {
     "MeFunction": "dfd.handlers.me.handler",
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
+    "UploadPartsFunction": "dfd.handlers.multipart.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
@@ -77,6 +81,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
             for table in ("EventsTable", "FilesTable")
         },
         ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),  # the reference the object's tenant hint names
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a lost stored copy's key claim, when a duplicate adopts
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -96,6 +102,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("dynamodb:DeleteItem", "CountersTable.Arn"),
         ("s3:ListBucket", "FilesBucket.Arn"),
+        ("s3:AbortMultipartUpload", OBJECTS),
         ("sqs:SendMessage", "IngestQueue.Arn"),
         ("cloudwatch:PutMetricData", "*"),
         (
@@ -542,7 +549,7 @@ def test_bucket(template: dict[str, Any]) -> None:
     assert default == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
     (rule,) = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
-    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": {"Ref": "AbortIncompleteMultipartDays"}}
 
     (cors,) = props["CorsConfiguration"]["CorsRules"]
     assert set(cors["AllowedMethods"]) == {"PUT", "GET", "HEAD"}

@@ -24,6 +24,7 @@ TEMPLATE = ROOT / "template.yaml"
 KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 FUNCTIONS = [
     "UploadFunction",
+    "UploadPartsFunction",
     "MetadataFunction",
     "MeFunction",
     "DownloadFunction",
@@ -223,7 +224,7 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 ((operator, keys),) = statement["Condition"].items()
                 assert operator in ("StringLike", "StringLikeIfExists"), logical_id
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    assert sorted(found) == ["IngestFunction", "ReconcileStateMachine"]
+    assert sorted(found) == ["IngestFunction", "ReconcileStateMachine", "UploadPartsFunction"]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ first in ``_PRECEDENCE``). A new item in a transaction is one more ``plan.add(ro
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +36,8 @@ from dfd.ports import (
     FileIsThisObject,
     FileVanished,
     KeyClaimed,
+    MultipartAttached,
+    NewMultipart,
     NewUpload,
     ObjectVersion,
     PendingReleased,
@@ -120,6 +125,12 @@ def translate(error: ClientError | BotoCoreError, action: str) -> DfdError:
     return DfdError(f"DynamoDB {action} failed ({code})", code="storage_error")
 
 
+def _condition_failed(error: ClientError | BotoCoreError) -> bool:
+    return isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == (
+        "ConditionalCheckFailedException"
+    )
+
+
 class Repository:
     """Reads and writes of the five tables (implements :class:`dfd.ports.Repository`). Receives its client; knows
     table and attribute names. `rng` spreads pending uploads over the pending index's shards."""
@@ -167,8 +178,10 @@ class Repository:
             time.sleep(min(0.05 * 2**attempt, 1.0))
         raise ServiceUnavailable("DynamoDB BatchGetItem left keys unprocessed after retries")
 
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
-        """Everything the ingest decision needs, in ONE consistent BatchGetItem."""
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to four tables)."""
         s = self._s
         request: dict[str, Any] = {
             s.events_table: {"Keys": [to_item({"event_key": event_key})], "ConsistentRead": True},
@@ -176,13 +189,18 @@ class Repository:
         }
         if upload_id is not None:
             request[s.uploads_table] = {"Keys": [to_item({"upload_id": upload_id})], "ConsistentRead": True}
+            if tenant_hint is not None:
+                ref = to_item({"tenant": tenant_hint, "hash": digest})
+                request[s.tenant_files_table] = {"Keys": [ref], "ConsistentRead": True}
         found = self._batch_get(request)
 
         def first(table: str) -> Item | None:
             items = found.get(table, [])
             return items[0] if items else None
 
-        return IngestState(first(s.events_table), first(s.files_table), first(s.uploads_table))
+        return IngestState(
+            first(s.events_table), first(s.files_table), first(s.uploads_table), first(s.tenant_files_table)
+        )
 
     def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
         """The file record and the tenant's reference to it, in ONE consistent BatchGetItem."""
@@ -231,7 +249,8 @@ class Repository:
         return items, ({"hash": from_item(last)["hash"]} if last else None)
 
     # ---------------------------------------------------------------- writes (intents of dfd.ports.Repository)
-    def register_upload(self, upload: NewUpload, now: datetime) -> None:
+    def register_upload(self, upload: NewUpload, now: datetime, *, extra: Item | None = None) -> None:
+        """`extra`: more attributes of the same record (register_multipart_upload's)."""
         s = self._s
         record = {
             "upload_id": upload.upload_id,
@@ -250,16 +269,21 @@ class Repository:
             "owner": upload.owner,
             "tenant": upload.tenant,
         }
+        record.update(extra or {})
+        item = to_item(record)
         if upload.tenant is not None:
             self._register_counted(upload, record)
             return
         try:
             self._db.put_item(
                 TableName=s.uploads_table,
-                Item=to_item(record),
+                Item=item,
                 ConditionExpression="attribute_not_exists(upload_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except (ClientError, BotoCoreError) as error:
+            if _already_put(error, item):
+                return  # our own put, applied before its response was lost (botocore retried it)
             raise translate(error, "PutItem") from error
 
     def _register_counted(self, upload: NewUpload, record: Item) -> None:
@@ -274,9 +298,10 @@ class Repository:
                 "TableName": s.uploads_table,
                 "Item": to_item({**record, "quota_bytes": upload.size}),
                 "ConditionExpression": "attribute_not_exists(upload_id)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
-        plan = _Plan()
+        plan = _Plan(identity="upload")  # a lost response, retried: recognised by the record it put
         plan.add("upload", put)
         plan.add("usage", self._count_pending_item(upload.tenant, upload.size), QuotaRefused)
         self._run(plan)
@@ -334,14 +359,88 @@ class Repository:
         }
         plan.add("usage", request)
 
+    # ---------------------------------------------------------------- multipart (dfd.multipart)
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        """A pending upload record with `multipart`, `owner`, `tenant`, `part_size`, `part_count`; its
+        `s3_upload_id` (never shown to clients) and `part_checksums` come with the first parts call."""
+        extra = {
+            "multipart": True,
+            "owner": multipart.owner,
+            "tenant": multipart.tenant,
+            "part_size": multipart.part_size,
+            "part_count": multipart.part_count,
+        }
+        self.register_upload(upload, now, extra=extra)
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET s3_upload_id = :id, part_checksums = :checksums",
+                ConditionExpression="attribute_exists(upload_id) AND attribute_not_exists(s3_upload_id)"
+                " AND #status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":id": to_attr(s3_upload_id),
+                    ":checksums": to_attr(part_checksums),
+                    ":pending": to_attr("pending"),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):
+                raw: Any = error.response.get("Item") if isinstance(error, ClientError) else None
+                raise MultipartAttached(from_item(raw) if raw else None) from error
+            raise translate(error, "UpdateItem") from error
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET completed_at = if_not_exists(completed_at, :now)",
+                ConditionExpression="attribute_exists(upload_id)",
+                ExpressionAttributeValues={":now": to_attr(clock.iso(now))},
+            )
+        except (ClientError, BotoCoreError) as error:
+            if not _condition_failed(error):  # the record is gone (TTL): nothing to note
+                raise translate(error, "UpdateItem") from error
+
+    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """status = `status`, out of the pending index (the TTL stays: the record ages out as usual)."""
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET #status = :status, ended_at = :now REMOVE pending_shard",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":status": to_attr(status),
+                    ":now": to_attr(clock.iso(now)),
+                    ":pending": to_attr("pending"),
+                },
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):
+                return False
+            raise translate(error, "UpdateItem") from error
+        return True
+
+    # ---------------------------------------------------------------- writes, continued
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        item = to_item(self._event_record(version, outcome, now))
         try:
             self._db.put_item(
                 TableName=self._s.events_table,
-                Item=to_item(self._event_record(version, outcome, now)),
+                Item=item,
                 ConditionExpression="attribute_not_exists(event_key)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except (ClientError, BotoCoreError) as error:
+            if _already_put(error, item):
+                return True  # our own put, applied before its response was lost
             if isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == (
                 "ConditionalCheckFailedException"
             ):
@@ -373,8 +472,8 @@ class Repository:
             "upload_count": 1,
             "first_upload_id": version.upload_id,
         }
-        plan = _Plan()
-        plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
+        plan = _Plan(identity="event")
+        plan.add("event", self._put_event_item(self._committed_event(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
         self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
@@ -401,8 +500,8 @@ class Repository:
                 return FileVanished(None)
             return FileIsThisObject(item) if item.get("s3_key") == version.key else FileChanged(item)
 
-        plan = _Plan()
-        plan.add("event", self._put_event_item(self._event_record(version, "duplicate", now)), EventRecorded)
+        plan = _Plan(identity="event")
+        plan.add("event", self._put_event_item(self._committed_event(version, "duplicate", now)), EventRecorded)
         plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp), file_changed)
         # never delete bytes some record stores at this key
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
@@ -429,7 +528,7 @@ class Repository:
             "created_at": stamp,
             "processed_at": stamp,
         }
-        plan = _Plan()
+        plan = _Plan(identity="upload")
         plan.add(
             "upload",
             {
@@ -437,6 +536,7 @@ class Repository:
                     "TableName": self._s.uploads_table,
                     "Item": to_item(record),
                     "ConditionExpression": "attribute_not_exists(upload_id)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
         )
@@ -448,10 +548,74 @@ class Repository:
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
 
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        stamp = clock.iso(now)
+        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at"}
+        values: dict[str, Any] = {
+            ":key": to_attr(version.key),
+            ":etag": to_attr(version.etag),
+            ":bucket": to_attr(version.bucket),
+            ":now": to_attr(stamp),
+            ":lost": to_attr(str(lost.get("s3_key", ""))),
+        }
+        condition = "attribute_exists(#h) AND #k = :lost"
+        if lost.get("etag"):
+            values[":lost_etag"] = to_attr(str(lost["etag"]))
+            condition += " AND #e = :lost_etag"
+        plan = _Plan()
+        plan.add(
+            "file",
+            {
+                "Update": {
+                    "TableName": self._s.files_table,
+                    "Key": to_item({"hash": version.hash}),
+                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            FileChanged,
+        )
+        lost_claim = key_claim(str(lost.get("bucket") or version.bucket), str(lost.get("s3_key", "")))
+        plan.add(
+            "lost_claim",
+            {
+                "Delete": {
+                    "TableName": self._s.events_table,
+                    "Key": to_item({"event_key": lost_claim}),
+                    # never another content's claim
+                    "ConditionExpression": "attribute_not_exists(event_key) OR #h = :h",
+                    "ExpressionAttributeNames": {"#h": "hash"},
+                    "ExpressionAttributeValues": {":h": to_attr(version.hash)},
+                }
+            },
+        )
+        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
+        if version.upload_id is not None:
+            plan.add(
+                "upload",
+                {
+                    "Update": {
+                        "TableName": self._s.uploads_table,
+                        "Key": to_item({"upload_id": version.upload_id}),
+                        "UpdateExpression": "SET #s = :stored",
+                        "ConditionExpression": "#ek = :ek",
+                        "ExpressionAttributeNames": {"#s": "status", "#ek": "event_key"},
+                        "ExpressionAttributeValues": {":stored": to_attr("stored"), ":ek": to_attr(version.event_key)},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                UploadTaken,
+            )
+        self._run(plan)
+
     def transact(self, items: list[dict[str, Any]]) -> None:
-        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch)."""
+        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch), with the
+        ClientRequestToken of its exact request (:func:`request_token`)."""
         try:
-            self._db.transact_write_items(TransactItems=items)
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=request_token(items))
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "TransactWriteItems") from error
 
@@ -459,6 +623,8 @@ class Repository:
         try:
             self.transact(plan.items)
         except CancelledTransaction as cancelled:
+            if plan.applied_before(cancelled):
+                return  # our own transaction, applied before its response was lost
             raise plan.refusal(cancelled) from cancelled
 
     # ---------------------------------------------------------------- items and transaction items
@@ -475,6 +641,12 @@ class Repository:
             "processed_at": clock.iso(now),
             "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
         }
+
+    def _committed_event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
+        """The event record an ingest commit puts, marked with a nonce of this one request: a retry of the same
+        request (botocore resends it) finds its own record, a concurrent delivery of the same event — whose
+        record would otherwise be identical, down to the second — finds another's (a replay)."""
+        return self._event_record(version, outcome, now) | {"commit": secrets.token_hex(8)}
 
     def _add_finish_upload(
         self,
@@ -670,6 +842,36 @@ def usage_key(tenant: str) -> Item:
     return {"counter_id": f"usage#{tenant}"}
 
 
+def request_token(items: list[dict[str, Any]]) -> str:
+    """The ClientRequestToken of one TransactWriteItems: a digest of the operation's identity AND of every
+    parameter of this very request.
+
+    DynamoDB answers a request that repeats a token of the last 10 minutes with the first one's result, without
+    applying it again — when every parameter is identical; a token reused with different parameters raises
+    IdempotentParameterMismatchException. A lost response is retried by botocore, which resends the same
+    serialized request: same items, same token, recognised. A retry the domain builds itself (a new attempt
+    after a conflict or after botocore gave up) has a new timestamp and counter shard, perhaps a different
+    decision, hence a new token: it must not be taken for the first request, and needs not be — whatever the
+    first one applied is visible to the conditions (the event record, the upload record), which make the
+    second a replay. Since the items carry the identity (event key, upload id) and the token carries the
+    items, two operations never share a token and no parameter mismatch can occur. Where tokens are not
+    honoured (moto: the local stack and the tests), :meth:`_Plan.applied_before` recognises our own
+    transaction from the item its identity condition returns."""
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(b"dfd-transact\n" + canonical.encode()).hexdigest()[:36]
+
+
+def _already_put(error: ClientError | BotoCoreError, item: dict[str, Any]) -> bool:
+    """A conditional PutItem refused because the very item it puts is there: our own put, applied before its
+    response was lost and retried (the item returned by ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    if not isinstance(error, ClientError):
+        return False
+    if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+        return False
+    old: Any = error.response.get("Item")
+    return isinstance(old, dict) and bool(old) and from_item(old) == from_item(item)
+
+
 Refusal = Callable[[Item | None], CommitRefused]
 
 # The conflict a cancelled transaction raises is that of the first role, in this order, whose condition
@@ -686,6 +888,9 @@ class _Plan:
     items: list[dict[str, Any]] = field(default_factory=list)
     roles: dict[str, int] = field(default_factory=dict)
     conflicts: dict[str, Refusal] = field(default_factory=dict)
+    # the role whose Put carries the operation's identity (an event key, an upload id): found there, exactly as
+    # this plan puts it, it says the whole transaction was applied before (transactions are atomic)
+    identity: str | None = None
 
     def add(self, role: str, request: dict[str, Any], conflict: Refusal | None = None) -> None:
         assert role not in self.roles, f"role {role} twice in one transaction"
@@ -693,6 +898,15 @@ class _Plan:
         self.items.append(request)
         if conflict is not None:
             self.conflicts[role] = conflict
+
+    def applied_before(self, cancelled: CancelledTransaction) -> bool:
+        if self.identity is None or self.identity not in self.roles:
+            return False
+        index = self.roles[self.identity]
+        put = self.items[index].get("Put")
+        if not isinstance(put, dict) or not cancelled.failed(index):
+            return False
+        return cancelled.item(index) == from_item(put["Item"])
 
     def refusal(self, cancelled: CancelledTransaction) -> CommitRefused:
         order = [r for r in _PRECEDENCE if r in self.roles] + [r for r in self.roles if r not in _PRECEDENCE]

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
-from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
+from dfd.errors import DfdError, MultipartGone, ObjectChanged, ObjectNotFound, PartsRejected, ServiceUnavailable
 from dfd.hashing import b64_to_hex
-from dfd.ports import ObjectInfo, OpenedObject, Sink
+from dfd.ids import tenant_from_metadata
+from dfd.ports import ObjectInfo, OpenedObject, PartInfo, Sink
 
 if TYPE_CHECKING:
     from dfd.config import Settings
@@ -41,6 +42,8 @@ RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in e
 DRAIN_LIMIT = 256 * 1024  # an unread body up to this size is drained (the connection stays pooled)
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
+_NO_UPLOAD = {"NoSuchUpload"}
+_PARTS_REJECTED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
 _RETRYABLE = {"SlowDown", "503", "500", "InternalError", "ServiceUnavailable", "RequestTimeout"}
 
 
@@ -48,6 +51,10 @@ def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdE
     if isinstance(error, BotoCoreError):
         return ServiceUnavailable(f"S3 {action} {key} failed: {error}")
     code = str(error.response.get("Error", {}).get("Code", ""))
+    if code in _NO_UPLOAD:
+        return MultipartGone(f"S3 {action} {key}: no such multipart upload")
+    if code in _PARTS_REJECTED:
+        return PartsRejected(f"S3 {action} {key} refused the parts ({code})", details={"s3_code": code})
     if code in _MISSING:
         return ObjectNotFound(f"s3 object {key} does not exist")
     if code in _CHANGED:
@@ -106,6 +113,7 @@ def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
         size=int(response["ContentLength"]),
         content_type=response.get("ContentType"),
         checksum_sha256=verified,
+        tenant_hint=tenant_from_metadata(response.get("Metadata")),
     )
 
 
@@ -353,6 +361,20 @@ class ObjectStore:
             raise mapped from error
         return True
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """HeadObject IfMatch `etag`: True when that version is there; False when missing or overwritten."""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if etag:
+            kwargs["IfMatch"] = etag
+        try:
+            self._s3.head_object(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            mapped = translate(error, "HeadObject", key)
+            if isinstance(mapped, ObjectNotFound | ObjectChanged):
+                return False
+            raise mapped from error
+        return True
+
     # ------------------------------------------------------------------ presign
     def presign_put(
         self,
@@ -363,8 +385,10 @@ class ObjectStore:
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str]]:
-        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256)."""
+        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256, and each
+        `metadata` entry as its x-amz-meta-* header)."""
         params: dict[str, Any] = {
             "Bucket": bucket,
             "Key": key,
@@ -376,22 +400,122 @@ class ObjectStore:
         if checksum_b64:
             params["ChecksumSHA256"] = checksum_b64
             headers["x-amz-checksum-sha256"] = checksum_b64
+        if metadata:
+            params["Metadata"] = dict(metadata)
+            headers.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
         try:
             url: str = self._presign.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "presign PUT", key) from error
         return url, headers
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        """A GET URL answering with this Content-Disposition and, when given, this Content-Type (the reader's
+        own view of a shared object, never the first uploader's type)."""
+        params: dict[str, Any] = {"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition}
+        if content_type:
+            params["ResponseContentType"] = content_type
         try:
             url: str = self._presign.generate_presigned_url(
                 "get_object",
-                Params={"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition},
+                Params=params,
                 ExpiresIn=expires_in,
             )
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "presign GET", key) from error
         return url
+
+    # ------------------------------------------------------------------ multipart (dfd.multipart)
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ContentType": content_type}
+        if metadata:
+            kwargs["Metadata"] = metadata  # the completed object carries it (the ingest's tenant hint)
+        if checksum:
+            kwargs["ChecksumAlgorithm"] = "SHA256"
+        try:
+            upload_id: str = self._s3.create_multipart_upload(**kwargs)["UploadId"]
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "CreateMultipartUpload", key) from error
+        return upload_id
+
+    def presign_upload_part(
+        self,
+        bucket: str,
+        key: str,
+        s3_upload_id: str,
+        part_number: int,
+        *,
+        size: int,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        """A SigV4 UploadPart URL signing the part's exact Content-Length (and its SHA-256)."""
+        params: dict[str, Any] = {
+            "Bucket": bucket,
+            "Key": key,
+            "UploadId": s3_upload_id,
+            "PartNumber": part_number,
+            "ContentLength": size,
+        }
+        headers = {"content-length": str(size)}
+        if checksum_b64:
+            params["ChecksumSHA256"] = checksum_b64
+            headers["x-amz-checksum-sha256"] = checksum_b64
+        try:
+            url: str = self._presign.generate_presigned_url("upload_part", Params=params, ExpiresIn=expires_in)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "presign UploadPart", key) from error
+        return url, headers
+
+    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
+        """Every part, over all ListParts pages (1,000 per page), sorted by part number."""
+        parts: dict[int, PartInfo] = {}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": s3_upload_id}
+        while True:
+            try:
+                page = self._s3.list_parts(**kwargs)
+            except (ClientError, BotoCoreError) as error:
+                raise translate(error, "ListParts", key) from error
+            for part in page.get("Parts", []):
+                number = int(part["PartNumber"])
+                parts[number] = PartInfo(number, part["ETag"], int(part["Size"]), part.get("ChecksumSHA256"))
+            marker = page.get("NextPartNumberMarker")
+            if not page.get("IsTruncated") or marker is None:
+                return [parts[number] for number in sorted(parts)]
+            kwargs["PartNumberMarker"] = int(marker)
+
+    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
+        """CompleteMultipartUpload IfNoneMatch "*" (an object at the key → ObjectChanged), with each part's
+        checksum when S3 keeps one (an upload created with SHA-256 requires them)."""
+        listed: list[dict[str, Any]] = []
+        for part in parts:
+            entry: dict[str, Any] = {"PartNumber": part.part_number, "ETag": part.etag}
+            if part.checksum_sha256:
+                entry["ChecksumSHA256"] = part.checksum_sha256
+            listed.append(entry)
+        try:
+            self._s3.complete_multipart_upload(
+                Bucket=bucket,
+                Key=key,
+                UploadId=s3_upload_id,
+                MultipartUpload={"Parts": listed},
+                IfNoneMatch="*",
+                MpuObjectSize=size,  # S3 refuses an assembly of any other size
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "CompleteMultipartUpload", key) from error
+
+    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
+        try:
+            self._s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=s3_upload_id)
+        except (ClientError, BotoCoreError) as error:
+            mapped = translate(error, "AbortMultipartUpload", key)
+            if not isinstance(mapped, MultipartGone):
+                raise mapped from error
 
 
 def _release(body: Any) -> None:

@@ -1,0 +1,61 @@
+"""UploadPartsFunction: the multipart routes of an upload (dfd.multipart), the upload owner's only.
+
+POST /uploads/{id}/parts → presigned UploadPart URLs; GET /uploads/{id}/parts → the parts S3 holds;
+POST /uploads/{id}/complete → 202 once S3 assembled the object (the ingest follows its ObjectCreated event).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dfd import aws, deps
+from dfd.config import settings
+from dfd.errors import BadRequest
+from dfd.handlers import init_done
+from dfd.http import json_body, json_response, lambda_entry, make_app, path_id
+from dfd.identity import current_caller
+from dfd.observability import logger
+
+settings()
+app = make_app()
+
+
+@app.post("/uploads/<id>/parts")
+def presign_parts(id: str) -> Any:
+    caller = current_caller(app)
+    answer = deps.multipart_service().presign_parts(caller, path_id(app, id), json_body(app))
+    logger.info("parts presigned", extra={"upload_id": path_id(app, id), "parts": len(answer["parts"])})
+    return json_response(200, answer)
+
+
+@app.get("/uploads/<id>/parts")
+def list_parts(id: str) -> Any:
+    return json_response(200, deps.multipart_service().list_parts(current_caller(app), path_id(app, id)))
+
+
+@app.post("/uploads/<id>/complete")
+def complete(id: str) -> Any:
+    caller = current_caller(app)
+    answer = deps.multipart_service().complete(caller, path_id(app, id), _optional_body())
+    logger.info("multipart completed", extra={"upload_id": path_id(app, id), "status": answer["status"]})
+    return json_response(202, answer)
+
+
+def _optional_body() -> Any:
+    """The JSON body when there is one (complete's body is optional)."""
+    try:
+        raw = app.current_event.decoded_body
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid UTF-8", code="invalid_json") from None
+    if not raw or not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return json_body(app)  # the same 400 as every route
+
+
+handler = lambda_entry(app)
+
+init_done(deps.multipart_service, aws.dynamodb().build, aws.s3().build)

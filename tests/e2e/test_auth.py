@@ -1,0 +1,290 @@
+"""Authentication and access over HTTP against the local stack, as API Gateway's JWT authorizer answers.
+
+Every route of the template refuses an anonymous caller and any token that is not the pool's: signed with
+another key, an edited payload under the original signature, ``alg: none``, expired (signed with moto's real
+key, so only ``exp`` is wrong), another pool's (same key, other ``iss``) or another client's. The handlers'
+rules (branch ``tenant``): ``/admin/*`` is 403 for a non-admin, another tenant's upload is 404, the same tenant
+and admins see it. ``scripts/token`` prints only a token, or one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import importlib.resources
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+import requests
+from joserfc import jwt
+from joserfc.jwk import RSAKey
+
+from dfdlocal.template import load_template
+from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
+
+pytestmark = pytest.mark.e2e
+
+UNAUTHORIZED = {"message": "Unauthorized"}
+
+
+def template_routes() -> list[tuple[str, str]]:
+    """(method, path) of every HttpApi event in template.yaml, path parameters filled in."""
+    template = load_template(ROOT / "template.yaml")
+    routes = []
+    for resource in template["Resources"].values():
+        for event in ((resource.get("Properties") or {}).get("Events") or {}).values():
+            if event.get("Type") == "HttpApi":
+                props = event["Properties"]
+                path = re.sub(r"\{[^}]+\}", "0" * 64, props["Path"])
+                routes.append((str(props["Method"]).upper(), path))
+    assert len(routes) >= 5, routes
+    return routes
+
+
+ROUTES = template_routes()
+
+
+def call(stack: RunningStack, method: str, path: str, headers: dict[str, str] | None = None) -> requests.Response:
+    body = {"filename": "x.txt", "size": 1, "content_type": "text/plain"} if method == "POST" else None
+    return requests.request(method, stack.api_url + path, json=body, headers=headers or {}, timeout=10)
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def claims_of(token: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(unb64(token.split(".")[1]))
+    return document
+
+
+def moto_key() -> Any:
+    """moto's bundled signing key (public knowledge: every pool of the emulator signs with it)."""
+    resource = importlib.resources.files("moto") / "cognitoidp" / "resources" / "jwks-private.json.gz"
+    document = json.loads(gzip.decompress(resource.read_bytes()))
+    return RSAKey.import_key(document)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def assert_unauthorized(response: requests.Response) -> None:
+    assert response.status_code == 401, (response.status_code, response.text)
+    assert response.json() == UNAUTHORIZED
+    assert response.text == '{"message":"Unauthorized"}'
+
+
+# ------------------------------------------------------------------------------------------------
+# 401: no token or not the pool's token, on every route
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_anonymous_is_refused_on_every_route(stack: RunningStack, method: str, path: str) -> None:
+    for headers in ({}, {"Authorization": ""}, {"Authorization": "Bearer"}, {"Authorization": "Bearer x.y.z"}):
+        assert_unauthorized(call(stack, method, path, headers))
+    assert call(stack, method, path, stack.auth("admin")).status_code != 401
+
+
+def test_forged_tokens_are_refused(stack: RunningStack) -> None:
+    genuine = stack.token("alice")
+    header_b64, payload_b64, signature = genuine.split(".")
+    header = json.loads(unb64(header_b64))
+    claims = claims_of(genuine)
+    assert call(stack, "POST", "/upload", bearer(genuine)).status_code == 201
+
+    other_key = RSAKey.generate_key(2048, parameters={"kid": header["kid"]})
+    forged: dict[str, str] = {
+        "another key": jwt.encode({"alg": "RS256", "kid": header["kid"]}, claims, other_key),
+        "edited payload": ".".join(
+            (header_b64, b64(json.dumps({**claims, "cognito:groups": ["admins"]}).encode()), signature)
+        ),
+        "alg none": ".".join((b64(json.dumps({"alg": "none", "typ": "JWT"}).encode()), payload_b64, "")),
+        "alg none, kid kept": ".".join((b64(json.dumps({**header, "alg": "none"}).encode()), payload_b64, "")),
+        "corrupted signature": ".".join((header_b64, payload_b64, signature[::-1])),
+        "expired": jwt.encode(
+            {"alg": "RS256", "kid": header["kid"]},
+            {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600},
+            moto_key(),
+        ),
+        "not yet valid": jwt.encode(
+            {"alg": "RS256", "kid": header["kid"]}, {**claims, "nbf": int(time.time()) + 3600}, moto_key()
+        ),
+    }
+    # the moto key really is the pool's: the same claims re-signed with it pass (so "expired" fails on exp only)
+    resigned = jwt.encode({"alg": "RS256", "kid": header["kid"]}, claims, moto_key())
+    assert call(stack, "POST", "/upload", bearer(resigned)).status_code == 201
+    for name, token in forged.items():
+        for method, path in ROUTES:
+            response = call(stack, method, path, bearer(token))
+            assert response.status_code == 401, (name, method, path, response.text)
+            assert response.json() == UNAUTHORIZED
+            assert "invalid_token" in response.headers.get("www-authenticate", ""), name
+
+
+def test_tokens_of_another_pool_or_client_are_refused(stack: RunningStack) -> None:
+    idp = stack.client("cognito-idp")
+    tag = uuid.uuid4().hex[:8]
+    pool_id = idp.create_user_pool(PoolName=f"other-{tag}")["UserPool"]["Id"]
+    other_pool_client = idp.create_user_pool_client(UserPoolId=pool_id, ClientName="other")["UserPoolClient"]
+    same_pool_client = idp.create_user_pool_client(UserPoolId=stack.cognito["user_pool_id"], ClientName=f"x-{tag}")
+    idp.admin_create_user(UserPoolId=pool_id, Username="alice", MessageAction="SUPPRESS")
+    idp.admin_set_user_password(UserPoolId=pool_id, Username="alice", Password=stack.password, Permanent=True)
+    try:
+        tokens = {}
+        for name, client_id in (
+            ("another pool", other_pool_client["ClientId"]),
+            ("another client of the pool", same_pool_client["UserPoolClient"]["ClientId"]),
+        ):
+            answer = idp.initiate_auth(
+                AuthFlow="USER_PASSWORD_AUTH",
+                ClientId=client_id,
+                AuthParameters={"USERNAME": "alice", "PASSWORD": stack.password},
+            )
+            tokens[name] = answer["AuthenticationResult"]["AccessToken"]
+        assert claims_of(tokens["another pool"])["iss"] != stack.cognito["issuer"]
+        assert claims_of(tokens["another client of the pool"])["iss"] == stack.cognito["issuer"]
+        for name, token in tokens.items():
+            for method, path in ROUTES:
+                response = call(stack, method, path, bearer(token))
+                assert response.status_code == 401, (name, method, path, response.text)
+                assert response.json() == UNAUTHORIZED
+    finally:
+        idp.delete_user_pool_client(
+            UserPoolId=stack.cognito["user_pool_id"], ClientId=same_pool_client["UserPoolClient"]["ClientId"]
+        )
+        idp.delete_user_pool(UserPoolId=pool_id)
+
+
+def test_id_tokens_lack_the_required_scope(stack: RunningStack) -> None:
+    """The authorizer requires aws.cognito.signin.user.admin, which Cognito puts in access tokens only."""
+    id_token = stack.sign_in("alice")["IdToken"]
+    response = call(stack, "POST", "/upload", bearer(id_token))
+    assert response.status_code == 403, response.text
+    assert response.json() == {"message": "Forbidden"}
+    assert "insufficient_scope" in response.headers["www-authenticate"]
+
+
+def test_bearer_prefix_is_optional_and_preflights_stay_open(stack: RunningStack) -> None:
+    token = stack.token("alice")
+    assert call(stack, "POST", "/upload", {"Authorization": token}).status_code == 201
+    preflight = requests.options(
+        stack.api_url + "/upload",
+        headers={
+            "Origin": "http://localhost:5173",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        },
+        timeout=10,
+    )
+    assert preflight.status_code == 204
+    assert "authorization" in preflight.headers["access-control-allow-headers"].split(",")
+    refused = call(stack, "GET", "/admin/stats", {"Origin": "http://localhost:5173"})
+    assert refused.status_code == 401  # CORS headers on the 401 too, so a page can read it
+    assert refused.headers["access-control-allow-origin"] in ("*", "http://localhost:5173")
+
+
+# ------------------------------------------------------------------------------------------------
+# 403 / 404: the handlers' rules (branch tenant)
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", [path for method, path in ROUTES if path.startswith("/admin/")])
+def test_admin_routes_are_for_admins(stack: RunningStack, path: str) -> None:
+    for user in ("alice", "carol", "bob"):
+        response = requests.get(stack.api_url + path, headers=stack.auth(user), timeout=10)
+        assert response.status_code == 403, (user, response.text)
+        assert response.json()["error"]["code"] == "forbidden"
+    assert requests.get(stack.api_url + path, headers=stack.auth("admin"), timeout=10).status_code == 200
+
+
+def test_uploads_are_seen_by_their_tenant_and_admins_only(stack: RunningStack) -> None:
+    body = f"alice's file {uuid.uuid4().hex}\n".encode()
+    created = requests.post(
+        stack.api_url + "/upload",
+        json={"filename": "alice.txt", "size": len(body), "content_type": "text/plain"},
+        headers=stack.auth("alice"),
+        timeout=10,
+    )
+    assert created.status_code == 201, created.text
+    issued = created.json()
+    put = requests.put(issued["upload_url"], data=body, headers=issued["headers"], timeout=10)
+    assert put.status_code == 200, put.text
+    upload_id = issued["upload_id"]
+
+    def stored() -> dict[str, Any] | None:
+        answer = requests.get(f"{stack.api_url}/metadata/{upload_id}", headers=stack.auth("alice"), timeout=10)
+        document: dict[str, Any] = answer.json()
+        return document if answer.status_code == 200 and document.get("status") == "stored" else None
+
+    document = wait_until(stored, timeout=20)
+    for route in (f"/metadata/{upload_id}", f"/download/{upload_id}", f"/metadata/{document['hash']}"):
+        for user, status in (("carol", 200), ("admin", 200), ("bob", 404)):
+            response = requests.get(stack.api_url + route, headers=stack.auth(user), timeout=10)
+            assert response.status_code == status, (route, user, response.text)
+            if status == 404:
+                assert "alice.txt" not in response.text
+
+
+# ------------------------------------------------------------------------------------------------
+# scripts/token
+# ------------------------------------------------------------------------------------------------
+def token_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return subprocess.run(
+        [sys.executable, "-m", "dfdtools.token", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_token_tool_prints_only_a_token(stack: RunningStack) -> None:
+    result = token_tool("--endpoint-url", stack.aws_url, "admin")
+    assert result.returncode == 0, result.stderr
+    token = result.stdout.strip()
+    assert result.stdout == token + "\n" and token.count(".") == 2 and result.stderr == ""
+    assert claims_of(token)["username"] == "admin" and claims_of(token)["token_use"] == "access"
+    assert requests.get(stack.api_url + "/admin/stats", headers=bearer(token), timeout=10).status_code == 200
+
+    port = stack.aws_url.rsplit(":", 1)[1]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DFD_AWS_PORT": port, "DFD_LOCAL_PASSWORD": "nope"}
+    via_port = subprocess.run(
+        [sys.executable, "-m", "dfdtools.token", "--password", stack.password, "bob"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert via_port.returncode == 0, via_port.stderr
+    assert claims_of(via_port.stdout.strip())["username"] == "bob"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--password", "Wrong-password-1", "alice"), "wrong password"),
+        (("nobody",), "no user 'nobody'"),
+    ],
+)
+def test_token_tool_errors_are_one_line(stack: RunningStack, args: tuple[str, ...], message: str) -> None:
+    result = token_tool("--endpoint-url", stack.aws_url, *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_token_tool_without_a_stack() -> None:
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        result = token_tool("--endpoint-url", f"http://127.0.0.1:{closed.getsockname()[1]}", "alice")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "is `make run` running?" in result.stderr and result.stderr.count("\n") == 1, result.stderr
