@@ -270,10 +270,10 @@ class Repository:
             "tenant": upload.tenant,
         }
         record.update(extra or {})
-        item = to_item(record)
-        if upload.tenant is not None:
+        if upload.tenant is not None:  # counted against its tenant's quota, in the same write
             self._register_counted(upload, record)
             return
+        item = to_item(record)
         try:
             self._db.put_item(
                 TableName=s.uploads_table,
