@@ -517,11 +517,15 @@ class _Presigner:
             if signed is not None or number not in self._order[self._next :]:
                 batch = [number]
             else:
-                start = self._order.index(number, self._next)
-                # small first batches (the first PUTs wait for their SHA-256s), then doubling up to 100
+                index = self._order.index(number, self._next)
+                # small first batches (the first PUTs wait for their SHA-256s), then doubling up to 100; a batch
+                # starts at the first part never presigned, whichever worker asks first (the batches do not
+                # depend on the threads' timing), and holds the part asked for
                 size = min(PRESIGN_BATCH, max(self._up.tuning.parts_in_flight, self._next))
-                batch = self._order[start : start + size]
-                self._next = max(self._next, start + len(batch))
+                start = max(self._next, index + 1 - PRESIGN_BATCH)
+                end = max(start + size, index + 1)
+                batch = self._order[start:end]
+                self._next = start + len(batch)
             self._presign(batch)
             return self._urls[number]
 

@@ -575,3 +575,15 @@ def test_cli_ctrl_c_exits_130_and_resume_finishes(
     assert len(fake.posts) == 1  # resuming does not create another upload
     assert 1 not in server.puts and len(server.completed) == 1
     assert "stored" in capsys.readouterr().out
+
+
+def test_batches_do_not_depend_on_which_worker_asks_first(data_file: Path, states: StateStore) -> None:
+    """Parts 5 and 6 asked for in the reverse order (a later part's worker got the lock first): the same batches
+    as in order — the next batch starts at the first part never presigned."""
+    server = server_for(data_file)
+    client = uploader(server, states, parts_in_flight=4)
+    state = multipart.UploadState(*multipart.file_identity(data_file), API, "u1", PART, 6)
+    presigner = multipart._Presigner(client, state, [1, 2, 3, 4, 5, 6])
+    for number in (1, 6, 5, 2, 3, 4):
+        assert presigner.get(number).url.startswith("http")
+    assert server.presigned == [[1, 2, 3, 4], [5, 6]]
