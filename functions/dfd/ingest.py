@@ -175,6 +175,10 @@ class Ingestor:
         # that read returns): new content → it cannot; a duplicate → assumed held. The commit is conditioned on
         # the assumption and a TenantRefChanged conflict says what is there instead (no extra read).
         tenant = upload.get("tenant") if isinstance(upload.get("tenant"), str) else None
+        if upload.get("status") == "deleted":  # cancelled before its object arrived: delete it, count nothing
+            result.detail["reason"] = "upload deleted"
+            self._rejected(version, result)
+            return
         held: bool | None = None  # learned from a TenantRefChanged conflict
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt

@@ -61,7 +61,17 @@ COUNTER_FIELDS = (
     "total_uploads",
     "duplicates_avoided",
     "total_s3_size_saved",
+    "deleted_uploads",  # processed uploads deleted (their references removed); cancelled pending ones are not
 )
+
+# The states of a content's physical record (FileMetadata `state`; records written before deletes have none and
+# are live). New references are only ever added to live content (docs/design.md, "Deletes").
+LIVE = "live"
+TOMBSTONED = "tombstoned"
+
+
+def is_live(file: Item) -> bool:
+    return bool(file.get("state", LIVE) == LIVE)
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,21 @@ class PartInfo:
     checksum_sha256: str | None = None  # base64, when the upload was created with SHA-256 checksums
 
 
+@dataclass(frozen=True)
+class UploadDeletion:
+    """Deleting a processed upload, as read: the upload's status, its tenant's reference count (None: the upload
+    has no tenant) and the content's live reference count and generation. The delete is conditioned on them."""
+
+    upload_id: str
+    status: str
+    hash: str
+    size: int
+    tenant: str | None
+    tenant_refs: int | None
+    live_refs: int
+    generation: int
+
+
 # ---------------------------------------------------------------------------------------------- conflicts
 class CommitRefused(DfdError):
     """A write was refused by one of its conditions. Raised as such only when no known condition explains it
@@ -191,6 +216,11 @@ class UploadTaken(CommitRefused):
 class TenantRefChanged(CommitRefused):
     """The tenant's reference to the content is not as the write assumed: it exists although read absent
     (item: the reference), or is absent although read present (item: None)."""
+
+
+class DeleteRaced(CommitRefused):
+    """Deleting an upload: the upload, its tenant's reference or the content's live count is not what the delete
+    read (item: None; the caller reads again)."""
 
 
 class MultipartAttached(CommitRefused):
@@ -286,6 +316,19 @@ class Repository(Protocol):
 
     def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
         """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
+        ...
+
+    # ------------------------------------------------------------------ deletes (dfd.deletes)
+    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """An upload that holds no reference (pending, expired, failed) becomes `deleted` with `deleted_at`,
+        conditioned on its status still being `status`; False when it is not."""
+        ...
+
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+        """In one transaction: the upload `deleted` (status still as read), -1 on its tenant's reference (the
+        reference deleted when it held the last), -1 live reference on the content (TOMBSTONED, with the next
+        generation, when it held the last), +1 `deleted_uploads`. Returns whether the content was tombstoned.
+        Raises DeleteRaced when any of them is no longer as read."""
         ...
 
 

@@ -7,10 +7,10 @@ from typing import Any
 from urllib.parse import quote
 
 from dfd.config import Settings
-from dfd.errors import BadRequest, Forbidden, NotFound, NotReady
+from dfd.errors import BadRequest, Forbidden, Gone, NotFound, NotReady
 from dfd.identity import Caller
 from dfd.ids import is_hash, is_upload_id
-from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository
+from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository, is_live
 from dfd.tokens import decode_token, encode_token
 from dfd.views import file_view, tenant_file_view, upload_view
 
@@ -104,6 +104,8 @@ class Queries:
             filename = str(view.get("filename") or ident)
         else:
             upload = self._upload(ident, caller)
+            if upload.get("status") == "deleted":
+                raise Gone(f"upload {ident} was deleted", details={"deleted_at": upload.get("deleted_at")})
             if upload.get("status") not in PROCESSED or not upload.get("hash"):
                 raise NotReady(
                     f"upload {ident} is {upload.get('status', 'unknown')}; the file is not available yet",
@@ -111,6 +113,8 @@ class Queries:
                 )
             file, view = self._file(upload["hash"], caller)
             filename = str(upload.get("filename") or view.get("filename") or ident)
+        if not is_live(file):  # every reference was deleted: its bytes await the reaper (admins only see it)
+            raise Gone(f"content {file['hash']} was deleted")
         expires_in = self._s.download_url_expires
         url = self._objects.presign_get(
             str(file.get("bucket") or self._s.bucket),

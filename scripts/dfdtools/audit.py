@@ -105,6 +105,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         if key in keys_seen:
             c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {item['hash']}")
         keys_seen[key] = item["hash"]
+        if key not in objects and item.get("state") == "tombstoned":
+            continue  # the reaper deletes a tombstoned content's object first, then its record
         if key not in objects:
             c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
             continue
@@ -126,6 +128,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         "total_uploads": sum(int(i.get("upload_count", 0)) for i in files),
         "duplicates_avoided": sum(int(i.get("upload_count", 0)) - 1 for i in files),
         "total_s3_size_saved": sum((int(i.get("upload_count", 0)) - 1) * int(i["size"]) for i in files),
+        # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
+        "deleted_uploads": sum(1 for u in uploads if u.get("status") == "deleted" and u.get("processed_at")),
     }
     c3 = Check("2+3. counters equal the recount (each object version counted exactly once)", True)
     for name in COUNTER_FIELDS:
@@ -174,7 +178,36 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     c7.holds = not c7.problems
     checks.append(c7)
     checks += _tenant_checks(list(_scan(ddb, settings.tenant_files_table)), uploads, hashes)
+    checks.append(_live_check(files, uploads, events))
     return Report(checks)
+
+
+def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], events: list[dict[str, Any]]) -> Check:
+    """Deletes (issue 13): a content's live count is the number of live references to it — its processed,
+    undeleted uploads, plus objects put straight into the bucket outside `uploads/<upload_id>` keys (their
+    ingest's event record, no upload) — and a content is tombstoned exactly when it has none."""
+    check = Check("deletes: live_refs = the live references to the content; tombstoned iff none", True)
+    refs: dict[str, int] = {}
+    for upload in uploads:
+        if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
+            refs[str(upload["hash"])] = refs.get(str(upload["hash"]), 0) + 1
+    for event in events:
+        if event.get("outcome") in ("stored", "duplicate") and not event.get("upload_id") and event.get("hash"):
+            refs[str(event["hash"])] = refs.get(str(event["hash"]), 0) + 1
+    tombstoned = 0
+    for item in files:
+        digest, live = str(item["hash"]), int(item.get("live_refs", 0))
+        dead = item.get("state") == "tombstoned"
+        tombstoned += dead
+        if live != refs.get(digest, 0):
+            check.problems.append(f"content {digest}: live_refs {live}, live references {refs.get(digest, 0)}")
+        if dead != (live == 0):
+            check.problems.append(f"content {digest}: state {item.get('state')} with live_refs {live}")
+    for digest in sorted(set(refs) - {str(i["hash"]) for i in files}):
+        check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
+    check.counts = {"files": len(files), "tombstoned": tombstoned}
+    check.holds = not check.problems
+    return check
 
 
 def _tenant_checks(refs: list[dict[str, Any]], uploads: list[dict[str, Any]], hashes: set[str]) -> list[Check]:

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
@@ -37,6 +37,7 @@ MODULES = {
     "admin_hashes": "AdminHashesFunction",
     "ingest": "IngestFunction",
     "multipart": "UploadPartsFunction",
+    "uploads": "UploadsFunction",
 }
 INGEST_THREADS = ("dfd-record", "dfd-range")  # the ingest's record and ranged-read workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
@@ -209,6 +210,34 @@ def exercise_every_path(aws: Aws) -> None:
     token = page["last_evaluated_key"]
     query = {"limit": "1", "last_evaluated_key": token}
     assert call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))[0] == 200
+    exercise_deletes(aws)
+
+
+def delete_upload(upload_id: str, user: Any = ALICE) -> int:
+    event = api_event("DELETE", f"/uploads/{upload_id}", user=user)
+    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /uploads/{id}"
+    event["pathParameters"] = {"id": upload_id}
+    return int(uploads.handler(event, LambdaContext())["statusCode"])
+
+
+def exercise_deletes(aws: Aws) -> None:
+    """Deletes: a reference among several, the last (tenant reference deleted, content tombstoned), a pending
+    single PUT cancelled, a pending multipart aborted, an admin's delete of a direct put's upload (no tenant)."""
+    first = uploaded(aws, b"deleted" * 100, "first.bin")
+    second = uploaded(aws, b"deleted" * 100, "second.bin")
+    ingest_keys(aws, first["key"], second["key"])
+    assert delete_upload(first["upload_id"]) == 204
+    assert delete_upload(second["upload_id"]) == 204
+    status, pending = post_upload({"filename": "pending.bin", "size": 10})
+    assert status == 201 and delete_upload(pending["upload_id"]) == 204
+    answer = create(len(DATA))
+    assert route("POST", answer["upload_id"], "parts", ALICE_CLAIMS, {"parts": [{"part_number": 1}]})[0] == 200
+    assert delete_upload(answer["upload_id"]) == 204
+    direct = "uploads/" + "d" * 32
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=direct, Body=b"put straight into the bucket")
+    aws.drain()
+    ingest_keys(aws, direct)
+    assert delete_upload("d" * 32, ADMIN) == 204
 
 
 def exercise_multipart() -> None:

@@ -25,7 +25,10 @@ from dfd.config import Settings
 from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
 from dfd.ports import (
     COUNTER_FIELDS,
+    LIVE,
+    TOMBSTONED,
     CommitRefused,
+    DeleteRaced,
     EventRecorded,
     FileAppeared,
     FileChanged,
@@ -45,6 +48,7 @@ from dfd.ports import (
     Sink,
     TenantRefChanged,
     TenantShare,
+    UploadDeletion,
     UploadTaken,
 )
 
@@ -156,6 +160,45 @@ class FakeRepository:
         record.pop("pending", None)
         return True
 
+    # ---------------------------------------------------------------- deletes
+    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("status") != status:
+            return False
+        record.update(status="deleted", deleted_at=clock.iso(now))
+        record.pop("pending", None)
+        return True
+
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+        self._begin(counter_shard)
+        upload = self.uploads.get(deletion.upload_id)
+        file = self.files.get(deletion.hash)
+        ref = None if deletion.tenant is None else self.tenant_refs.get((deletion.tenant, deletion.hash))
+        last = deletion.tenant_refs == 1
+        tombstone = deletion.live_refs == 1
+        if upload is None or upload.get("status") != deletion.status:
+            raise DeleteRaced(None)
+        if deletion.tenant is not None and (
+            ref is None or (ref["upload_count"] != 1 if last else ref["upload_count"] <= 1)
+        ):
+            raise DeleteRaced(None)
+        live = file.get("live_refs", 0) if file is not None else 0
+        if file is None or (live != 1 or file.get("state", LIVE) != LIVE if tombstone else live <= 1):
+            raise DeleteRaced(None)
+        stamp = clock.iso(now)
+        upload.update(status="deleted", deleted_at=stamp)
+        if deletion.tenant is not None:
+            if last:
+                del self.tenant_refs[(deletion.tenant, deletion.hash)]
+            else:
+                assert ref is not None
+                ref["upload_count"] -= 1
+        file["live_refs"] = live - 1
+        if tombstone:
+            file.update(state=TOMBSTONED, tombstoned_at=stamp, generation=file.get("generation", 0) + 1)
+        self._count(counter_shard, deleted_uploads=1)
+        return tombstone
+
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
             return False
@@ -195,6 +238,9 @@ class FakeRepository:
             "last_upload_at": stamp,
             "upload_count": 1,
             "first_upload_id": version.upload_id,
+            "live_refs": 1,
+            "state": LIVE,
+            "generation": 1,
         }
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
         self._finish_upload(version, "stored", filename, content_type, stamp)
@@ -231,6 +277,7 @@ class FakeRepository:
         stamp = clock.iso(now)
         self.events[version.event_key] = self._event(version, "duplicate", now)
         file["upload_count"] = file.get("upload_count", 0) + 1
+        file["live_refs"] = file.get("live_refs", 0) + 1
         file["last_upload_at"] = stamp
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
         self._finish_upload(version, status, filename, content_type, stamp)
@@ -261,6 +308,7 @@ class FakeRepository:
             "processed_at": stamp,
         }
         file["upload_count"] = file.get("upload_count", 0) + 1
+        file["live_refs"] = file.get("live_refs", 0) + 1
         file["last_upload_at"] = stamp
         ref = self.tenant_refs[(upload.tenant, upload.hash)]
         ref["upload_count"] = ref.get("upload_count", 0) + 1
@@ -318,7 +366,8 @@ class FakeRepository:
         upload_refused: CommitRefused | None = None
         if version.upload_id is not None:
             upload = self.uploads.get(version.upload_id)
-            if upload is not None and upload.get("event_key") not in (None, version.event_key):
+            taken = upload is not None and upload.get("event_key") not in (None, version.event_key)
+            if upload is not None and (taken or upload.get("status") == "deleted"):
                 upload_refused = UploadTaken(copy.deepcopy(upload))
         for refused in (
             EventRecorded(copy.deepcopy(event)) if event is not None else None,

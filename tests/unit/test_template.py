@@ -28,6 +28,7 @@ ROUTES = {
     ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("POST", "/uploads/{id}/complete"): "UploadPartsFunction",
+    ("DELETE", "/uploads/{id}"): "UploadsFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
@@ -36,6 +37,7 @@ HANDLERS = {
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
     "UploadPartsFunction": "dfd.handlers.multipart.handler",
+    "UploadsFunction": "dfd.handlers.uploads.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
@@ -64,6 +66,18 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("s3:GetObject", OBJECTS),
+    },
+    "UploadsFunction": {
+        ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
+        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
+        ("s3:AbortMultipartUpload", OBJECTS),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},

@@ -26,7 +26,10 @@ from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
 from dfd.ids import key_claim
 from dfd.ports import COUNTER_FIELDS as COUNTER_FIELDS
 from dfd.ports import (
+    LIVE,
+    TOMBSTONED,
     CommitRefused,
+    DeleteRaced,
     EventRecorded,
     FileAppeared,
     FileChanged,
@@ -40,6 +43,7 @@ from dfd.ports import (
     PrecheckDuplicate,
     TenantRefChanged,
     TenantShare,
+    UploadDeletion,
     UploadTaken,
 )
 from dfd.ports import IngestState as IngestState
@@ -332,6 +336,102 @@ class Repository:
             raise translate(error, "UpdateItem") from error
         return True
 
+    # ---------------------------------------------------------------- deletes (dfd.deletes)
+    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET #status = :deleted, deleted_at = :now REMOVE pending_shard",
+                ConditionExpression="#status = :read",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":deleted": to_attr("deleted"),
+                    ":now": to_attr(clock.iso(now)),
+                    ":read": to_attr(status),
+                },
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):
+                return False
+            raise translate(error, "UpdateItem") from error
+        return True
+
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+        """The upload, its tenant's reference, the content's live count and a counter shard, in ONE transaction;
+        the reference and the live count are deleted/tombstoned or decremented as read (the conditions make a
+        concurrent change cancel it: the caller reads again)."""
+        stamp = clock.iso(now)
+        s = self._s
+        plan = _Plan()
+        plan.add(
+            "upload",
+            {
+                "Update": {
+                    "TableName": s.uploads_table,
+                    "Key": to_item({"upload_id": deletion.upload_id}),
+                    "UpdateExpression": "SET #st = :deleted, deleted_at = :now",
+                    "ConditionExpression": "#st = :read",
+                    "ExpressionAttributeNames": {"#st": "status"},
+                    "ExpressionAttributeValues": {
+                        ":deleted": to_attr("deleted"),
+                        ":now": to_attr(stamp),
+                        ":read": to_attr(deletion.status),
+                    },
+                }
+            },
+            DeleteRaced,
+        )
+        if deletion.tenant is not None:
+            key = to_item({"tenant": deletion.tenant, "hash": deletion.hash})
+            ref: dict[str, Any]
+            if deletion.tenant_refs == 1:  # the tenant's last upload of the content: it no longer holds it
+                ref = {"Delete": {"ConditionExpression": "upload_count = :one"}}
+                ref["Delete"]["ExpressionAttributeValues"] = {":one": to_attr(1)}
+            else:
+                ref = {"Update": {"UpdateExpression": "ADD upload_count :minus"}}
+                ref["Update"]["ConditionExpression"] = "upload_count > :one"
+                ref["Update"]["ExpressionAttributeValues"] = {":one": to_attr(1), ":minus": to_attr(-1)}
+            body = next(iter(ref.values()))
+            body.update(TableName=s.tenant_files_table, Key=key)
+            plan.add("tenant", ref, DeleteRaced)
+        tombstone = deletion.live_refs == 1
+        values: dict[str, Any] = {":one": to_attr(1), ":minus": to_attr(-1)}
+        names = {"#state": "state"}
+        if tombstone:  # the last reference: the content is tombstoned; the reaper frees it after the grace period
+            update = "ADD live_refs :minus SET #state = :tomb, tombstoned_at = :now, tombstone_shard = :shard,"
+            update += " #gen = if_not_exists(#gen, :zero) + :one"
+            condition = "live_refs = :one AND (attribute_not_exists(#state) OR #state = :live)"
+            names["#gen"] = "generation"
+            values.update(
+                {
+                    ":tomb": to_attr(TOMBSTONED),
+                    ":live": to_attr(LIVE),
+                    ":now": to_attr(stamp),
+                    ":shard": to_attr(f"t#{self._rng.randrange(s.pending_shards)}"),
+                    ":zero": to_attr(0),
+                }
+            )
+        else:
+            update, condition = "ADD live_refs :minus", "live_refs > :one"
+            names = {}
+        file: dict[str, Any] = {
+            "Update": {
+                "TableName": s.files_table,
+                "Key": to_item({"hash": deletion.hash}),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        if names:
+            file["Update"]["ExpressionAttributeNames"] = names
+        plan.add("file", file, DeleteRaced)
+        plan.add("counters", self._add_counters_item(counter_shard, {"deleted_uploads": 1}))
+        self._run(plan)
+        return tombstone
+
     # ---------------------------------------------------------------- writes, continued
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         try:
@@ -372,6 +472,7 @@ class Repository:
             "upload_count": 1,
             "first_upload_id": version.upload_id,
         }
+        record.update(live_refs=1, state=LIVE, generation=1)  # one reference to live content (deletes)
         plan = _Plan()
         plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
@@ -588,7 +689,7 @@ class Repository:
             "Update": {
                 "TableName": self._s.files_table,
                 "Key": to_item({"hash": digest}),
-                "UpdateExpression": "ADD upload_count :one SET last_upload_at = :now",
+                "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#h": "hash"},
                 "ExpressionAttributeValues": values,
@@ -619,9 +720,10 @@ class Repository:
                 "TableName": self._s.uploads_table,
                 "Key": to_item({"upload_id": upload_id}),
                 "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl",
-                "ConditionExpression": "attribute_not_exists(#ek) OR #ek = :ek",
-                "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key"},
-                "ExpressionAttributeValues": values,
+                "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
+                " AND (attribute_not_exists(#del) OR #del <> :del)",  # a deleted (cancelled) upload stays so
+                "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key", "#del": "status"},
+                "ExpressionAttributeValues": {**values, ":del": to_attr("deleted")},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

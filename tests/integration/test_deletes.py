@@ -1,0 +1,175 @@
+"""DELETE /uploads/{id} on moto (issue 13): who may delete, 204 and its repetition, 404 vs 403, the deleted
+record in metadata and 410 on download, the references (tenant and live count), the tombstone, cancels of
+pending uploads (single PUT and multipart), an object arriving for a cancelled upload, and the audit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import requests
+
+from dfd import deps
+from dfd.handlers import admin_stats, download, ingest, metadata, upload, uploads
+from tests.integration.conftest import Aws
+from tests.integration.test_flow import deliver, put
+from tests.integration.test_multipart import ALICE as ALICE_CLAIMS
+from tests.integration.test_multipart import DATA as MP_DATA
+from tests.integration.test_multipart import create, route
+from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
+
+DATA = b"delete me, twice over\n" * 300
+DIGEST = hashlib.sha256(DATA).hexdigest()
+
+
+def delete(upload_id: str, user: ApiUser = ALICE) -> tuple[int, dict[str, Any]]:
+    event = api_event("DELETE", f"/uploads/{upload_id}", user=user)
+    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /uploads/{id}"
+    event["pathParameters"] = {"id": upload_id}
+    response = uploads.handler(event, LambdaContext())
+    body = response.get("body") or ""
+    return int(response["statusCode"]), (json.loads(body) if body else {})
+
+
+def post(data: bytes, name: str, user: ApiUser = ALICE, **extra: Any) -> tuple[int, dict[str, Any]]:
+    body = {"filename": name, "size": len(data), **extra}
+    return call(upload.handler, api_event("POST", "/upload", body=body, user=user))
+
+
+def stored(aws: Aws, data: bytes, name: str, user: ApiUser = ALICE) -> str:
+    status, answer = post(data, name, user)
+    assert status == 201, answer
+    assert put(answer, data).status_code == 200
+    assert deliver(aws) == {"batchItemFailures": []}
+    return str(answer["upload_id"])
+
+
+def file_item(aws: Aws, digest: str = DIGEST) -> dict[str, Any] | None:
+    raw = aws.ddb.get_item(TableName=aws.settings.files_table, Key={"hash": {"S": digest}}, ConsistentRead=True)
+    item = raw.get("Item")
+    return {k: next(iter(v.values())) for k, v in item.items()} if item else None
+
+
+def tenant_ref(aws: Aws, tenant: str, digest: str = DIGEST) -> dict[str, Any] | None:
+    key = {"tenant": {"S": tenant}, "hash": {"S": digest}}
+    raw = aws.ddb.get_item(TableName=aws.settings.tenant_files_table, Key=key, ConsistentRead=True)
+    item = raw.get("Item")
+    return {k: next(iter(v.values())) for k, v in item.items()} if item else None
+
+
+def stats() -> dict[str, Any]:
+    return call(admin_stats.handler, api_event("GET", "/admin/stats"))[1]
+
+
+def test_who_may_delete_and_what_a_deleted_upload_shows(aws: Aws) -> None:
+    first = stored(aws, DATA, "one.bin")
+    assert delete("0" * 32)[0] == 404  # unknown
+    status, body = delete(first, BOB)  # another tenant's
+    assert status == 404 and body["error"]["code"] == "not_found"
+    status, body = delete(first, CAROL)  # the same tenant, not the owner
+    assert status == 403 and body["error"]["code"] == "not_owner"
+    assert delete(first, DAVE)[0] == 404
+    status, body = delete("not-an-id")
+    assert status == 400 and body["error"]["code"] == "invalid_id"
+    assert file_item(aws)["live_refs"] == "1"  # type: ignore[index]
+
+    assert delete(first) == (204, {})
+    before = aws.snapshot()
+    assert delete(first) == (204, {})  # repeated: nothing changes
+    assert delete(first, ADMIN) == (204, {})
+    assert aws.snapshot() == before
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{first}"))
+    assert status == 200 and shown["status"] == "deleted" and shown["deleted_at"].endswith("Z")
+    status, gone = call(download.handler, api_event("GET", f"/download/{first}"))
+    assert status == 410 and gone["error"]["code"] == "deleted"
+    # the last reference: the tenant holds the content no more, the content is tombstoned
+    assert tenant_ref(aws, "acme") is None
+    assert call(metadata.handler, api_event("GET", f"/metadata/{DIGEST}"))[0] == 404
+    item = file_item(aws)
+    assert item is not None and item["state"] == "tombstoned" and item["live_refs"] == "0"
+    assert item["generation"] == "2" and item["tombstoned_at"].endswith("Z") and item["tombstone_shard"]
+    assert call(download.handler, api_event("GET", f"/download/{DIGEST}", user=ADMIN))[0] == 410
+    assert stats()["deleted_uploads"] == 1 and stats()["total_files"] == 1
+    aws.assert_invariants()
+
+
+def test_references_are_counted_per_tenant_and_on_the_content(aws: Aws) -> None:
+    first = stored(aws, DATA, "one.bin")
+    second = stored(aws, DATA, "two.bin", CAROL)  # same tenant: a duplicate
+    third = stored(aws, DATA, "three.bin", BOB)  # another tenant
+    status, precheck = post(DATA, "four.bin", ALICE, sha256=DIGEST)
+    assert status == 409
+    assert file_item(aws)["live_refs"] == "4"  # type: ignore[index]
+    assert tenant_ref(aws, "acme")["upload_count"] == "3"  # type: ignore[index]
+    aws.assert_invariants()
+
+    assert delete(second, ADMIN)[0] == 204  # an admin deletes anyone's
+    assert delete(first)[0] == 204
+    assert tenant_ref(aws, "acme")["upload_count"] == "1"  # type: ignore[index]
+    assert delete(precheck["upload_id"])[0] == 204
+    assert tenant_ref(aws, "acme") is None and tenant_ref(aws, "globex") is not None
+    item = file_item(aws)
+    assert item is not None and item["live_refs"] == "1" and item["state"] == "live"
+    # bob still downloads the bytes
+    status, link = call(download.handler, api_event("GET", f"/download/{third}", user=BOB))
+    assert status == 200 and requests.get(link["download_url"], timeout=10).content == DATA
+    aws.assert_invariants()
+    assert delete(third, BOB)[0] == 204
+    assert file_item(aws)["state"] == "tombstoned"  # type: ignore[index]
+    assert stats()["deleted_uploads"] == 4
+    aws.assert_invariants()
+
+
+def test_a_cancelled_upload_and_its_late_object(aws: Aws) -> None:
+    status, answer = post(DATA, "late.bin")
+    assert status == 201
+    assert delete(answer["upload_id"]) == (204, {})
+    assert delete(answer["upload_id"]) == (204, {})
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{answer['upload_id']}"))
+    assert status == 200 and shown["status"] == "deleted"
+    assert put(answer, DATA).status_code == 200  # the presigned URL is still valid
+    assert deliver(aws) == {"batchItemFailures": []}
+    keys = [o["Key"] for o in aws.s3.list_objects_v2(Bucket=aws.settings.bucket).get("Contents", [])]
+    assert answer["key"] not in keys  # deleted by the ingest
+    assert file_item(aws) is None
+    assert stats()["total_uploads"] == 0 and stats()["deleted_uploads"] == 0  # counted nowhere
+    aws.assert_invariants()
+
+
+def test_an_upload_deleted_while_its_object_is_ingested(aws: Aws) -> None:
+    """The ingest read the upload pending; the delete commits before the ingest's transaction: the ingest's
+    condition refuses to finish a deleted upload and the object is deleted, counted nowhere."""
+    _, answer = post(DATA, "race.bin")
+    assert put(answer, DATA).status_code == 200
+    messages = aws.drain()
+    repo = deps.repository()
+    read = repo.ingest_state
+
+    def then_deleted(*args: Any) -> Any:
+        state = read(*args)
+        assert delete(answer["upload_id"])[0] == 204
+        return state
+
+    repo.ingest_state = then_deleted  # type: ignore[method-assign]
+    try:
+        result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
+    finally:
+        del repo.ingest_state
+    assert result == {"batchItemFailures": []}
+    assert file_item(aws) is None and stats()["total_uploads"] == 0
+    aws.assert_invariants()
+
+
+def test_a_pending_multipart_upload_is_aborted(aws: Aws) -> None:
+    answer = create(len(MP_DATA))
+    upload_id = answer["upload_id"]
+    status, _ = route("POST", upload_id, "parts", ALICE_CLAIMS, {"parts": [{"part_number": 1}]})
+    assert status == 200
+    assert aws.s3.list_multipart_uploads(Bucket=aws.settings.bucket).get("Uploads")
+    assert delete(upload_id) == (204, {})
+    assert not aws.s3.list_multipart_uploads(Bucket=aws.settings.bucket).get("Uploads")
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{upload_id}"))
+    assert status == 200 and shown["status"] == "deleted"
+    assert delete(upload_id) == (204, {})
+    aws.assert_invariants()

@@ -1,0 +1,83 @@
+"""DeleteService on the in-memory ports: the decisions (delete, cancel, already), the retries after a concurrent
+change, the tombstone at the last reference, and the ingest of an object for a cancelled upload."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from dfd.deletes import DeleteService
+from dfd.errors import Forbidden, NotFound
+from dfd.events import ObjectRef
+from dfd.ingest import Ingestor, Outcome
+from dfd.multipart import MultipartService
+from dfd.uploads import UploadRequest, UploadService
+from tests.unit.fakes import FakeObjectStore, FakeRepository
+from tests.unit.test_multipart import ADMIN, ALICE, BOB, CAROL, settings
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+DATA = b"reference counted" * 10
+
+
+class World:
+    def __init__(self) -> None:
+        self.settings = settings()
+        self.repo = FakeRepository(self.settings)
+        self.objects = FakeObjectStore()
+        multipart = MultipartService(self.settings, self.repo, self.objects, now=lambda: NOW)
+        self.deletes = DeleteService(self.settings, self.repo, multipart, now=lambda: NOW, sleep=lambda _: None)
+        self.uploads = UploadService(self.settings, self.repo, self.objects, now=lambda: NOW)
+        self.ingestor = Ingestor(self.settings, self.repo, self.objects, now=lambda: NOW, sleep=lambda _: None)
+
+    def upload(self, caller: Any, data: bytes = DATA) -> str:
+        answer = self.uploads.create(UploadRequest("f.bin", len(data), "application/octet-stream", None), caller)
+        assert answer.status == 201
+        self.objects.put("b", answer.body["key"], data)
+        assert self.ingestor.ingest(ObjectRef("b", answer.body["key"])).outcome in (Outcome.STORED, Outcome.DUPLICATE)
+        return str(answer.body["upload_id"])
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def test_rules_and_the_last_reference_tombstones(world: World) -> None:
+    first, second = world.upload(ALICE), world.upload(BOB)
+    with pytest.raises(NotFound):
+        world.deletes.delete(BOB, first)
+    with pytest.raises(Forbidden):
+        world.deletes.delete(CAROL, first)
+    assert world.deletes.delete(ALICE, first).outcome == "deleted"
+    assert world.deletes.delete(ALICE, first).outcome == "already"
+    (digest,) = world.repo.files
+    assert world.repo.files[digest]["live_refs"] == 1 and ("acme", digest) not in world.repo.tenant_refs
+    result = world.deletes.delete(ADMIN, second)
+    assert result.outcome == "deleted" and result.tombstoned
+    assert world.repo.files[digest]["state"] == "tombstoned" and world.repo.files[digest]["generation"] == 2
+    assert world.repo.counter_totals()["deleted_uploads"] == 2
+
+
+def test_a_concurrent_upload_between_read_and_write_is_followed(world: World) -> None:
+    """The delete read the last reference; a new upload of the content lands before its transaction: the
+    tombstone's condition fails, the delete reads again and only decrements."""
+    first = world.upload(ALICE)
+    world.repo.after_tenant_file = lambda: world.upload(CAROL) and None
+    result = world.deletes.delete(ALICE, first)
+    assert result.outcome == "deleted" and not result.tombstoned and result.attempts == 2
+    (file,) = world.repo.files.values()
+    assert file["live_refs"] == 1 and file["state"] == "live"
+    assert world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
+
+
+def test_a_cancelled_upload_s_object_is_deleted_and_counted_nowhere(world: World) -> None:
+    answer = world.uploads.create(UploadRequest("f.bin", len(DATA), "text/plain", None), ALICE)
+    upload_id = answer.body["upload_id"]
+    assert world.deletes.delete(ALICE, upload_id).outcome == "cancelled"
+    world.objects.put("b", answer.body["key"], DATA)
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.REJECTED and result.deleted and result.detail["reason"] == "upload deleted"
+    assert not world.repo.files and world.repo.counter_totals()["total_uploads"] == 0
+    assert world.repo.uploads[upload_id]["status"] == "deleted"
