@@ -46,6 +46,7 @@ from dfd.ports import (
     TenantRefChanged,
     TenantShare,
     UploadTaken,
+    is_live,
 )
 
 MAX_ATTEMPTS = 8
@@ -189,17 +190,32 @@ class Ingestor:
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
             duplicate = known is not None
+            # tombstoned content (every reference deleted) takes no new reference: this upload resurrects it
+            resurrect = known is not None and not is_live(known)
+            duplicate = duplicate and not resurrect
             share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
-                commit(
-                    version,
-                    filename=filename,
-                    content_type=content_type,
-                    counter_shard=self._rng.randrange(self._s.counter_shards),
-                    now=self._now(),
-                    tenant=share,
-                )
+                if resurrect:
+                    assert known is not None
+                    self._repo.commit_resurrect(
+                        version,
+                        known,
+                        filename=filename,
+                        content_type=content_type,
+                        counter_shard=self._rng.randrange(self._s.counter_shards),
+                        now=self._now(),
+                        tenant=share,
+                    )
+                else:
+                    commit(
+                        version,
+                        filename=filename,
+                        content_type=content_type,
+                        counter_shard=self._rng.randrange(self._s.counter_shards),
+                        now=self._now(),
+                        tenant=share,
+                    )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
                 self._replayed(version, event or {"outcome": "unknown"}, result)
@@ -227,6 +243,9 @@ class Ingestor:
                 self._backoff(attempt)
                 continue
             result.outcome = Outcome.DUPLICATE if duplicate else Outcome.STORED
+            if resurrect:
+                assert known is not None
+                result.detail["resurrected_generation"] = int(known.get("generation", 0)) + 1
             if share is not None:
                 result.detail["tenant"] = share.tenant
                 # what the uploader sees: new for its tenant unless the tenant held the content already

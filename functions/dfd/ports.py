@@ -209,6 +209,11 @@ class FileIsThisObject(FileChanged):
     """Counting a duplicate: the file record's stored copy IS this object (item: that record)."""
 
 
+class ReapPending(CommitRefused):
+    """Resurrecting tombstoned content: an older generation's object still awaits the reaper (item: the record);
+    the ingest backs off and its message is retried (the reaper frees the slot after the grace period)."""
+
+
 class UploadTaken(CommitRefused):
     """The upload was already processed by another object version (item: the upload record)."""
 
@@ -288,6 +293,24 @@ class Repository(Protocol):
         duplicate avoided, and (with a tenant) +1 upload on the tenant's reference, created when absent.
         Raises EventRecorded, KeyClaimed, FileVanished, FileIsThisObject, FileChanged, UploadTaken,
         TenantRefChanged, CommitRefused."""
+        ...
+
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: Item,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """Tombstoned content uploaded again, in one transaction: THIS object becomes the canonical copy of a new
+        generation (the record's s3_key/etag move here, its key is claimed, live again with one reference); the
+        tombstoned generation's object is handed to the reaper (`reap_key`/`reap_etag`). Conditioned on the record
+        still tombstoned at the generation read. Raises EventRecorded, KeyClaimed, FileChanged (resurrected or
+        reaped meanwhile: FileVanished), ReapPending, UploadTaken, TenantRefChanged."""
         ...
 
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:

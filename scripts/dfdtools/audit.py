@@ -126,8 +126,11 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         "total_files": len(files),
         "total_bytes_stored": sum(int(i["size"]) for i in files),
         "total_uploads": sum(int(i.get("upload_count", 0)) for i in files),
-        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - 1 for i in files),
-        "total_s3_size_saved": sum((int(i.get("upload_count", 0)) - 1) * int(i["size"]) for i in files),
+        # `stores`: the content's generations (a tombstoned content uploaded again is stored anew, not a duplicate)
+        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - int(i.get("stores", 1)) for i in files),
+        "total_s3_size_saved": sum(
+            (int(i.get("upload_count", 0)) - int(i.get("stores", 1))) * int(i["size"]) for i in files
+        ),
         # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
         "deleted_uploads": sum(1 for u in uploads if u.get("status") == "deleted" and u.get("processed_at")),
     }
@@ -137,8 +140,9 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
             c3.problems.append(f"{name}: counters say {totals[name]}, recount says {recount[name]}")
     dup_events = sum(1 for e in events if e.get("outcome") == "duplicate")
     new_events = sum(1 for e in events if e.get("outcome") == "stored")
-    if new_events > len(files):
-        c3.problems.append(f"{new_events} 'stored' event records but only {len(files)} files")
+    generations = sum(int(i.get("stores", 1)) for i in files)
+    if new_events > generations:
+        c3.problems.append(f"{new_events} 'stored' event records but only {generations} stored generations")
     c3.counts = {"counters_" + k: v for k, v in totals.items()} | {"dup_events": dup_events}
     c3.holds = not c3.problems
     checks.append(c3)
@@ -146,6 +150,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     # 4: no duplicate bytes remain once committed; unprocessed objects only while events are in flight
     c4 = Check("4. no duplicate object remains after its transaction committed", True)
     canonical = {i.get("s3_key") for i in files}
+    canonical |= {i.get("reap_key") for i in files if i.get("reap_key")}  # an older generation's: the reaper's
     by_event = {e["event_key"]: e for e in events}
     leftover = unprocessed = 0
     for key, obj in objects.items():

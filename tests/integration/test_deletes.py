@@ -173,3 +173,28 @@ def test_a_pending_multipart_upload_is_aborted(aws: Aws) -> None:
     assert status == 200 and shown["status"] == "deleted"
     assert delete(upload_id) == (204, {})
     aws.assert_invariants()
+
+
+def test_tombstoned_content_is_resurrected_by_an_upload_of_its_bytes(aws: Aws) -> None:
+    first = stored(aws, DATA, "one.bin")
+    old = file_item(aws)
+    assert old is not None and old["stores"] == "1" and old["generation"] == "1"
+    assert delete(first)[0] == 204
+    status, _ = post(DATA, "again.bin", ALICE, sha256=DIGEST)  # no 409 for tombstoned content
+    assert status == 201
+    second = stored(aws, DATA, "two.bin", BOB)
+    item = file_item(aws)
+    assert item is not None and item["state"] == "live" and item["generation"] == "3" and item["live_refs"] == "1"
+    assert item["s3_key"] == f"uploads/{second}" and item["reap_key"] == old["s3_key"]
+    assert item["stores"] == "2" and item["upload_count"] == "2"
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{second}", user=BOB))
+    assert status == 200 and shown["status"] == "stored"
+    status, link = call(download.handler, api_event("GET", f"/download/{second}", user=BOB))
+    assert status == 200 and requests.get(link["download_url"], timeout=10).content == DATA
+    third = stored(aws, DATA, "three.bin", CAROL)  # an ordinary duplicate of live content again
+    assert file_item(aws)["live_refs"] == "2"  # type: ignore[index]
+    assert stats()["duplicates_avoided"] == 1 and stats()["total_uploads"] == 3
+    aws.assert_invariants(settled=False)
+    assert delete(third, CAROL)[0] == 204 and delete(second, BOB)[0] == 204
+    assert file_item(aws)["state"] == "tombstoned"  # type: ignore[index]
+    aws.assert_invariants(settled=False)

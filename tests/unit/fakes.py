@@ -45,6 +45,7 @@ from dfd.ports import (
     OpenedObject,
     PartInfo,
     PrecheckDuplicate,
+    ReapPending,
     Sink,
     TenantRefChanged,
     TenantShare,
@@ -241,6 +242,7 @@ class FakeRepository:
             "live_refs": 1,
             "state": LIVE,
             "generation": 1,
+            "stores": 1,
         }
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
         self._finish_upload(version, "stored", filename, content_type, stamp)
@@ -267,6 +269,8 @@ class FakeRepository:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file["s3_key"] == version.key:
             file_refused = FileIsThisObject(copy.deepcopy(file))
+        elif file.get("state", LIVE) != LIVE:  # new references only to live content
+            file_refused = FileChanged(copy.deepcopy(file))
         self._check(
             version,
             claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
@@ -284,12 +288,61 @@ class FakeRepository:
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
 
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: Item,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        self._begin(counter_shard)
+        file = self.files.get(version.hash)
+        claim = self.claims.get((version.bucket, version.key))
+        generation = int(tombstoned.get("generation", 0))
+        file_refused: CommitRefused | None = None
+        if file is None:
+            file_refused = FileVanished(None)
+        elif file.get("state") != TOMBSTONED or file.get("generation") != generation:
+            file_refused = FileChanged(copy.deepcopy(file))
+        elif file.get("s3_key") != tombstoned.get("s3_key") or "reap_key" in file:
+            file_refused = ReapPending(copy.deepcopy(file))
+        self._check(
+            version,
+            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
+            file=file_refused,
+            tenant=self._tenant_refused(tenant, version.hash),
+        )
+        assert file is not None
+        stamp = clock.iso(now)
+        self.events[version.event_key] = self._event(version, "stored", now)
+        file.update(
+            state=LIVE,
+            generation=generation + 1,
+            reap_key=file["s3_key"],
+            reap_etag=file.get("etag", ""),
+            s3_key=version.key,
+            bucket=version.bucket,
+            etag=version.etag,
+            live_refs=1,
+            last_upload_at=stamp,
+            stores=file.get("stores", 1) + 1,
+            upload_count=file.get("upload_count", 0) + 1,
+        )
+        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
+        self._finish_upload(version, "stored", filename, content_type, stamp)
+        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
+        self._count(counter_shard, total_uploads=1)
+
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         self._begin(counter_shard)
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        if file is None:
+        if file is None or file.get("state", LIVE) != LIVE:
             raise FileVanished(None)
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
         if refused is not None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dfd.deletes import DeleteService
-from dfd.errors import Forbidden, NotFound
+from dfd.errors import Forbidden, NotFound, ServiceUnavailable
 from dfd.events import ObjectRef
 from dfd.ingest import Ingestor, Outcome
 from dfd.multipart import MultipartService
@@ -81,3 +81,40 @@ def test_a_cancelled_upload_s_object_is_deleted_and_counted_nowhere(world: World
     assert result.outcome == Outcome.REJECTED and result.deleted and result.detail["reason"] == "upload deleted"
     assert not world.repo.files and world.repo.counter_totals()["total_uploads"] == 0
     assert world.repo.uploads[upload_id]["status"] == "deleted"
+
+
+def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world: World) -> None:
+    first = world.upload(ALICE)
+    (digest,) = world.repo.files
+    old_key = world.repo.files[digest]["s3_key"]
+    assert world.deletes.delete(ALICE, first).tombstoned
+    # the precheck never answers 409 for tombstoned content: the bytes must be uploaded
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
+    assert answer.status == 201
+    sha = UploadRequest("h.bin", len(DATA), "text/plain", digest)
+    assert world.uploads.create(sha, ALICE).status == 201
+    world.objects.put("b", answer.body["key"], DATA)
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.STORED and result.detail["resurrected_generation"] == 3
+    file = world.repo.files[digest]
+    assert file["state"] == "live" and file["generation"] == 3 and file["live_refs"] == 1
+    assert file["s3_key"] == answer.body["key"] and file["reap_key"] == old_key
+    assert world.repo.uploads[answer.body["upload_id"]]["status"] == "stored"
+    assert world.repo.tenant_refs[("globex", digest)]["upload_count"] == 1
+    totals = world.repo.counter_totals()
+    assert totals["total_files"] == 1 and totals["total_uploads"] == 2 and totals["duplicates_avoided"] == 0
+    # a duplicate of the resurrected content is an ordinary duplicate again
+    world.upload(ALICE)
+    assert world.repo.files[digest]["live_refs"] == 2
+
+
+def test_a_second_resurrection_waits_for_the_reaper_of_the_first(world: World) -> None:
+    first = world.upload(ALICE)
+    world.deletes.delete(ALICE, first)
+    second = world.upload(ALICE)  # resurrected: the first generation's object awaits the reaper
+    world.deletes.delete(ALICE, second)
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
+    world.objects.put("b", answer.body["key"], DATA)
+    with pytest.raises(ServiceUnavailable):
+        world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert world.repo.uploads[answer.body["upload_id"]]["status"] == "pending"

@@ -41,6 +41,7 @@ from dfd.ports import (
     NewUpload,
     ObjectVersion,
     PrecheckDuplicate,
+    ReapPending,
     TenantRefChanged,
     TenantShare,
     UploadDeletion,
@@ -472,7 +473,7 @@ class Repository:
             "upload_count": 1,
             "first_upload_id": version.upload_id,
         }
-        record.update(live_refs=1, state=LIVE, generation=1)  # one reference to live content (deletes)
+        record.update(live_refs=1, state=LIVE, generation=1, stores=1)  # one reference to live content (deletes)
         plan = _Plan()
         plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
@@ -511,6 +512,64 @@ class Repository:
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        self._run(plan)
+
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: Item,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        stamp = clock.iso(now)
+        generation = int(tombstoned.get("generation", 0))
+
+        def file_changed(item: Item | None) -> CommitRefused:
+            if item is None:
+                return FileVanished(None)
+            if item.get("state") == TOMBSTONED and int(item.get("generation", 0)) == generation:
+                return ReapPending(item)
+            return FileChanged(item)
+
+        file = {
+            "Update": {
+                "TableName": self._s.files_table,
+                "Key": to_item({"hash": version.hash}),
+                # the tombstoned generation's object goes to the reaper (tombstone_shard/tombstoned_at stay: the
+                # reaper finds it after the grace period); this object is the new generation's canonical copy
+                "UpdateExpression": "SET #state = :live, #gen = :next, s3_key = :key, #bucket = :bucket, etag = :etag,"
+                " reap_key = :old_key, reap_etag = :old_etag, live_refs = :one, last_upload_at = :now,"
+                " stores = if_not_exists(stores, :one) + :one ADD upload_count :one",
+                "ConditionExpression": "#state = :tomb AND #gen = :gen AND s3_key = :old_key"
+                " AND attribute_not_exists(reap_key)",
+                "ExpressionAttributeNames": {"#state": "state", "#gen": "generation", "#bucket": "bucket"},
+                "ExpressionAttributeValues": {
+                    ":live": to_attr(LIVE),
+                    ":tomb": to_attr(TOMBSTONED),
+                    ":gen": to_attr(generation),
+                    ":next": to_attr(generation + 1),
+                    ":key": to_attr(version.key),
+                    ":bucket": to_attr(version.bucket),
+                    ":etag": to_attr(version.etag),
+                    ":one": to_attr(1),
+                    ":now": to_attr(stamp),
+                    ":old_key": to_attr(tombstoned["s3_key"]),
+                    ":old_etag": to_attr(tombstoned.get("etag", "")),
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        plan = _Plan()
+        plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
+        plan.add("file", file, file_changed)
+        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        plan.add("counters", self._add_counters_item(counter_shard, {"total_uploads": 1}))
         self._run(plan)
 
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
@@ -680,8 +739,8 @@ class Repository:
 
     def _count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
         """+1 upload on an existing file record — never the record whose object IS this key."""
-        condition = "attribute_exists(#h)"
-        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now)}
+        condition = "attribute_exists(#h) AND (attribute_not_exists(#state) OR #state = :live)"  # live content only
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":live": to_attr(LIVE)}
         if key is not None:
             condition += " AND s3_key <> :key"
             values[":key"] = to_attr(key)
@@ -691,7 +750,7 @@ class Repository:
                 "Key": to_item({"hash": digest}),
                 "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#h": "hash"},
+                "ExpressionAttributeNames": {"#h": "hash", "#state": "state"},
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
