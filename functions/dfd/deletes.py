@@ -116,6 +116,8 @@ class DeleteService:
             tenant_refs=None if ref is None else int(ref.get("upload_count", 0)),
             live_refs=int(file.get("live_refs", 0)),
             generation=int(file.get("generation", 0)),
+            uploads=int(file.get("upload_count", 0)),
+            stores=int(file.get("stores", 1)),
         )
         shard = self._rng.randrange(self._s.counter_shards)
         return self._repo.commit_delete(deletion, counter_shard=shard, now=self._now())

@@ -170,6 +170,8 @@ class UploadDeletion:
     tenant_refs: int | None
     live_refs: int
     generation: int
+    uploads: int = 0  # the record's upload_count (its history, moved to the counters when it is reaped)
+    stores: int = 1  # its generations stored (a duplicate is an upload beyond them)
 
 
 # ---------------------------------------------------------------------------------------------- conflicts

@@ -276,7 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         aws_port=args.aws_port,
         visibility_timeout=args.visibility_timeout,
         ingest_concurrency=args.ingest_concurrency,
-        parameters=dict(item.split("=", 1) for item in args.param),
+        # tombstoned bytes are reaped after 10 s locally (1 hour on AWS); --param DeleteGraceSeconds=N overrides
+        parameters={"DeleteGraceSeconds": "10", **dict(item.split("=", 1) for item in args.param)},
         log_level=args.log_level,
     )
     stop = threading.Event()

@@ -22,6 +22,9 @@ from dfd.ids import event_key, version_token
 from dfdtools.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
+# counter-shard attributes the reaper ADDs: a reaped content's upload_count, its duplicates and the bytes they
+# saved (history counters are never rewritten, the recount needs them once the record is gone)
+REAPED_FIELDS = ("reaped_uploads", "reaped_duplicates", "reaped_saved")
 
 
 @dataclass
@@ -119,18 +122,23 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
     totals = dict.fromkeys(COUNTER_FIELDS, 0)
+    reaped = dict.fromkeys(REAPED_FIELDS, 0)  # the history of reaped contents, moved there by the reaper
     for shard in shards:
         for name in COUNTER_FIELDS:
             totals[name] += int(shard.get(name, 0))
+        for name in REAPED_FIELDS:
+            reaped[name] += int(shard.get(name, 0))
     recount = {
         "total_files": len(files),
         "total_bytes_stored": sum(int(i["size"]) for i in files),
-        "total_uploads": sum(int(i.get("upload_count", 0)) for i in files),
+        "total_uploads": sum(int(i.get("upload_count", 0)) for i in files) + reaped["reaped_uploads"],
         # `stores`: the content's generations (a tombstoned content uploaded again is stored anew, not a duplicate)
-        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - int(i.get("stores", 1)) for i in files),
+        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - int(i.get("stores", 1)) for i in files)
+        + reaped["reaped_duplicates"],
         "total_s3_size_saved": sum(
             (int(i.get("upload_count", 0)) - int(i.get("stores", 1))) * int(i["size"]) for i in files
-        ),
+        )
+        + reaped["reaped_saved"],
         # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
         "deleted_uploads": sum(1 for u in uploads if u.get("status") == "deleted" and u.get("processed_at")),
     }
@@ -141,6 +149,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     dup_events = sum(1 for e in events if e.get("outcome") == "duplicate")
     new_events = sum(1 for e in events if e.get("outcome") == "stored")
     generations = sum(int(i.get("stores", 1)) for i in files)
+    generations += reaped["reaped_uploads"] - reaped["reaped_duplicates"]
     if new_events > generations:
         c3.problems.append(f"{new_events} 'stored' event records but only {generations} stored generations")
     c3.counts = {"counters_" + k: v for k, v in totals.items()} | {"dup_events": dup_events}

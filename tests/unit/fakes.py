@@ -186,6 +186,8 @@ class FakeRepository:
         live = file.get("live_refs", 0) if file is not None else 0
         if file is None or (live != 1 or file.get("state", LIVE) != LIVE if tombstone else live <= 1):
             raise DeleteRaced(None)
+        if tombstone and file.get("upload_count") != deletion.uploads:
+            raise DeleteRaced(None)
         stamp = clock.iso(now)
         upload.update(status="deleted", deleted_at=stamp)
         if deletion.tenant is not None:
@@ -196,7 +198,9 @@ class FakeRepository:
                 ref["upload_count"] -= 1
         file["live_refs"] = live - 1
         if tombstone:
+            dups = deletion.uploads - deletion.stores
             file.update(state=TOMBSTONED, tombstoned_at=stamp, generation=file.get("generation", 0) + 1)
+            file.update(tomb_duplicates=dups, tomb_saved=dups * deletion.size)
         self._count(counter_shard, deleted_uploads=1)
         return tombstone
 

@@ -111,6 +111,10 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:DeleteItem", "CountersTable.Arn"),
         ("s3:ListBucket", "FilesBucket.Arn"),
         ("sqs:SendMessage", "IngestQueue.Arn"),
+        ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:DeleteItem", "FilesTable.Arn"),
+        ("s3:DeleteObject", OBJECTS),
         ("cloudwatch:PutMetricData", "*"),
         (
             "states:StartExecution",

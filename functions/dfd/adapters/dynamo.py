@@ -402,8 +402,12 @@ class Repository:
         names = {"#state": "state"}
         if tombstone:  # the last reference: the content is tombstoned; the reaper frees it after the grace period
             update = "ADD live_refs :minus SET #state = :tomb, tombstoned_at = :now, tombstone_shard = :shard,"
+            update += " reap_after = :reap, tomb_duplicates = :dups, tomb_saved = :saved,"
             update += " #gen = if_not_exists(#gen, :zero) + :one"
-            condition = "live_refs = :one AND (attribute_not_exists(#state) OR #state = :live)"
+            # its history as read (the reaper moves it into the counters: reaped_uploads, _duplicates, _saved)
+            condition = (
+                "live_refs = :one AND upload_count = :uploads AND (attribute_not_exists(#state) OR #state = :live)"
+            )
             names["#gen"] = "generation"
             values.update(
                 {
@@ -412,6 +416,10 @@ class Repository:
                     ":now": to_attr(stamp),
                     ":shard": to_attr(f"t#{self._rng.randrange(s.pending_shards)}"),
                     ":zero": to_attr(0),
+                    ":reap": to_attr(clock.iso(clock.plus(now, seconds=s.delete_grace_seconds))),
+                    ":uploads": to_attr(deletion.uploads),
+                    ":dups": to_attr(deletion.uploads - deletion.stores),
+                    ":saved": to_attr((deletion.uploads - deletion.stores) * deletion.size),
                 }
             )
         else:
