@@ -260,6 +260,13 @@ class Repository(Protocol):
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]: ...
 
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """One page of the owner's uploads, newest first, and where the next page starts (owner, created_at,
+        upload_id; None on the last page)."""
+        ...
+
     # writes
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         """Record the version's outcome on its own (nothing else changes); False when already recorded."""

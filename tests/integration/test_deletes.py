@@ -198,3 +198,46 @@ def test_tombstoned_content_is_resurrected_by_an_upload_of_its_bytes(aws: Aws) -
     assert delete(third, CAROL)[0] == 204 and delete(second, BOB)[0] == 204
     assert file_item(aws)["state"] == "tombstoned"  # type: ignore[index]
     aws.assert_invariants(settled=False)
+
+
+def list_uploads(user: ApiUser = ALICE, **query: str) -> tuple[int, dict[str, Any]]:
+    event = api_event("GET", "/uploads", user=user, query=query or None)
+    return call(uploads.handler, event)
+
+
+def test_my_uploads_newest_first_paged_with_a_token_of_the_caller(aws: Aws) -> None:
+    first = stored(aws, DATA, "one.bin")
+    _, pending = post(b"pending", "two.bin")
+    stored(aws, b"bob's", "bob.bin", BOB)
+    _, precheck = post(DATA, "three.bin", ALICE, sha256=DIGEST)
+    assert delete(first)[0] == 204
+    status, page = list_uploads()
+    assert status == 200 and page["count"] == 3 and page["last_evaluated_key"] is None
+    ids = [item["upload_id"] for item in page["items"]]
+    assert set(ids) == {first, pending["upload_id"], precheck["upload_id"]}
+    stamps = [item["created_at"] for item in page["items"]]
+    assert stamps == sorted(stamps, reverse=True)
+    shown = {item["upload_id"]: item for item in page["items"]}
+    assert shown[first]["status"] == "deleted" and shown[first]["hash"] == DIGEST and shown[first]["size"] == len(DATA)
+    assert shown[pending["upload_id"]]["status"] == "pending" and shown[pending["upload_id"]]["filename"] == "two.bin"
+    listed = {"upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at"}
+    assert set(shown[first]) <= listed
+
+    seen: list[str] = []
+    query: dict[str, str] = {"limit": "1"}
+    while True:
+        status, page = list_uploads(**query)
+        assert status == 200 and page["count"] <= 1
+        seen += [item["upload_id"] for item in page["items"]]
+        if not page["last_evaluated_key"]:
+            break
+        token = page["last_evaluated_key"]
+        status, body = list_uploads(CAROL, limit="1", last_evaluated_key=token)  # another owner's position
+        assert status == 400 and body["error"]["code"] == "invalid_token"
+        query = {"limit": "1", "last_evaluated_key": token}
+    assert seen == ids
+    assert list_uploads(limit="0")[0] == 400
+    assert list_uploads(last_evaluated_key="bm90IGEgdG9rZW4")[1]["error"]["code"] == "invalid_token"
+    status, page = list_uploads(BOB)
+    assert status == 200 and page["count"] == 1
+    assert list_uploads(CAROL)[1] == {"items": [], "count": 0, "last_evaluated_key": None}

@@ -95,6 +95,8 @@ class Recorder:
                 for item in params["TransactItems"]:
                     ((kind, body),) = item.items()
                     found.append((TRANSACT_ACTIONS[kind], body["TableName"]))
+            elif params.get("IndexName"):  # a Query of an index is authorized on the index's ARN
+                found = [(f"dynamodb:{name}", params["TableName"] + "/index/" + params["IndexName"])]
             else:
                 found = [(f"dynamodb:{name}", params["TableName"])]
         elif service == "s3":
@@ -147,6 +149,7 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
     action, resource = service_resource
     s = aws.settings
     if action.startswith("dynamodb:"):
+        resource, _, index = resource.partition("/index/")
         logical = {
             s.files_table: "FilesTable",
             s.counters_table: "CountersTable",
@@ -154,7 +157,8 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
             s.events_table: "EventsTable",
             s.tenant_files_table: "TenantFilesTable",
         }[resource]
-        return resolver.get_att(logical, "Arn")
+        table_arn = resolver.get_att(logical, "Arn")
+        return f"{table_arn}/index/{index}" if index else table_arn
     bucket, _, key = resource.partition("/")
     assert bucket == s.bucket, resource
     bucket_arn = resolver.get_att("FilesBucket", "Arn")
@@ -238,6 +242,8 @@ def exercise_deletes(aws: Aws) -> None:
     aws.drain()
     ingest_keys(aws, direct)
     assert delete_upload("d" * 32, ADMIN) == 204
+    event = api_event("GET", "/uploads", query={"limit": "1"})
+    assert call(uploads.handler, event)[0] == 200
 
 
 def exercise_multipart() -> None:

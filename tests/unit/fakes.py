@@ -113,6 +113,23 @@ class FakeRepository:
         page = copy.deepcopy(rest[:limit])
         return page, ({"hash": page[-1]["hash"]} if len(rest) > limit else None)
 
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        mine = sorted(
+            (u for u in self.uploads.values() if u.get("owner") == owner and u.get("created_at")),
+            key=lambda u: (u["created_at"], u["upload_id"]),
+            reverse=True,
+        )
+        if start_key:
+            after = (start_key["created_at"], start_key["upload_id"])
+            mine = [u for u in mine if (u["created_at"], u["upload_id"]) < after]
+        page = copy.deepcopy(mine[:limit])
+        last = page[-1] if page and len(mine) > limit else None
+        return page, (
+            {"owner": owner, "created_at": last["created_at"], "upload_id": last["upload_id"]} if last else None
+        )
+
     # ---------------------------------------------------------------- writes
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"

@@ -165,7 +165,8 @@ def test_maps_are_inline_and_bounded() -> None:
 
 
 def test_queries_use_the_templates_pending_index(template: dict[str, Any]) -> None:
-    (index,) = template["Resources"]["UploadsTable"]["Properties"]["GlobalSecondaryIndexes"]
+    indexes = template["Resources"]["UploadsTable"]["Properties"]["GlobalSecondaryIndexes"]
+    (index,) = [index for index in indexes if index["IndexName"] == "PendingIndex"]
     keys = [k["AttributeName"] for k in index["KeySchema"]]
     queries = [state for _, state in tasks() if state["Resource"].endswith(":dynamodb:query")]
     queries = [query for query in queries if query["Parameters"]["TableName"] == "${UploadsTable}"]

@@ -29,6 +29,7 @@ ROUTES = {
     ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("POST", "/uploads/{id}/complete"): "UploadPartsFunction",
     ("DELETE", "/uploads/{id}"): "UploadsFunction",
+    ("GET", "/uploads"): "UploadsFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
@@ -78,6 +79,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
         ("s3:AbortMultipartUpload", OBJECTS),
+        ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
@@ -523,7 +525,12 @@ def test_tables(template: dict[str, Any], logical_id: str, hash_key: str, ttl: s
 
 def test_uploads_pending_index(template: dict[str, Any]) -> None:
     props = template["Resources"]["UploadsTable"]["Properties"]
-    (index,) = props["GlobalSecondaryIndexes"]
+    index, owners = props["GlobalSecondaryIndexes"][1], props["GlobalSecondaryIndexes"][0]
+    assert owners["IndexName"] == "OwnerIndex"  # GET /uploads
+    assert owners["KeySchema"] == [
+        {"AttributeName": "owner", "KeyType": "HASH"},
+        {"AttributeName": "created_at", "KeyType": "RANGE"},
+    ]
     assert index["IndexName"] == "PendingIndex"
     assert index["KeySchema"] == [
         {"AttributeName": "pending_shard", "KeyType": "HASH"},
@@ -531,7 +538,13 @@ def test_uploads_pending_index(template: dict[str, Any]) -> None:
     ]
     assert index["Projection"] == {"ProjectionType": "ALL"}
     attributes = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
-    assert attributes == {"upload_id": "S", "pending_shard": "S", "reconcile_after": "S"}
+    assert attributes == {
+        "upload_id": "S",
+        "pending_shard": "S",
+        "reconcile_after": "S",
+        "owner": "S",
+        "created_at": "S",
+    }
 
 
 @pytest.mark.parametrize("logical_id", RETAINED)

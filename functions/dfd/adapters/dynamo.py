@@ -237,6 +237,37 @@ class Repository:
         last = response.get("LastEvaluatedKey")
         return items, ({"hash": from_item(last)["hash"]} if last else None)
 
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """A Query of the sparse OwnerIndex (owner, created_at), newest first; one item more than `limit` tells
+        whether a next page exists (as scan_files does)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "IndexName": "OwnerIndex",
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeValues": {":owner": to_attr(owner)},
+            "ScanIndexForward": False,
+            "Limit": limit + 1,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        try:
+            response = self._db.query(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "Query") from error
+        items = [from_item(i) for i in response.get("Items", [])]
+
+        def position(item: Item) -> dict[str, str]:
+            return {"owner": owner, "created_at": str(item["created_at"]), "upload_id": str(item["upload_id"])}
+
+        if len(items) > limit:
+            items = items[:limit]
+            return items, position(items[-1])
+        last = response.get("LastEvaluatedKey")
+        return items, (position(from_item(last)) if last else None)
+
     # ---------------------------------------------------------------- writes (intents of dfd.ports.Repository)
     def register_upload(self, upload: NewUpload, now: datetime, *, extra: Item | None = None) -> None:
         """`extra`: more attributes of the same record (register_multipart_upload's)."""

@@ -1,5 +1,6 @@
-"""UploadsFunction: the caller's uploads. DELETE /uploads/{id} → 204 (dfd.deletes): the owner's or an admin's;
-repeating it answers 204 again and changes nothing."""
+"""UploadsFunction: the caller's uploads. GET /uploads → the caller's own uploads, newest first, paged (an opaque
+token checked against the caller); DELETE /uploads/{id} → 204 (dfd.deletes): the owner's or an admin's; repeating
+it answers 204 again and changes nothing."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ from aws_lambda_powertools.event_handler import Response
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import lambda_entry, make_app, path_id
+from dfd.http import json_response, lambda_entry, make_app, path_id
 from dfd.identity import current_caller
 from dfd.observability import logger
 
 settings()
 app = make_app()
+
+
+@app.get("/uploads")
+def list_uploads() -> Any:
+    caller = current_caller(app)
+    event = app.current_event
+    page = deps.queries().my_uploads(
+        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key"), caller
+    )
+    return json_response(200, page)
 
 
 @app.delete("/uploads/<id>")
@@ -37,4 +48,4 @@ def delete_upload(id: str) -> Any:
 
 handler = lambda_entry(app)
 
-init_done(deps.delete_service, aws.dynamodb().build, aws.s3().build)
+init_done(deps.delete_service, deps.queries, aws.dynamodb().build, aws.s3().build)
