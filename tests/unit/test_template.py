@@ -621,7 +621,7 @@ def test_bucket_policy_is_tls_only_and_forbids_overwrites(template: dict[str, An
 def test_http_api_cors(template: dict[str, Any]) -> None:
     cors = template["Resources"]["HttpApi"]["Properties"]["CorsConfiguration"]
     assert _is_ref(cors["AllowOrigins"], "AllowedOrigins")
-    assert cors["AllowMethods"] == ["GET", "POST", "OPTIONS"]
+    assert cors["AllowMethods"] == ["GET", "POST", "DELETE", "OPTIONS"]
     assert [h.lower() for h in cors["AllowHeaders"]] == ["content-type", "authorization"]
     assert cors["MaxAge"] == 600
 
