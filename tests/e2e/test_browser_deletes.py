@@ -3,6 +3,7 @@ confirmation, and the list shows it deleted; the API agrees (410 on download).""
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 
@@ -38,3 +39,10 @@ def test_my_uploads_lists_and_deletes(
         expect(listed.get_by_test_id("delete-upload")).to_have_count(0)
     gone = requests.get(f"{stack.api_url}/download/{upload_id}", headers=stack.auth(), timeout=10)
     assert gone.status_code == 410
+    deleted = requests.get(f"{stack.api_url}/admin/stats", headers=stack.auth("admin"), timeout=10).json()
+    with browser_session(browser, stack, request) as (context, watch):  # the dashboard's count follows
+        page = watch.attach(context.new_page(), "admin")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        shown = page.get_by_test_id("stat-deleted_uploads")
+        expect(shown).to_have_attribute("data-value", re.compile(r"^[0-9]+$"), timeout=INGEST_TIMEOUT_MS)
+        assert int(shown.get_attribute("data-value") or "-1") >= deleted["deleted_uploads"] >= 1

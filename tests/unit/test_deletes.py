@@ -118,3 +118,29 @@ def test_a_second_resurrection_waits_for_the_reaper_of_the_first(world: World) -
     with pytest.raises(ServiceUnavailable):
         world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
     assert world.repo.uploads[answer.body["upload_id"]]["status"] == "pending"
+
+
+def test_a_lost_answer_is_retried_and_changes_nothing_more(world: World) -> None:
+    """The transaction commits but its answer is lost (a timeout): the retry reads the upload deleted and
+    stops; the references were removed exactly once."""
+    first, second = world.upload(ALICE), world.upload(CAROL)
+    commit = world.repo.commit_delete
+
+    def lost(*args: Any, **kwargs: Any) -> bool:
+        commit(*args, **kwargs)
+        raise ServiceUnavailable("the answer was lost")
+
+    world.repo.commit_delete = lost  # type: ignore[method-assign]
+    result = world.deletes.delete(ALICE, first)
+    assert result.outcome == "already" and result.attempts == 2
+    (file,) = world.repo.files.values()
+    assert file["live_refs"] == 1 and world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
+    assert world.repo.counter_totals()["deleted_uploads"] == 1
+    assert world.repo.uploads[second]["status"] != "deleted"
+
+
+def test_a_throttled_transaction_is_retried(world: World) -> None:
+    first = world.upload(ALICE)
+    world.repo.faults.append(ServiceUnavailable("throttled"))
+    result = world.deletes.delete(ALICE, first)
+    assert result.outcome == "deleted" and result.tombstoned and result.attempts == 2
