@@ -170,7 +170,7 @@ def test_a_pending_multipart_upload_is_aborted(aws: Aws) -> None:
     assert delete(upload_id) == (204, {})
     assert not aws.s3.list_multipart_uploads(Bucket=aws.settings.bucket).get("Uploads")
     status, shown = call(metadata.handler, api_event("GET", f"/metadata/{upload_id}"))
-    assert status == 200 and shown["status"] == "deleted"
+    assert status == 200 and shown["status"] == "deleted" and shown["deleted_at"].endswith("Z")
     assert delete(upload_id) == (204, {})
     aws.assert_invariants()
 

@@ -175,6 +175,8 @@ class FakeRepository:
         if record is None or record.get("status") != "pending":
             return False
         record.update(status=status, ended_at=clock.iso(now))
+        if status == "deleted":
+            record["deleted_at"] = clock.iso(now)
         record.pop("pending", None)
         return True
 

@@ -353,7 +353,10 @@ class Repository:
             self._db.update_item(
                 TableName=self._s.uploads_table,
                 Key=to_item({"upload_id": upload_id}),
-                UpdateExpression="SET #status = :status, ended_at = :now REMOVE pending_shard",
+                # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
+                UpdateExpression="SET #status = :status, ended_at = :now"
+                + (", deleted_at = :now" if status == "deleted" else "")
+                + " REMOVE pending_shard",
                 ConditionExpression="#status = :pending",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
