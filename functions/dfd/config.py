@@ -64,6 +64,9 @@ class Settings:
     parallel_threshold: int = _integer("PARALLEL_THRESHOLD_BYTES", PARALLEL_THRESHOLD, 1, 5 * 1024**4)
     parallel_part_size: int = _integer("PARALLEL_PART_BYTES", PARALLEL_PART_SIZE, MIB, GIB)
     parallel_workers: int = _integer("PARALLEL_WORKERS", PARALLEL_WORKERS, 1, 64)
+    # per-tenant quotas (0 = unlimited): bytes of pending + stored uploads, pending uploads at once
+    tenant_quota_bytes: int = _integer("TENANT_QUOTA_BYTES", 0, 0, 2**53)
+    tenant_pending_limit: int = _integer("TENANT_PENDING_LIMIT", 0, 0, 10**9)
     # multipart uploads (dfd.multipart): from this size on (or when asked), parts of at least this many bytes;
     # a size above 5 GiB (S3's largest PUT) is always multipart; the upload expires (and is aborted) after
     # MULTIPART_EXPIRES seconds

@@ -15,11 +15,15 @@ from aws_lambda_powertools.logging import correlation_paths
 from dfd.config import settings
 from dfd.errors import BadRequest, DfdError, NotFound
 from dfd.observability import logger, tracer
+from dfd.text import echo
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+
+LOGGED_MESSAGE_CHARS = 512
 
 
 def json_response(status: int, body: Any) -> Response[str]:
@@ -51,7 +55,9 @@ def make_app() -> APIGatewayHttpResolver:
     @app.exception_handler(DfdError)  # type: ignore[untyped-decorator]
     def _domain_error(error: DfdError) -> Response[str]:
         log = logger.warning if error.status < 500 else logger.error
-        log("request failed", extra={"status": error.status, "code": error.code, "error": error.message})
+        # the message may quote client input: logged bounded and printable, so the 4xx is always logged
+        message = echo(error.message, LOGGED_MESSAGE_CHARS)
+        log("request failed", extra={"status": error.status, "code": error.code, "error": message})
         return error_response(error)
 
     @app.not_found
@@ -91,11 +97,15 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
 
 
 def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
-    """The Lambda handler of an HTTP function: correlation id, tracing, then the resolver."""
+    """The Lambda handler of an HTTP function: correlation id, tracing, then the resolver.
 
-    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-    @tracer.capture_lambda_handler
+    The response is never recorded in the trace (capture_response=False): its body may carry a presigned URL,
+    a bearer credential (issue 12, item 8); errors are still recorded (capture_error)."""
+
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return app.resolve(event, context)
 
-    return handler
+    traced: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = tracer.capture_lambda_handler(
+        handler, capture_response=False
+    )
+    return logger.inject_lambda_context(traced, correlation_id_path=correlation_paths.API_GATEWAY_HTTP)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import secrets
 import unicodedata
+from collections.abc import Mapping
+from urllib.parse import quote, unquote
 
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 UPLOAD_ID_RE = re.compile(r"[0-9a-f]{32}")
@@ -44,6 +46,35 @@ def new_upload_id(checksummed: bool = False) -> str:
 def hints_checksum(upload_id: str | None) -> bool:
     """Whether an upload id (as made by new_upload_id) says its object was PUT with a SHA-256 checksum."""
     return upload_id is not None and upload_id[-1:] in _ODD_HEX
+
+
+# The tenant hint. POST /upload's presigned PUT (and a multipart upload's creation) signs the uploader's tenant
+# as object metadata (x-amz-meta-dfd-tenant), so the ingest learns it from its first S3 call (GetObject and
+# HeadObject return the metadata) and reads the tenant's reference to the content in the same BatchGetItem as
+# the rest of its state: the commit then knows whether the tenant holds the content, where it would otherwise
+# assume and be corrected by a cancelled transaction (one call more). Only a hint: the upload record's tenant
+# stays authoritative, and a missing or wrong hint costs that one call, never a wrong result. Metadata travels
+# as an HTTP header, which S3 wants in US-ASCII: the tenant is percent-encoded (tenants are `acme`,
+# `user:<sub>`, or any Cognito group name's tail, which may be any Unicode letter).
+TENANT_METADATA = "dfd-tenant"  # boto3's Metadata key; the header is x-amz-meta-dfd-tenant
+TENANT_HEADER = f"x-amz-meta-{TENANT_METADATA}"
+
+
+def tenant_metadata(tenant: str) -> dict[str, str]:
+    """The object metadata (boto3 `Metadata=`) that carries the uploader's tenant as the ingest's hint."""
+    return {TENANT_METADATA: quote(tenant, safe=":@")}
+
+
+def tenant_from_metadata(metadata: Mapping[str, str] | None) -> str | None:
+    """The tenant hint of an object's metadata (as GetObject/HeadObject return it), or None."""
+    raw = (metadata or {}).get(TENANT_METADATA)
+    if not raw:
+        return None
+    try:
+        tenant = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    return tenant or None
 
 
 def object_key(prefix: str, upload_id: str) -> str:

@@ -7,10 +7,13 @@ Flow per object (docs/design.md):
      costs no GetObject at all. The hint only orders the calls; the checksum always comes from S3.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
   3. ONE consistent read of the state (Repository.ingest_state): the event record, the file record for the
-     hash, the upload record.
+     hash, the upload record and — with the tenant hint the object's metadata carries (dfd.ids.tenant_metadata)
+     — that tenant's reference to the content.
   4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
      commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo).
-  5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable).
+  5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
+     is confirmed (HeadObject IfMatch its ETag). When it is lost, this object becomes the stored copy instead
+     (Repository.adopt_copy) and is kept: the last copy of a content is never deleted.
 The repository's typed conflicts (dfd.ports) drive the retries: event already recorded → replay; key claimed by
 a stored copy → conflict (or canonical); file appeared → duplicate; file vanished → new; file is this very
 object → canonical (never deleted); upload already processed → rejected; conflicts/throttling → backoff.
@@ -42,6 +45,7 @@ from dfd.ports import (
     ObjectStore,
     ObjectVersion,
     OpenedObject,
+    PendingReleased,
     Repository,
     TenantRefChanged,
     TenantShare,
@@ -163,24 +167,33 @@ class Ingestor:
         version = ObjectVersion(
             result.event_key, info.bucket, info.key, info.etag, info.size, result.hash, result.upload_id
         )
-        state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id)
+        state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id, info.tenant_hint)
         if state.event is not None:
-            self._replayed(version, state.event, result)
+            self._replayed(version, state.event, result, state.file)
             return
         upload = state.upload or {}
+        known = state.file
+        if upload.get("event_key") == result.event_key and not (known and known.get("s3_key") == info.key):
+            # the upload is already bound to this very version: its event record has expired (TTL) while the
+            # duplicate's bytes outlived it. A replay: finish the delete, count nothing.
+            self._replayed(version, {"outcome": Outcome.DUPLICATE, "bound_upload": True}, result, known)
+            return
         filename = upload.get("filename") or filename_from_key(info.key)
         content_type = upload.get("content_type") or info.content_type or "application/octet-stream"
-        known = state.file
         # The uploader's tenant (uploads made through POST /upload; objects put straight into the bucket have
-        # none). Whether it holds the content already is not in the one read (the tenant is on the upload record
-        # that read returns): new content → it cannot; a duplicate → assumed held. The commit is conditioned on
-        # the assumption and a TenantRefChanged conflict says what is there instead (no extra read).
+        # none; the upload record says, never the hint). Whether it holds the content already: when the object's
+        # tenant hint names that tenant, the one read returned its reference; otherwise new content → it cannot,
+        # a duplicate → assumed held. The commit is conditioned on what it assumed and a TenantRefChanged
+        # conflict says what is there instead (no extra read).
         tenant = upload.get("tenant") if isinstance(upload.get("tenant"), str) else None
         if upload.get("status") == "deleted":  # cancelled before its object arrived: delete it, count nothing
             result.detail["reason"] = "upload deleted"
             self._rejected(version, result)
             return
-        held: bool | None = None  # learned from a TenantRefChanged conflict
+        held: bool | None = None  # known from the first read (a right hint) or a TenantRefChanged conflict
+        if tenant is not None and tenant == info.tenant_hint:
+            held = state.tenant_ref is not None
+        pending = int(upload.get("quota_bytes") or 0)  # held against the tenant's quota: released by the commit
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
             if known is not None and known.get("s3_key") == info.key:
@@ -193,7 +206,7 @@ class Ingestor:
             # tombstoned content (every reference deleted) takes no new reference: this upload resurrects it
             resurrect = known is not None and not is_live(known)
             duplicate = duplicate and not resurrect
-            share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held)
+            share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held, pending)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
                 if resurrect:
@@ -218,7 +231,7 @@ class Ingestor:
                     )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
-                self._replayed(version, event or {"outcome": "unknown"}, result)
+                self._replayed(version, event or {"outcome": "unknown"}, result, known)
                 return
             except KeyClaimed as claimed:
                 self._conflict(version, result, claimed.item)
@@ -227,10 +240,14 @@ class Ingestor:
                 # new: the file appeared (lost a race) → redo as duplicate; duplicate: the file vanished
                 # (→ new) or is this very object (→ canonical). The next attempt follows what is there now.
                 known = changed.item or self._repo.get_file(version.hash, consistent=True)
+                held = None  # what the first read said of the tenant's reference is as stale: assume again
                 continue
             except UploadTaken:
                 self._rejected(version, result)
                 return
+            except PendingReleased:
+                pending = 0  # the reconcile released the quota bytes meanwhile: do not release them twice
+                continue
             except TenantRefChanged as changed:
                 held = changed.item is not None  # the tenant's reference appeared / vanished: follow it
                 continue
@@ -254,28 +271,60 @@ class Ingestor:
                 result.bytes_saved = info.size
                 if self._after_commit:
                     self._after_commit(result)
-                result.deleted = self._objects.delete(info.bucket, info.key, info.etag)
+                self._delete_duplicate(version, known, result)
             return
         raise ServiceUnavailable(f"ingest of {info.key} did not commit after {MAX_ATTEMPTS} attempts")
 
     def _backoff(self, attempt: int) -> None:
         self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
 
-    def _replayed(self, version: ObjectVersion, event: Item, result: IngestResult) -> None:
+    def _replayed(self, version: ObjectVersion, event: Item, result: IngestResult, file: Item | None) -> None:
         """This object version was ingested before: change nothing, but finish a duplicate's delete (or a
         rejected second PUT's)."""
         result.outcome = Outcome.REPLAY
         result.detail["recorded_outcome"] = event.get("outcome")
-        if event.get("outcome") in (Outcome.DUPLICATE, Outcome.REJECTED):
+        if event.get("bound_upload"):
+            result.detail["bound_upload"] = True
+        if event.get("outcome") == Outcome.DUPLICATE:
+            self._delete_duplicate(version, file, result)
+        elif event.get("outcome") == Outcome.REJECTED:
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
+
+    def _delete_duplicate(self, version: ObjectVersion, file: Item | None, result: IngestResult) -> None:
+        """Delete a committed duplicate's bytes — only once the stored copy is confirmed (ONE HeadObject IfMatch
+        its ETag). A stored copy that is gone (deleted out of band, overwritten) makes this object the stored
+        copy instead: the file record and the key's claim move to it in one transaction conditioned on the
+        record still naming the lost copy, and it is kept."""
+        for _ in range(3):
+            if file is None or not file.get("s3_key"):
+                result.detail["kept"] = "no stored copy recorded"  # never delete what may be the last copy
+                return
+            if file["s3_key"] == version.key:
+                result.detail["kept"] = "stored copy"  # adopted earlier: this object IS the stored copy
+                return
+            bucket = str(file.get("bucket") or version.bucket)
+            if self._objects.exists(bucket, str(file["s3_key"]), file.get("etag")):
+                result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
+                return
+            try:
+                self._repo.adopt_copy(version, file, self._now())
+            except (CommitRefused, ServiceUnavailable):
+                # the record moved on (another copy adopted first, or our own lost response): look again
+                file = self._repo.get_file(version.hash, consistent=True)
+                continue
+            result.detail["adopted_from"] = file["s3_key"]
+            result.detail["upload_status"] = "stored"
+            return
+        result.detail["kept"] = "stored copy unconfirmed"
 
     def _conflict(self, version: ObjectVersion, result: IngestResult, claim: Item | None) -> None:
         """The key holds another content's stored copy, overwritten in place (a direct put bypassing the API):
         that record's bytes are gone. Never delete here, count nothing; record it so operators are told once."""
         claim = claim or self._repo.get_claim(version.bucket, version.key) or {}
         if claim.get("hash") == version.hash:
+            # the same content again at the stored key: recorded as canonical, never as a counted upload
             result.outcome = Outcome.CANONICAL
-            self._repo.record_event(version, Outcome.STORED, self._now())
+            self._repo.record_event(version, Outcome.CANONICAL, self._now())
             return
         result.outcome = Outcome.CONFLICT
         result.detail["stored_hash"] = claim.get("hash")
@@ -292,4 +341,6 @@ class Ingestor:
         if self._repo.record_event(version, Outcome.REJECTED, self._now()):
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
         else:  # a concurrent delivery recorded this version first: follow what it recorded
-            self._replayed(version, self._repo.get_event(version.event_key) or {}, result)
+            event = self._repo.get_event(version.event_key) or {}
+            file = self._repo.get_file(version.hash, consistent=True) if event.get("outcome") else None
+            self._replayed(version, event, result, file)

@@ -37,7 +37,7 @@ from dfd.errors import (
     ValidationFailed,
 )
 from dfd.identity import Caller
-from dfd.ids import is_upload_id, new_upload_id, object_key
+from dfd.ids import is_upload_id, new_upload_id, object_key, tenant_metadata
 from dfd.ports import Item, MultipartAttached, NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
@@ -161,7 +161,11 @@ class MultipartService:
         if record.get("s3_upload_id"):
             return record
         s3_upload_id = self._objects.create_multipart(
-            record["bucket"], record["s3_key"], content_type=str(record["content_type"]), checksum=checksums
+            record["bucket"],
+            record["s3_key"],
+            content_type=str(record["content_type"]),
+            checksum=checksums,
+            metadata=tenant_metadata(str(record["tenant"])) if record.get("tenant") else None,
         )
         try:
             self._repo.attach_s3_upload(record["upload_id"], s3_upload_id, part_checksums=checksums)

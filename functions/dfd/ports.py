@@ -29,6 +29,7 @@ class ObjectInfo:
     size: int
     content_type: str | None
     checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
+    tenant_hint: str | None = None  # the uploader's tenant from the object's metadata (dfd.ids.tenant_metadata)
 
 
 class OpenedObject:
@@ -77,11 +78,13 @@ def is_live(file: Item) -> bool:
 @dataclass(frozen=True)
 class IngestState:
     """What the ingest decision reads first: this version's event record, the file record for its content,
-    its upload record (each None when absent)."""
+    its upload record, and the hinted tenant's reference to the content (each None when absent; the reference
+    is read only with a tenant hint and an upload id)."""
 
     event: Item | None
     file: Item | None
     upload: Item | None
+    tenant_ref: Item | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,32 @@ class TenantShare:
 
     tenant: str
     held: bool
+    # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
+    # releases them (0: nothing pending to release, e.g. an upload registered before quotas)
+    pending_bytes: int = 0
+
+
+USAGE_FIELDS = ("pending_count", "pending_bytes", "stored_bytes", "used_bytes")
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """A tenant's quota usage (docs/design.md, "Quotas"): uploads pending and their declared bytes, the bytes of
+    the distinct contents the tenant holds (`stored_bytes`: a content counts once however often the tenant
+    uploaded it), and `used_bytes` = pending + stored (what TenantQuotaBytes limits)."""
+
+    pending_count: int = 0
+    pending_bytes: int = 0
+    stored_bytes: int = 0
+    used_bytes: int = 0
+
+    @classmethod
+    def from_item(cls, item: Item | None) -> TenantUsage:
+        item = item or {}
+        return cls(*(int(item.get(name, 0)) for name in USAGE_FIELDS))
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
 
 
 # ---------------------------------------------------------------------------------------------- multipart
@@ -220,6 +249,11 @@ class UploadTaken(CommitRefused):
     """The upload was already processed by another object version (item: the upload record)."""
 
 
+class PendingReleased(CommitRefused):
+    """The upload's quota bytes were released meanwhile (the reconcile marked it expired or failed): commit
+    again without releasing them (item: the upload record)."""
+
+
 class TenantRefChanged(CommitRefused):
     """The tenant's reference to the content is not as the write assumed: it exists although read absent
     (item: the reference), or is absent although read present (item: None)."""
@@ -230,6 +264,10 @@ class DeleteRaced(CommitRefused):
     read (item: None; the caller reads again)."""
 
 
+class QuotaRefused(CommitRefused):
+    """Registering an upload would exceed its tenant's quota (item: the tenant's usage item, or None)."""
+
+
 class MultipartAttached(CommitRefused):
     """The upload already has its S3 multipart upload, or is no longer pending (item: the upload record)."""
 
@@ -237,7 +275,12 @@ class MultipartAttached(CommitRefused):
 # ---------------------------------------------------------------------------------------------- ports
 class Repository(Protocol):
     # reads
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState: ...
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """The ingest's first read, ONE consistent read: the event record, the file record, the upload record
+        (with an upload id) and `tenant_hint`'s reference to the content (with an upload id and a hint)."""
+        ...
 
     def get_file(self, digest: str, *, consistent: bool = False) -> Item | None: ...
 
@@ -265,6 +308,10 @@ class Repository(Protocol):
     ) -> tuple[list[Item], dict[str, str] | None]:
         """One page of the owner's uploads, newest first, and where the next page starts (owner, created_at,
         upload_id; None on the last page)."""
+        ...
+
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        """The tenant's quota usage (zeros when it has none yet), read consistently."""
         ...
 
     # writes
@@ -329,7 +376,9 @@ class Repository(Protocol):
         ...
 
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
-        """Record an issued upload as pending (the reconcile sweep finds it if its object never arrives)."""
+        """Record an issued upload as pending (the reconcile sweep finds it if its object never arrives); with a
+        tenant, in the same transaction, count it against the tenant's quota (Settings.tenant_quota_bytes,
+        tenant_pending_limit). Raises QuotaRefused when it would exceed a limit."""
         ...
 
     # ------------------------------------------------------------------ multipart (dfd.multipart)
@@ -348,6 +397,13 @@ class Repository(Protocol):
 
     def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
         """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
+        ...
+
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
+        the stored copy, in one transaction conditioned on the record still naming the lost object — the
+        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored`. Raises
+        FileChanged (the record moved on: item is the record now) or CommitRefused."""
         ...
 
     # ------------------------------------------------------------------ deletes (dfd.deletes)
@@ -374,6 +430,10 @@ class ObjectStore(Protocol):
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """Whether the object version is there (HeadObject IfMatch `etag`): False when missing or changed."""
+        ...
+
     def presign_put(
         self,
         bucket: str,
@@ -383,13 +443,21 @@ class ObjectStore(Protocol):
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
-    ) -> tuple[str, dict[str, str]]: ...
+        metadata: dict[str, str] | None = None,
+    ) -> tuple[str, dict[str, str]]:
+        """A presigned PUT and the headers the client must send with it (`metadata`: x-amz-meta-* signed)."""
+        ...
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str: ...
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str: ...
 
     # ------------------------------------------------------------------ multipart (dfd.multipart)
-    def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:
-        """CreateMultipartUpload (ChecksumAlgorithm SHA256 when `checksum`); the S3 upload id."""
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
+        """CreateMultipartUpload (ChecksumAlgorithm SHA256 when `checksum`, the object's `metadata`); the S3
+        upload id."""
         ...
 
     def presign_upload_part(

@@ -103,6 +103,7 @@ class Queries:
         if is_hash(ident):
             file, view = self._file(ident, caller)
             filename = str(view.get("filename") or ident)
+            content_type = view.get("content_type")
         else:
             upload = self._upload(ident, caller)
             if upload.get("status") == "deleted":
@@ -114,6 +115,7 @@ class Queries:
                 )
             file, view = self._file(upload["hash"], caller)
             filename = str(upload.get("filename") or view.get("filename") or ident)
+            content_type = upload.get("content_type") or view.get("content_type")
         if not is_live(file):  # every reference was deleted: its bytes await the reaper (admins only see it)
             raise Gone(f"content {file['hash']} was deleted")
         expires_in = self._s.download_url_expires
@@ -121,6 +123,7 @@ class Queries:
             str(file.get("bucket") or self._s.bucket),
             str(file["s3_key"]),
             disposition=content_disposition(filename),
+            content_type=str(content_type or "application/octet-stream"),
             expires_in=expires_in,
         )
         return {
@@ -129,7 +132,7 @@ class Queries:
             "filename": filename,
             "size": file.get("size"),
             "hash": file["hash"],
-            "content_type": file.get("content_type"),
+            "content_type": content_type,
         }
 
     @staticmethod

@@ -10,12 +10,22 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
-from dfd.errors import PayloadTooLarge, ValidationFailed
+from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
-from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, valid_content_type
+from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService
-from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, Repository, is_live
+from dfd.ports import (
+    CommitRefused,
+    NewUpload,
+    ObjectStore,
+    PrecheckDuplicate,
+    QuotaRefused,
+    Repository,
+    TenantUsage,
+    is_live,
+)
+from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -37,7 +47,13 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("request body must be a JSON object")
     unknown = sorted(set(body) - _FIELDS)
     if unknown:
-        raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
+        # echoed bounded and printable: at most 5 names of at most 64 characters (dfd.text)
+        shown = echo_list(unknown)
+        more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
+        raise ValidationFailed(
+            f"{len(unknown)} unknown field(s): {', '.join(shown)}{more}",
+            details={"fields": shown, "count": len(unknown)},
+        )
     raw_name = body.get("filename")
     if not isinstance(raw_name, str) or not 1 <= len(raw_name) <= 255:
         raise ValidationFailed("filename must be a string of 1 to 255 characters", details={"field": "filename"})
@@ -66,6 +82,19 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     if multipart and size < S3_MIN_PART:
         raise ValidationFailed(f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"})
     return UploadRequest(filename, size, content_type, sha256, multipart)
+
+
+def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
+    """The 403 for an upload its tenant's quota refused: which limit, and the usage it met (the usage item as the
+    refused write found it)."""
+    usage = TenantUsage.from_item(refused.item)
+    if settings.tenant_pending_limit and usage.pending_count >= settings.tenant_pending_limit:
+        kind, limit, used = "pending", settings.tenant_pending_limit, usage.pending_count
+        message = f"the tenant has {used} uploads pending, the limit is {limit}: finish or abandon some first"
+    else:
+        kind, limit, used = "bytes", settings.tenant_quota_bytes, usage.used_bytes
+        message = f"the upload would exceed the tenant's quota of {limit} bytes ({used} bytes used or pending)"
+    return Forbidden(message, code="quota_exceeded", details={"limit": limit, "usage": used, "kind": kind})
 
 
 @dataclass(frozen=True)
@@ -100,13 +129,16 @@ class UploadService:
             if duplicate is not None:
                 return duplicate
         if self.is_multipart(request):
-            body = self.multipart.create(
-                caller,
-                filename=request.filename,
-                size=request.size,
-                content_type=request.content_type,
-                sha256=request.sha256,
-            )
+            try:  # registered by the same register_upload: counted against the tenant's quota in the same write
+                body = self.multipart.create(
+                    caller,
+                    filename=request.filename,
+                    size=request.size,
+                    content_type=request.content_type,
+                    sha256=request.sha256,
+                )
+            except QuotaRefused as refused:
+                raise quota_exceeded(self._s, refused) from None
             return UploadAnswer(201, body)
         return self._issue(request, caller)
 
@@ -153,6 +185,7 @@ class UploadService:
             content_type=request.content_type,
             checksum_b64=hex_to_b64(request.sha256) if request.sha256 else None,
             expires_in=expires_in,
+            metadata=tenant_metadata(caller.tenant),  # the ingest's tenant hint (dfd.ids)
         )
         expires_at = clock.plus(now, seconds=expires_in)
         upload = NewUpload(
@@ -167,7 +200,10 @@ class UploadService:
             owner=caller.owner,
             tenant=caller.tenant,
         )
-        self._repo.register_upload(upload, now)
+        try:
+            self._repo.register_upload(upload, now)  # counted against the tenant's quota in the same write
+        except QuotaRefused as refused:
+            raise quota_exceeded(self._s, refused) from None
         return UploadAnswer(
             201,
             {

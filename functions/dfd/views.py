@@ -26,9 +26,9 @@ def file_view(item: dict[str, Any]) -> dict[str, Any]:
 
 
 # A tenant's view of a content: the physical facts from the global record, the rest from the tenant's own
-# reference (its first filename, its dates, its upload count), never another tenant's.
-_PHYSICAL_FIELDS = ("hash", "size", "content_type")
-_TENANT_FIELDS = ("filename", "created_at", "upload_count", "last_upload_at")
+# reference (its first filename and content type, its dates, its upload count), never another tenant's.
+_PHYSICAL_FIELDS = ("hash", "size")
+_TENANT_FIELDS = ("filename", "content_type", "created_at", "upload_count", "last_upload_at")
 
 
 def tenant_file_view(file: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:

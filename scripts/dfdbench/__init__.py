@@ -11,6 +11,8 @@ Modules:
 - ``rows_api``: targets 5-6 (AWS calls and DynamoDB capacity per ingest, stats and hashes cost).
 - ``rows_cold``: target 7 (cold start per function).
 - ``e2e``: target 8 (uploads end to end over the local stack vs in-process).
+- ``rows_multipart``: targets 10-12 (multipart upload with parts in parallel, resume, memory of a multipart ingest).
+- ``mpupload``: targets 10-11's uploads over HTTP on the local stack, in their own process.
 - ``counters_sim``, ``scaling``: target 9 (sharded counters under conflicts; throughput limits on AWS).
 - ``report``: the Markdown table, its JSON and the SVG plot.
 """

@@ -8,7 +8,9 @@ across runs; ratios are).
 
 Rows: 1 streaming hash throughput · 2 flat memory · 3 verified-checksum fast path · 4 parallel ranged reads
 behind a bandwidth-capped link · 5 AWS calls and DynamoDB capacity per ingest · 6 stats/hashes cost · 7 cold
-start per function · 8 end to end on the local stack vs in-process · 9 scaling model + counter simulation.
+start per function · 8 end to end on the local stack vs in-process · 9 scaling model + counter simulation ·
+10 multipart upload, parts in parallel vs one PUT (capped link) · 11 resume after an interruption at ~50 % ·
+12 flat memory ingesting a multipart object.
 Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
 """
 
@@ -27,7 +29,8 @@ from typing import Any
 from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
-ALL = ("9", "5", "3", "1", "4", "2", "6", "7", "8")  # run order: row 6 fills a table (moto slows with size)
+# run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
+ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -38,12 +41,15 @@ NAMES = {
     "7": "cold start",
     "8": "end to end, local stack vs in-process",
     "9": "scaling model and counter simulation",
+    "10": "multipart upload, 4 parts in flight vs one PUT (capped link)",
+    "11": "multipart resume after an interruption at ~50 %",
+    "12": "flat memory, multipart object ingest",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-9)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-12)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
@@ -51,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--uploads", type=int, default=300, help="row 8: uploads (default 300)")
     parser.add_argument("--clients", type=int, default=8, help="row 8: concurrent clients on the stack")
     parser.add_argument(
-        "--bandwidth", type=float, default=40e6, help="rows 2 and 4: bytes/s per capped connection (default 40e6)"
+        "--bandwidth", type=float, default=40e6, help="rows 2, 4, 10-12: bytes/s per capped connection (default 40e6)"
     )
     parser.add_argument("--latency-ms", type=float, default=0.0, help="row 4/2: added per request on the capped link")
     parser.add_argument("--cold-runs", type=int, default=5, help="row 7: fresh interpreters per function")
@@ -63,13 +69,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
-        for key in sorted(NAMES):
+        for key in sorted(NAMES, key=int):
             print(f"{key}  {NAMES[key]}")
         return 0
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-9)", file=sys.stderr)
+        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-12)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -89,12 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         for target in [t for t in ALL if t in wanted]:
             print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
             try:
-                if target in ("9", "8"):
+                if target in ("9", "8", "10", "11"):
                     produced = _standalone(target, options, args.clients)
                 else:
                     if bench is None:
                         bench = Bench(options)
-                    if target in ("2", "4") and proxy is None:
+                    if target in ("2", "4", "12") and proxy is None:
                         from dfdbench.proxy import ThrottlingProxy
 
                         proxy = ThrottlingProxy(bench.emulator.port, options.bandwidth, options.latency_ms)
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, Any]]) -> list[Row]:
-    from dfdbench import rows_api, rows_cold, rows_io
+    from dfdbench import rows_api, rows_cold, rows_io, rows_multipart
 
     ceiling = getattr(bench, "_ceiling", None)
     if ceiling is None and target in ("1", "4"):
@@ -150,6 +156,7 @@ def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, An
         "5": lambda: rows_api.calls(bench),
         "6": lambda: rows_api.stats(bench),
         "7": lambda: rows_cold.cold_start(bench),
+        "12": lambda: rows_multipart.multipart_memory(bench, proxy),
     }
     return handlers[target]()
 
@@ -165,6 +172,10 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         from dfdbench.scaling import scaling
 
         return scaling(options.quick)
+    if target in ("10", "11"):
+        from dfdbench import rows_multipart
+
+        return rows_multipart.parallel_upload(options) if target == "10" else rows_multipart.resume_upload(options)
     uploads = options.uploads if not options.quick else min(options.uploads, 100)
     results = {}
     for mode in ("stack", "inprocess"):

@@ -279,7 +279,9 @@ class _FakeRepository(Repository):
         super().__init__(None, sim.settings)
         self.sim, self.who = sim, who
 
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
         return IngestState(None, None, None)
 
     def transact(self, items: list[dict[str, Any]]) -> None:

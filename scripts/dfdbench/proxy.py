@@ -1,9 +1,10 @@
 """A TCP proxy that caps each connection's download bandwidth (and can add a per-request latency), to stand
 in for real S3 (~100 MB/s per connection, tens of ms to first byte) in front of the local emulator.
 
-``python -m dfdbench.proxy --target 127.0.0.1:PORT --bandwidth 100e6 [--latency-ms 10]`` prints
-``ready <port>``. Each accepted connection gets two threads: client → server forwarded as it comes (after
-``latency`` once per request burst), server → client paced by a token bucket at ``bandwidth`` bytes/s.
+``python -m dfdbench.proxy --target 127.0.0.1:PORT --bandwidth 100e6 [--latency-ms 10] [--upload-bandwidth B]``
+prints ``ready <port>``. Each accepted connection gets two threads: client → server forwarded as it comes (after
+``latency`` once per request burst; paced like downloads when ``--upload-bandwidth`` is given: the upload rows),
+server → client paced by a token bucket at ``bandwidth`` bytes/s.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ CHUNK = 256 * 1024
 BURST_SECONDS = 0.005  # idle time earns at most this much credit
 
 
-def _upstream(client: socket.socket, server: socket.socket, latency: float) -> None:
+def _upstream(client: socket.socket, server: socket.socket, latency: float, bandwidth: float | None) -> None:
+    due = time.monotonic()
     try:
         while data := client.recv(65536):
             if latency:
                 time.sleep(latency)
             server.sendall(data)
+            if bandwidth:
+                now = time.monotonic()
+                due = max(due, now - BURST_SECONDS) + len(data) / bandwidth
+                if due > now:
+                    time.sleep(due - now)
     except OSError:
         pass
     finally:
@@ -51,7 +58,9 @@ def _downstream(server: socket.socket, client: socket.socket, bandwidth: float) 
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def serve(host: str, port: int, target: tuple[str, int], bandwidth: float, latency: float) -> None:
+def serve(
+    host: str, port: int, target: tuple[str, int], bandwidth: float, latency: float, upload: float | None = None
+) -> None:
     listener = socket.create_server((host, port), backlog=128)
     announce(listener.getsockname()[1])
     while True:
@@ -59,13 +68,22 @@ def serve(host: str, port: int, target: tuple[str, int], bandwidth: float, laten
         server = socket.create_connection(target)
         for sock in (client, server):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_upstream, args=(client, server, latency), daemon=True).start()
+        threading.Thread(target=_upstream, args=(client, server, latency, upload), daemon=True).start()
         threading.Thread(target=_downstream, args=(server, client, bandwidth), daemon=True).start()
 
 
 class ThrottlingProxy(ChildProcess):
-    def __init__(self, target_port: int, bandwidth: float, latency_ms: float, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        target_port: int,
+        bandwidth: float,
+        latency_ms: float,
+        host: str = "127.0.0.1",
+        upload_bandwidth: float | None = None,
+    ) -> None:
         args = ["-m", "dfdbench.proxy", "--target", f"{host}:{target_port}", "--bandwidth", str(bandwidth)]
+        if upload_bandwidth:
+            args += ["--upload-bandwidth", str(upload_bandwidth)]
         super().__init__([*args, "--latency-ms", str(latency_ms)], "throttling proxy")
         self.url = f"http://{host}:{self.port}"
 
@@ -77,9 +95,11 @@ def main() -> None:
     parser.add_argument("--target", required=True, help="host:port of the emulator")
     parser.add_argument("--bandwidth", type=float, default=100e6, help="bytes/s per connection")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added before each request is forwarded")
+    parser.add_argument("--upload-bandwidth", type=float, help="bytes/s per connection, client to server")
     options = parser.parse_args()
     host, port = options.target.rsplit(":", 1)
-    serve(options.host, options.port, (host, int(port)), options.bandwidth, options.latency_ms / 1000)
+    target = (host, int(port))
+    serve(options.host, options.port, target, options.bandwidth, options.latency_ms / 1000, options.upload_bandwidth)
 
 
 if __name__ == "__main__":

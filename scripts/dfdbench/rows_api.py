@@ -77,15 +77,17 @@ class _Recorder:
     def __enter__(self) -> _Recorder:
         repo, settings = self.repo, self.repo._s
 
-        def ingest_state(event_key: str, digest: str, upload_id: str | None) -> Any:
+        def ingest_state(event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None) -> Any:
             keys = {
                 settings.events_table: [{"event_key": {"S": event_key}}],
                 settings.files_table: [{"hash": {"S": digest}}],
             }
             if upload_id:
                 keys[settings.uploads_table] = [{"upload_id": {"S": upload_id}}]
+                if tenant_hint:
+                    keys[settings.tenant_files_table] = [{"tenant": {"S": tenant_hint}, "hash": {"S": digest}}]
             self.reads.append(keys)
-            return self._ingest_state(event_key, digest, upload_id)
+            return self._ingest_state(event_key, digest, upload_id, tenant_hint)
 
         def transact(items: list[dict[str, Any]]) -> None:
             before: dict[str, int] = {}
@@ -134,7 +136,8 @@ def calls(bench: Bench) -> list[Row]:
             label = "checksummed PUT (HEAD first)" if checksum else "plain PUT (GET first)"
             first = _put(bench, content if not checksum else content[::-1], checksum)
             second = _put(bench, content if not checksum else content[::-1], checksum)
-            plan = [("new content", first, 3), ("duplicate", second, 4), ("replay", first, 2)]
+            # a duplicate: + HeadObject of the stored copy before its delete (the last copy is never deleted)
+            plan = [("new content", first, 3), ("duplicate", second, 5), ("replay", first, 2)]
             plan.append(("replay of a deleted duplicate", second, 1))
             for what, key, limit in plan:
                 result, made, rcu, wcu, reported = _scenario(bench, key, counter)
@@ -168,6 +171,56 @@ def calls(bench: Bench) -> list[Row]:
                 details={"calls": made},
             )
         )
+        rows += _tenant_calls(bench, counter)
+    return rows
+
+
+def _tenant_calls(bench: Bench, counter: Any) -> list[Row]:
+    """Uploads made through POST /upload (an upload record with its tenant): new content, a duplicate held by
+    the same tenant, one held only by another tenant — with the tenant hint in the object's metadata (as the
+    presigned PUT signs it) and without (an object that lost it: the ingest assumes and is corrected)."""
+    from dfd import deps
+    from dfd.identity import Caller
+    from dfd.uploads import UploadRequest
+
+    acme = Caller("bench-a", "acme", False)
+    acme_too = Caller("bench-c", "acme", False)
+    globex = Caller("bench-b", "globex", False)
+    rows: list[Row] = []
+    for hint in (True, False):
+        content = random.randbytes(SMALL)
+        plan = [
+            ("new content", acme, 3),
+            ("same-tenant duplicate", acme_too, 5),
+            ("cross-tenant duplicate", globex, 5 if hint else 6),
+        ]
+        for what, caller, limit in plan:
+            answer = deps.upload_service().create(
+                UploadRequest("bench.bin", len(content), "application/x", None), caller
+            )
+            headers: dict[str, str] = answer.body["headers"]
+            metadata = {k[len("x-amz-meta-") :]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}
+            key = str(answer.body["key"])
+            bench.s3.put_object(Bucket=BUCKET, Key=key, Body=content, Metadata=metadata if hint else {})
+            result, made, rcu, wcu, reported = _scenario(bench, key, counter)
+            total = sum(made.values())
+            summary = " + ".join(
+                f"{name.split(':')[1]}" + (f"x{n}" if n > 1 else "") for name, n in sorted(made.items())
+            )
+            label = "tenant hint in the metadata" if hint else "no tenant hint"
+            rows.append(
+                Row(
+                    "5",
+                    f"AWS calls, {what} (POST /upload, {label})",
+                    total,
+                    "calls",
+                    goal=f"≤ {limit}",
+                    met=total <= limit,
+                    note=f"{summary}; {result.outcome} (upload {result.detail.get('upload_status', '-')});"
+                    + f" AWS model {rcu:g} RCU + {wcu:g} WCU",
+                    details={"calls": made, "rcu_model": rcu, "wcu_model": wcu, "reported_cu": reported},
+                )
+            )
     return rows
 
 

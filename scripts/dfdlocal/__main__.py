@@ -22,6 +22,10 @@ from dfdlocal.names import API_PORT, AWS_PORT, LAMBDA_PORT, TABLES
 from dfdlocal.stack import LocalStack, StackOptions, StartupError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# template parameters the local stack sets unless --param says otherwise: per-tenant quotas of 1 GiB and 100
+# pending uploads (AWS's defaults are 0 = unlimited)
+# tombstoned bytes are reaped after 10 s locally (1 hour on AWS); per-tenant quotas small enough to meet
+LOCAL_PARAMETERS = ("TenantQuotaBytes=1073741824", "TenantPendingLimit=100", "DeleteGraceSeconds=10")
 log = logging.getLogger("dfdlocal")
 
 
@@ -71,7 +75,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=(env("DFD_PARAMS") or "").split(),
         metavar="NAME=VALUE",
         help="override a template parameter, repeatable (DFD_PARAMS='A=1 B=2'), e.g. MultipartThresholdBytes=5242880 "
-        "(multipart from 5 MiB on; local multipart parts are always at least 5 MiB, S3's minimum, not 8 MiB)",
+        "(multipart from 5 MiB on; local multipart parts are always at least 5 MiB, S3's minimum, not 8 MiB); the "
+        "local stack's own defaults: " + " ".join(LOCAL_PARAMETERS) + " (per-tenant quotas small enough to meet; 0 = "
+        "unlimited)",
     )
     parser.add_argument(
         "--visibility-timeout",
@@ -276,8 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         aws_port=args.aws_port,
         visibility_timeout=args.visibility_timeout,
         ingest_concurrency=args.ingest_concurrency,
-        # tombstoned bytes are reaped after 10 s locally (1 hour on AWS); --param DeleteGraceSeconds=N overrides
-        parameters={"DeleteGraceSeconds": "10", **dict(item.split("=", 1) for item in args.param)},
+        parameters=dict(item.split("=", 1) for item in (*LOCAL_PARAMETERS, *args.param)),
         log_level=args.log_level,
     )
     stop = threading.Event()

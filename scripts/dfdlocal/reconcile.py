@@ -183,6 +183,49 @@ def patch_moto_start_execution() -> bool:
     cls._normalise_parameters = normalise_parameters
     cls._normalise_response = normalise_response
     cls._dfd_patched = True
+    return _patch_moto_sdk_sfn()
+
+
+def _lower_first(parameters: Any) -> None:
+    if isinstance(parameters, dict):
+        for key in [k for k in parameters if k[:1].isupper()]:
+            parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+
+def _upper_first(response: Any) -> None:
+    if isinstance(response, dict):
+        for key in [k for k in response if k[:1].islower()]:
+            response[key[0].upper() + key[1:]] = response.pop(key)
+
+
+def _patch_moto_sdk_sfn() -> bool:
+    """The same renaming for ``aws-sdk:sfn:*`` tasks (the run's ListExecutions): moto passes their parameters
+    unchanged to botocore and returns botocore's keys; Step Functions speaks PascalCase both ways."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as module,
+    )
+
+    cls: Any = getattr(module, "StateTaskServiceAwsSdk", None)
+    if cls is None or not hasattr(cls, "_normalise_parameters") or not hasattr(cls, "_normalise_response"):
+        log.warning("moto changed: aws-sdk:sfn tasks (the reconcile's overlap check) will not work locally")
+        return False
+    if getattr(cls, "_dfd_patched", False):
+        return True
+    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
+
+    def sdk_parameters(self: Any, params: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        original_parameters(self, params, *args, **kwargs)
+        if self._get_boto_service_name() in {"sfn", "stepfunctions"}:
+            _lower_first(params)
+
+    def sdk_response(self: Any, answer: Any, *args: Any, **kwargs: Any) -> None:
+        original_response(self, answer, *args, **kwargs)
+        if self._get_boto_service_name() in {"sfn", "stepfunctions"}:
+            _upper_first(answer)
+
+    cls._normalise_parameters = sdk_parameters
+    cls._normalise_response = sdk_response
+    cls._dfd_patched = True
     return True
 
 

@@ -1,14 +1,15 @@
 """What real S3 enforces on presigned requests and moto does not: SigV4 query signatures (so every signed
 header — Content-Length, Content-Type, If-None-Match, x-amz-checksum-sha256 — binds the request), expiry,
-and the x-amz-checksum-sha256 of the body. A WSGI middleware for the local stack's emulator, and a plain
-verifier the tests use against the URLs the service issues."""
+a body of exactly Content-Length bytes, and the x-amz-checksum-sha256 of the body. The same for PutObject and
+UploadPart (``?partNumber=&uploadId=``: the part number and upload id are signed query parameters). A WSGI
+middleware for the local stack's emulator, and a plain verifier the tests use against the URLs the service
+issues."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import hmac
-import io
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -104,8 +105,13 @@ def _error(status: int, code: str, message: str, origin: str | None) -> tuple[st
     headers = [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
     if origin:
         headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
-    reason = {400: "Bad Request", 403: "Forbidden"}.get(status, "Error")
+    reason = {400: "Bad Request", 403: "Forbidden", 411: "Length Required"}.get(status, "Error")
     return f"{status} {reason}", headers, body
+
+
+def _is_upload_part(raw_query: str) -> bool:
+    names = {name for name, _ in parse_qsl(raw_query, keep_blank_values=True)}
+    return {"partNumber", "uploadId"} <= names
 
 
 class PresignedS3Guard:
@@ -131,8 +137,12 @@ class PresignedS3Guard:
         raw_path = raw_uri.split("?", 1)[0]
         try:
             verify_presigned(environ["REQUEST_METHOD"], raw_path, query, headers, self.secrets)
-            if environ["REQUEST_METHOD"] == "PUT" and "x-amz-checksum-sha256" in headers:
-                self._check_body(environ, headers["x-amz-checksum-sha256"])
+            if environ["REQUEST_METHOD"] == "PUT":
+                self._check_body(environ, headers.get("x-amz-checksum-sha256"))
+                if _is_upload_part(query):
+                    # S3 ignores an UploadPart's Content-Type; moto parses a form-encoded body as a form (and
+                    # refuses one above 500 kB): `curl --data-binary` sends that type by default
+                    environ.pop("CONTENT_TYPE", None)
         except Refused as refused:
             status, response_headers, body = _error(refused.status, refused.code, refused.message, origin)
             start_response(status, response_headers)
@@ -140,26 +150,44 @@ class PresignedS3Guard:
         return self.app(environ, start_response)
 
     @staticmethod
-    def _check_body(environ: dict[str, Any], claimed: str) -> None:
-        """S3 rejects a body whose SHA-256 differs from x-amz-checksum-sha256 (400 BadDigest)."""
-        length = int(environ.get("CONTENT_LENGTH") or 0)
+    def _check_body(environ: dict[str, Any], claimed: str | None) -> None:
+        """A PUT body must be exactly Content-Length bytes (S3: 411 MissingContentLength without one, 400
+        IncompleteBody when fewer arrive) and match its x-amz-checksum-sha256 when given (400 BadDigest, the
+        request refused before anything is stored). The body is spooled and handed on to the app."""
+        raw_length = environ.get("CONTENT_LENGTH")
+        if not raw_length:
+            raise Refused(411, "MissingContentLength", "You must provide the Content-Length HTTP header.")
+        try:
+            length = int(raw_length)
+        except ValueError:
+            raise Refused(400, "InvalidArgument", "Content-Length is not a number.") from None
         source = environ["wsgi.input"]
         spool: Any = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - handed to the app
         digest = hashlib.sha256()
         left = length
-        while left > 0:
-            try:
-                chunk = source.read(min(left, 1024 * 1024))
-            except (OSError, ValueError):
-                raise Refused(400, "IncompleteBody", "The request body could not be read.") from None
-            if not chunk:
-                break
-            digest.update(chunk)
-            spool.write(chunk)
-            left -= len(chunk)
+        try:
+            while left > 0:
+                try:
+                    chunk = source.read(min(left, 1024 * 1024))
+                except (OSError, ValueError):
+                    chunk = b""
+                if not chunk:
+                    raise Refused(
+                        400,
+                        "IncompleteBody",
+                        "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+                    )
+                digest.update(chunk)
+                spool.write(chunk)
+                left -= len(chunk)
+            if claimed is not None and base64.b64encode(digest.digest()).decode() != claimed:
+                raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
+        except Refused:
+            spool.close()
+            raise
         spool.seek(0)
-        environ["wsgi.input"] = spool if length else io.BytesIO(b"")
-        if base64.b64encode(digest.digest()).decode() != claimed:
-            raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
+        environ["wsgi.input"] = spool
+        if claimed is None:
+            return
         # S3 stores a verified checksum; moto records one only when the SDK announces the algorithm
         environ["HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM"] = "SHA256"

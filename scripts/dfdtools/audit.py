@@ -16,6 +16,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from dfd import clock
 from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
@@ -155,6 +156,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     c3.counts = {"counters_" + k: v for k, v in totals.items()} | {"dup_events": dup_events}
     c3.holds = not c3.problems
     checks.append(c3)
+    checks.append(_upload_count_check(files, events, uploads, settings))
 
     # 4: no duplicate bytes remain once committed; unprocessed objects only while events are in flight
     c4 = Check("4. no duplicate object remains after its transaction committed", True)
@@ -220,6 +222,38 @@ def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], even
     for digest in sorted(set(refs) - {str(i["hash"]) for i in files}):
         check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
     check.counts = {"files": len(files), "tombstoned": tombstoned}
+    return check
+
+
+def _upload_count_check(
+    files: list[dict[str, Any]], events: list[dict[str, Any]], uploads: list[dict[str, Any]], settings: Settings
+) -> Check:
+    """Each file's upload_count against what it counts, recounted from the records of each counted upload: the
+    ingests' event records (outcome stored / duplicate) and the processed upload records (a precheck's has no
+    event), one per event key or upload id. So a count applied twice (a lost response retried) shows, although
+    the counters still equal the sums of upload_count. Event records expire (EVENT_TTL_DAYS): for content first
+    stored before that, upload records alone (which never expire once processed) give a lower bound."""
+    check = Check("2+3. each file's upload_count = its uploads, recounted from event and upload records", True)
+    counted: dict[str, set[str]] = {}
+    from_uploads: dict[str, int] = {}
+    for event in events:
+        if event.get("outcome") in ("stored", "duplicate") and event.get("hash"):
+            counted.setdefault(str(event["hash"]), set()).add(str(event["event_key"]))
+    for upload in uploads:
+        if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
+            digest = str(upload["hash"])
+            counted.setdefault(digest, set()).add(str(upload.get("event_key") or "upload#" + upload["upload_id"]))
+            from_uploads[digest] = from_uploads.get(digest, 0) + 1
+    horizon = clock.iso(clock.plus(clock.now(), days=-settings.event_ttl_days))
+    for item in files:
+        digest, count = str(item["hash"]), int(item.get("upload_count", 0))
+        recount = len(counted.get(digest, ()))
+        if str(item.get("created_at", "")) >= horizon:
+            if count != recount:
+                check.problems.append(f"file {digest}: upload_count {count}, its uploads recounted {recount}")
+        elif count < from_uploads.get(digest, 0):
+            check.problems.append(f"file {digest}: upload_count {count} < its {from_uploads[digest]} uploads")
+    check.counts = {"files": len(files), "counted_uploads": sum(len(v) for v in counted.values())}
     check.holds = not check.problems
     return check
 

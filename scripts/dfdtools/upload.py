@@ -10,6 +10,9 @@ with exactly the returned headers and a progress bar, wait for ingest, then prin
 Every API call carries ``Authorization: Bearer <access token>``: ``--token`` (or ``$DFD_TOKEN``) when given,
 else a token signed in as ``--user`` (default ``alice``, make run's first user) on the local user pool, as
 ``scripts/token USER`` does. Against a deployed API pass ``--token "$(scripts/token --aws ... USER)"``.
+
+Large files (when POST /upload answers "multipart": true) go in parts, --parts-in-flight at a time, each
+retried on its own; Ctrl-C keeps the upload (state under --state-dir) and `--resume` sends only what is missing.
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ import mimetypes
 import os
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from dfdlocal.cognito import local_password
+from dfdtools import multipart
 from dfdtools.token import TokenError, find_local_client, local_idp, sign_in, template_names
 from dfdtools.tools import LOCAL_API, LOCAL_AWS, reports_unreachable
 
@@ -120,10 +124,29 @@ def error_text(response: requests.Response) -> str:
         return f"{response.status_code} {response.text[:200]}"
 
 
-def upload_one(api: str, path: Path, *, wait: float, bar: bool, session: requests.Session) -> Result:
+@dataclass
+class PartsOptions:
+    """Multipart uploads: parts in flight, where interrupted uploads are kept, whether to resume them."""
+
+    parts_in_flight: int = 4
+    resume: bool = False
+    states: multipart.StateStore = field(default_factory=multipart.StateStore)
+    headers: Mapping[str, str] = field(default_factory=dict)  # on every API call of the multipart upload
+
+
+def upload_one(
+    api: str, path: Path, *, wait: float, bar: bool, session: requests.Session, parts: PartsOptions | None = None
+) -> Result:
+    parts = parts or PartsOptions()
     size = path.stat().st_size
     if size == 0:
         return Result(path, "failed", 0, detail="empty files are not accepted (size must be >= 1)")
+    kept = parts.states.load(path) if parts.resume else None
+    if kept is not None and kept.api == api:
+        try:
+            return upload_parts(api, path, None, kept, wait=wait, bar=bar, session=session, parts=parts)
+        except multipart.UploadGone as gone:
+            print(f"{path}: the interrupted upload is gone ({gone}); starting a new one", file=sys.stderr)
     digest = sha256_file(path)
     content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     body: dict[str, Any] = {"filename": path.name, "size": size, "content_type": content_type, "sha256": digest}
@@ -133,6 +156,8 @@ def upload_one(api: str, path: Path, *, wait: float, bar: bool, session: request
     if answer.status_code != 201:
         return Result(path, "failed", size, detail=error_text(answer))
     issued: dict[str, Any] = answer.json()
+    if issued.get("multipart") is True:
+        return upload_parts(api, path, issued, None, wait=wait, bar=bar, session=session, parts=parts)
     progress = Progress(path.name, size, bar)
     body_reader = ProgressReader(path, progress)
     try:
@@ -142,10 +167,33 @@ def upload_one(api: str, path: Path, *, wait: float, bar: bool, session: request
         progress.close()
     if put.status_code != 200:
         return Result(path, "failed", size, detail=f"PUT {put.status_code}: {put.text[:200]}")
-    result = Result(path, "uploaded", size, uploaded=size)
+    return await_ingest(session, api, issued["upload_id"], Result(path, "uploaded", size, uploaded=size), wait)
+
+
+def upload_parts(
+    api: str,
+    path: Path,
+    issued: dict[str, Any] | None,
+    kept: multipart.UploadState | None,
+    *,
+    wait: float,
+    bar: bool,
+    session: requests.Session,
+    parts: PartsOptions,
+) -> Result:
+    """A multipart upload: `issued` (POST /upload's answer) starts one, `kept` (its state on disk) resumes one."""
+    tuning = multipart.Tuning(parts_in_flight=parts.parts_in_flight)
+    uploader = multipart.MultipartUploader(api, headers=parts.headers, tuning=tuning, states=parts.states)
+    size = path.stat().st_size
+    progress = Progress(path.name + (" (resumed)" if kept else ""), size, bar)
+    upload_id = uploader.resume(kept, progress) if kept else uploader.start(path, issued or {}, progress)
+    return await_ingest(session, api, upload_id, Result(path, "uploaded", size, uploaded=uploader.sent), wait)
+
+
+def await_ingest(session: requests.Session, api: str, upload_id: str, result: Result, wait: float) -> Result:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        meta = session.get(f"{api}/metadata/{issued['upload_id']}", timeout=30)
+        meta = session.get(f"{api}/metadata/{upload_id}", timeout=30)
         status = meta.json().get("status") if meta.ok else None
         if status in ("stored", "duplicate", "failed", "expired"):
             result.outcome = status
@@ -210,7 +258,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--endpoint-url", default=LOCAL_AWS, help=f"with --user: the local emulator (default: {LOCAL_AWS})"
     )
+    parser.add_argument(
+        "--parts-in-flight", type=int, default=4, help="multipart uploads: parts sent at once (default 4)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue interrupted multipart uploads of these files (same size/mtime)"
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=multipart.default_state_dir(),
+        help="where interrupted multipart uploads are kept (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
+    if args.parts_in_flight < 1:
+        parser.error("--parts-in-flight must be >= 1")
     if args.token and args.user:
         parser.error("give --token or --user, not both")
     if not (args.paths or args.delete or args.list):
@@ -232,11 +294,21 @@ def main(argv: list[str] | None = None) -> int:
     session.headers["Authorization"] = f"Bearer {token}"
     if args.delete or args.list:
         return delete_and_list(api, session, args.delete, listing=args.list)
+    # multipart calls carry the same header (their part PUTs carry only the presigned ones)
+    parts = PartsOptions(
+        args.parts_in_flight, args.resume, multipart.StateStore(args.state_dir), {"Authorization": f"Bearer {token}"}
+    )
     results: list[Result] = []
     for path in files_of(args.paths):
         try:
-            result = upload_one(api, path, wait=args.wait, bar=bar, session=session)
-        except requests.RequestException as error:
+            result = upload_one(api, path, wait=args.wait, bar=bar, session=session, parts=parts)
+        except multipart.UploadInterrupted as stopped:
+            print(f"\n{path}: {stopped}", file=sys.stderr)
+            return 130
+        except KeyboardInterrupt:
+            print(f"\n{path}: interrupted", file=sys.stderr)
+            return 130
+        except (requests.RequestException, multipart.MultipartError) as error:
             result = Result(path, "failed", path.stat().st_size, detail=str(error))
         results.append(result)
         print(f"{result.outcome:9} {result.size:>12,d} B  {path}" + (f"  ({result.detail})" if result.detail else ""))

@@ -113,6 +113,7 @@ def test_create_presign_put_list_complete_ingest(aws: Aws) -> None:
     assert route("POST", upload_id, "complete", ALICE) == (202, {"upload_id": upload_id, "status": "pending"})
     head = aws.s3.head_object(Bucket=answer["bucket"], Key=answer["key"])
     assert head["ContentLength"] == len(DATA) and head["ETag"].strip('"').endswith("-3")
+    assert head["Metadata"] == {"dfd-tenant": "acme"}  # the ingest's tenant hint, as a single PUT signs it
 
     assert deliver(aws) == {"batchItemFailures": []}
     status, body = call(metadata.handler, api_event("GET", f"/metadata/{upload_id}"))

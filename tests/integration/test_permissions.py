@@ -20,7 +20,8 @@ from typing import Any
 import boto3
 import pytest
 
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload, uploads
+from dfd import deps
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
@@ -33,6 +34,7 @@ MODULES = {
     "upload": "UploadFunction",
     "metadata": "MetadataFunction",
     "download": "DownloadFunction",
+    "me": "MeFunction",
     "admin_stats": "AdminStatsFunction",
     "admin_hashes": "AdminHashesFunction",
     "ingest": "IngestFunction",
@@ -183,7 +185,8 @@ def ingest_keys(aws: Aws, *keys: str) -> None:
 
 def exercise_every_path(aws: Aws) -> None:
     """Each distinct request the functions make: new content, duplicate, replay, the checksummed (HEAD)
-    path, a gone object, an object overwritten in place, a second PUT with the same URL, every read."""
+    path, a gone object, a lost stored copy adopted, an object overwritten in place, a second PUT with the
+    same URL, every read."""
     bucket = aws.settings.bucket
     first = uploaded(aws, b"permissions" * 100, "first.bin")
     second = uploaded(aws, b"permissions" * 100, "second.bin")
@@ -193,6 +196,9 @@ def exercise_every_path(aws: Aws) -> None:
     ingest_keys(aws, second["key"], checked["key"])
     ingest_keys(aws, checked_twice["key"])
     ingest_keys(aws, first["key"], second["key"], checked_twice["key"])  # replays; the duplicates are gone
+    aws.s3.delete_object(Bucket=bucket, Key=checked["key"])  # the stored copy lost: the next duplicate adopts
+    survivor = uploaded(aws, b"checksummed" * 100, "survivor.bin")
+    ingest_keys(aws, survivor["key"])
     aws.s3.put_object(Bucket=bucket, Key=first["key"], Body=b"overwritten in place")  # a conflict
     aws.s3.put_object(Bucket=bucket, Key=second["key"], Body=b"PERMISSIONS" * 100)  # a second PUT: rejected
     aws.drain()
@@ -214,6 +220,7 @@ def exercise_every_path(aws: Aws) -> None:
     token = page["last_evaluated_key"]
     query = {"limit": "1", "last_evaluated_key": token}
     assert call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))[0] == 200
+    assert call(me.handler, api_event("GET", "/me", user=ALICE))[0] == 200
     exercise_deletes(aws)
 
 
@@ -257,8 +264,20 @@ def exercise_multipart() -> None:
     assert route("POST", upload_id, "complete", ALICE_CLAIMS)[0] == 202
 
 
-def test_every_request_is_granted_and_every_grant_is_used(aws: Aws, recorder: Recorder) -> None:
+def exercise_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upload larger than the tenant's whole quota: refused after reading the usage it would exceed."""
+    monkeypatch.setenv("TENANT_QUOTA_BYTES", "10")
+    deps.reset()
+    status, answer = post_upload({"filename": "big.bin", "size": 11})
+    assert status == 403 and answer["error"]["code"] == "quota_exceeded", answer
+
+
+def test_every_request_is_granted_and_every_grant_is_used(
+    aws: Aws, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exercise_every_path(aws)
+    exercise_multipart()
+    exercise_quotas(monkeypatch)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
     granted = grants(resolver)
     used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested

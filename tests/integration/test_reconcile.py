@@ -25,23 +25,33 @@ import pytest
 import requests
 
 from dfd import clock, deps
-from dfd.config import Settings
+from dfd.config import MIB, Settings
 from dfd.handlers import ingest, metadata, upload
+from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile
-from dfdlocal.emulator import make_emulator_server
+from dfdlocal.emulator import SerializeDynamoDB, make_emulator_server
 from dfdlocal.names import RECONCILE_STATE_MACHINE, REGION
 from dfdlocal.template import TEMPLATE, load_template, read_model
 from dfdtools import reconcile as reconcile_tool
 from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
 from tests.integration.conftest import template_resources
+from tests.integration.test_multipart import ALICE, as_user
 from tests.support import LambdaContext, api_event, call, sqs_batch
+
+
+def dynamodb_lock(app: Any) -> Any:
+    """The lock of the emulator's SerializeDynamoDB middleware, wherever it sits in the middleware chain."""
+    while not isinstance(app, SerializeDynamoDB):
+        app = app.app
+    return app.lock
 
 
 @dataclass
 class Emulator:
     endpoint: str
     model: Any
+    dynamodb_lock: Any  # the emulator's DynamoDB serialization: held, it pauses every DynamoDB request
 
     def client(self, service: str) -> Any:
         return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
@@ -69,7 +79,7 @@ def emulator() -> Iterator[Emulator]:
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
         try:
-            yield Emulator(endpoint, read_model(TEMPLATE, endpoint))
+            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), dynamodb_lock(server.app))
         finally:
             server.shutdown()
             server.server_close()
@@ -401,9 +411,9 @@ def test_corrupted_counter_shard_shows_as_drift(local: Local) -> None:
         ExpressionAttributeValues={":f": {"N": "-3"}, ":b": {"N": "-1300"}},
     )
     assert local.run()["drift"] == {"files": -1, "bytes": -300}
-    # the audit's scratch items are gone; only the shards remain
+    # the audit's scratch items are gone; only the shards and the tenants' usage items remain
     ids = {i["counter_id"]["S"] for i in local.ddb.scan(TableName=local.settings.counters_table)["Items"]}
-    assert ids and all(i.startswith("shard#") for i in ids)
+    assert ids and all(i.startswith("shard#") for i in ids - {"usage#acme"})
 
 
 def test_a_second_run_right_after_changes_nothing(local: Local) -> None:
@@ -510,3 +520,141 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused (no fixed port's luck)
         nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
         assert reconcile_tool.main(["--endpoint-url", nobody, "--timeout", "5"]) == 2
+
+
+def test_expired_multipart_uploads_are_aborted_in_s3(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Abandoned multipart uploads past their expiry: the workflow aborts the S3 multipart upload (its parts are
+    freed) before marking the upload expired — also when S3 forgot it already (lifecycle rule, or never created:
+    no parts call was made)."""
+    monkeypatch.setenv("MULTIPART_MIN_PART_BYTES", str(5 * MIB))
+    monkeypatch.setenv("MULTIPART_EXPIRES", "3600")
+    deps.reset()
+    part = b"p" * (5 * MIB)
+
+    def create() -> str:
+        body = {"filename": "big.bin", "size": 2 * len(part), "multipart": True}
+        status, answer = call(upload.handler, as_user(api_event("POST", "/upload", body=body), ALICE))
+        assert status == 201 and answer["multipart"] is True, answer
+        return str(answer["upload_id"])
+
+    def presign(upload_id: str) -> dict[str, Any]:
+        event = as_user(api_event("POST", f"/uploads/{upload_id}/parts", body={"parts": [{"part_number": 1}]}), ALICE)
+        event["routeKey"] = "POST /uploads/{id}/parts"
+        event["pathParameters"] = {"id": upload_id}
+        status, answer = call(parts_handler.handler, event)
+        assert status == 200, answer
+        return dict(answer["parts"][0])
+
+    with_part, never_started, gone_from_s3 = create(), create(), create()
+    first = presign(with_part)
+    assert requests.put(first["url"], data=part, headers=first["headers"], timeout=30).status_code == 200
+    presign(gone_from_s3)
+    s3_ids = {upload_id: local.upload_item(upload_id).get("s3_upload_id") for upload_id in (with_part, gone_from_s3)}
+    bucket, key_of = local.settings.bucket, {u: local.upload_item(u)["s3_key"] for u in (with_part, gone_from_s3)}
+    local.s3.abort_multipart_upload(Bucket=bucket, Key=key_of[gone_from_s3], UploadId=s3_ids[gone_from_s3])
+    assert "s3_upload_id" not in local.upload_item(never_started)
+    held = local.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert [(u["Key"], u["UploadId"]) for u in held] == [(key_of[with_part], s3_ids[with_part])]
+
+    # before the expiry nothing happens: the client may still send its parts
+    assert local.run(now=later(minutes=30))["expired"] == 0
+    assert len(local.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])) == 1
+
+    summary = local.run(now=later(hours=2))
+    assert summary["expired"] == 3 and summary["redriven"] == 0 and summary["orphans"] == 0, summary
+    assert local.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    with pytest.raises(local.s3.exceptions.NoSuchUpload):
+        local.s3.list_parts(Bucket=bucket, Key=key_of[with_part], UploadId=s3_ids[with_part])
+    for upload_id in (with_part, never_started, gone_from_s3):
+        item = local.upload_item(upload_id)
+        assert item["status"] == "expired" and "pending_shard" not in item, item
+    # the owner is told the upload is over
+    event = as_user(api_event("GET", f"/uploads/{with_part}/parts"), ALICE)
+    event["routeKey"] = "GET /uploads/{id}/parts"
+    event["pathParameters"] = {"id": with_part}
+    status, answer = call(parts_handler.handler, event)
+    assert status == 409 and answer["error"]["code"] == "not_pending", answer
+    local.assert_invariants()
+    assert nothing(local.run(now=later(hours=3)))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Quotas (issue 12, item 5) and runs that never overlap (item 6)
+def usage_of(local: Local, tenant: str = "acme") -> dict[str, int]:
+    return deps.repository().tenant_usage(tenant).as_dict()
+
+
+def test_expired_and_failed_uploads_release_their_quota_bytes(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECONCILE_GRACE_SECONDS", "60")
+    deps.reset()
+    abandoned = local.register(b"never uploaded" * 10)  # 140 bytes
+    poison = local.upload(b"never ingested" * 5)  # 70 bytes
+    local.drain()  # its notification is lost, and every re-drive is dead-lettered below
+    assert usage_of(local) == {"pending_count": 2, "pending_bytes": 210, "stored_bytes": 0, "used_bytes": 210}
+
+    max_redrives = int(load_template(TEMPLATE)["Parameters"]["ReconcileMaxRedrives"]["Default"])
+    summary = local.run(now=later(hours=2))
+    assert summary["expired"] == 1 and summary["redriven"] == 1, summary
+    assert local.upload_item(abandoned["upload_id"])["status"] == "expired"
+    assert "quota_bytes" not in local.upload_item(abandoned["upload_id"])
+    assert usage_of(local) == {"pending_count": 1, "pending_bytes": 70, "stored_bytes": 0, "used_bytes": 70}
+    for hours in range(3, max_redrives + 3):
+        local.drain()
+        local.run(now=later(hours=hours))
+    assert local.upload_item(poison["upload_id"])["status"] == "failed"
+    assert usage_of(local) == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 0, "used_bytes": 0}
+
+    before = local.snapshot()
+    assert nothing(local.run(now=later(hours=max_redrives + 4)))  # released once: nothing moves again
+    assert local.snapshot() == before
+
+    # an operator's DLQ redrive still ingests the failed upload: stored, its bytes counted, pending untouched
+    local.sqs.send_message(
+        QueueUrl=local.queue_url,
+        MessageBody=json.dumps(
+            {
+                "Records": [
+                    {
+                        "eventSource": "aws:s3",
+                        "s3": {"bucket": {"name": local.settings.bucket}, "object": {"key": poison["key"]}},
+                    }
+                ]
+            }
+        ),
+    )
+    local.deliver()
+    assert local.upload_item(poison["upload_id"])["status"] == "stored"
+    assert usage_of(local) == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 70, "used_bytes": 70}
+    local.assert_invariants()
+
+
+def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> None:
+    """One run is held inside its first DynamoDB request (the emulator's lock); a second run started meanwhile
+    finds it RUNNING and exits without touching anything; the first then completes its work."""
+    local.upload(b"lost while another run works" * 10)
+    local.drain()
+    first: dict[str, Any] = {}
+    with local.emulator.dynamodb_lock:
+        started = local.sfn.start_execution(
+            stateMachineArn=local.state_machine_arn,
+            name=reconcile.execution_name(),
+            input=json.dumps({"now": later(hours=1)}),
+        )
+        history: list[dict[str, Any]] = []
+        for _ in range(2000):  # until the first run has passed its overlap check (it then waits on the lock)
+            history = local.sfn.get_execution_history(executionArn=started["executionArn"])["events"]
+            if any(event.get("stateEnteredEventDetails", {}).get("name") == "Defaults" for event in history):
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail(f"the first run never passed its overlap check: {history[-3:]}")
+        second = local.run(now=later(hours=1))
+        assert second == {"skipped": "another reconcile run is in progress", "executions": 1}
+        assert local.drain() == []  # the second run re-drove nothing
+        first["arn"] = started["executionArn"]
+    described = reconcile.wait_for(local.sfn, first["arn"], time.monotonic() + 60, 0.05)
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"])["redriven"] == 1
+    assert len(local.drain()) == 1
+    # and with nothing running, a run runs
+    assert local.run(now=later(hours=1))["redriven"] == 1

@@ -192,8 +192,8 @@ def race_after_read(monkeypatch: pytest.MonkeyPatch, other: ObjectRef) -> None:
     repo = deps.repository()
     real_state = repo.ingest_state
 
-    def state_then_race(event_key: str, digest: str, upload_id: str | None) -> Any:
-        state = real_state(event_key, digest, upload_id)
+    def state_then_race(event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None) -> Any:
+        state = real_state(event_key, digest, upload_id, tenant_hint)
         monkeypatch.setattr(repo, "ingest_state", real_state)
         assert deps.ingestor().ingest(other).outcome == Outcome.STORED
         return state

@@ -30,8 +30,12 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def post(user: ApiUser, data: bytes, name: str, *, digest: bool = False) -> tuple[int, dict[str, Any]]:
+def post(
+    user: ApiUser, data: bytes, name: str, *, digest: bool = False, content_type: str | None = None
+) -> tuple[int, dict[str, Any]]:
     body: dict[str, Any] = {"filename": name, "size": len(data)}
+    if content_type:
+        body["content_type"] = content_type
     if digest:
         body["sha256"] = sha(data)
     return call(upload.handler, api_event("POST", "/upload", body=body, user=user))
@@ -44,8 +48,8 @@ def ingest_all(aws: Aws) -> None:
     assert result == {"batchItemFailures": []}
 
 
-def upload_as(aws: Aws, user: ApiUser, data: bytes, name: str) -> dict[str, Any]:
-    status, answer = post(user, data, name)
+def upload_as(aws: Aws, user: ApiUser, data: bytes, name: str, content_type: str | None = None) -> dict[str, Any]:
+    status, answer = post(user, data, name, content_type=content_type)
     assert status == 201, answer
     assert put(answer, data).status_code == 200
     ingest_all(aws)
@@ -104,17 +108,22 @@ def test_not_yours_and_nonexistent_answer_the_same(aws: Aws) -> None:
 
 def test_a_cross_tenant_duplicate_is_stored_for_the_uploader(aws: Aws) -> None:
     data = b"shared bytes" * 100
-    upload_as(aws, ALICE, data, "alice.bin")
+    upload_as(aws, ALICE, data, "alice.bin", "text/x-alice")
     before = call(admin_stats.handler, api_event("GET", "/admin/stats"))[1]
-    answer = upload_as(aws, BOB, data, "bob.bin")
+    answer = upload_as(aws, BOB, data, "bob.bin", "application/x-bob")
     assert not any(o["Key"] == answer["key"] for o in aws.s3.list_objects_v2(Bucket=aws.settings.bucket)["Contents"])
     status, view = get("metadata", answer["upload_id"], BOB)
     assert status == 200 and view["status"] == "stored"
     assert view["file"]["filename"] == "bob.bin" and view["file"]["upload_count"] == 1
-    status, link = get("download", sha(data), BOB)
-    assert status == 200 and link["filename"] == "bob.bin"
-    fetched = requests.get(link["download_url"], timeout=10)
-    assert fetched.content == data and "bob.bin" in fetched.headers.get("content-disposition", "")
+    # nothing of alice's upload shows through, not even the content type she declared
+    assert view["file"]["content_type"] == "application/x-bob"
+    assert "alice" not in json.dumps(view)
+    for ident in (sha(data), answer["upload_id"]):
+        status, link = get("download", ident, BOB)
+        assert status == 200 and link["filename"] == "bob.bin" and link["content_type"] == "application/x-bob"
+        fetched = requests.get(link["download_url"], timeout=10)
+        assert fetched.content == data and "bob.bin" in fetched.headers.get("content-disposition", "")
+        assert fetched.headers["content-type"] == "application/x-bob"
     after = call(admin_stats.handler, api_event("GET", "/admin/stats"))[1]
     assert after["duplicates_avoided"] == before["duplicates_avoided"] + 1
     assert after["total_s3_size_saved"] == before["total_s3_size_saved"] + len(data)

@@ -23,6 +23,7 @@ from typing import Any
 from dfd import clock
 from dfd.config import Settings
 from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
+from dfd.ids import tenant_from_metadata
 from dfd.ports import (
     COUNTER_FIELDS,
     LIVE,
@@ -45,10 +46,12 @@ from dfd.ports import (
     OpenedObject,
     PartInfo,
     PrecheckDuplicate,
+    QuotaRefused,
     ReapPending,
     Sink,
     TenantRefChanged,
     TenantShare,
+    TenantUsage,
     UploadDeletion,
     UploadTaken,
 )
@@ -63,18 +66,26 @@ class FakeRepository:
         self.claims: dict[tuple[str, str], Item] = {}
         self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
+        self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
         self.after_tenant_file: Callable[[], None] | None = None
         self.transactions = 0  # attempted (faults included)
         self.committed = 0
+        self.state_reads: list[str | None] = []  # each ingest_state's tenant hint (None: no reference read)
+        self.adopted: list[tuple[str, str]] = []  # (hash, the key that became its stored copy)
 
     # ---------------------------------------------------------------- reads
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        self.state_reads.append(tenant_hint if upload_id is not None else None)
+        ref = self.tenant_refs.get((tenant_hint, digest)) if upload_id is not None and tenant_hint else None
         state = IngestState(
             self.get_event(event_key),
             self.get_file(digest),
             self.get_upload(upload_id) if upload_id is not None else None,
+            copy.deepcopy(ref),
         )
         hook, self.after_state = self.after_state, None
         if hook is not None:
@@ -107,6 +118,9 @@ class FakeRepository:
                 totals[name] += value
         return totals
 
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        return TenantUsage.from_item(self.usage.get(tenant))
+
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
         after = (start_key or {}).get("hash", "")
         rest = [self.files[h] for h in sorted(self.files) if h > after]
@@ -133,6 +147,14 @@ class FakeRepository:
     # ---------------------------------------------------------------- writes
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
+        if upload.tenant is not None:
+            usage = TenantUsage.from_item(self.usage.get(upload.tenant))
+            bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+            if (pending_limit and usage.pending_count >= pending_limit) or (
+                bytes_limit and usage.used_bytes + upload.size > bytes_limit
+            ):
+                raise QuotaRefused(copy.deepcopy(self.usage.get(upload.tenant)))
+            self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
         self.uploads[upload.upload_id] = {
             "upload_id": upload.upload_id,
             "status": "pending",
@@ -148,6 +170,13 @@ class FakeRepository:
             "owner": upload.owner,
             "tenant": upload.tenant,
         }
+        if upload.tenant is not None:
+            self.uploads[upload.upload_id]["quota_bytes"] = upload.size
+
+    def _move(self, tenant: str, **deltas: int) -> None:
+        usage = self.usage.setdefault(tenant, {})
+        for name, delta in deltas.items():
+            usage[name] = usage.get(name, 0) + delta
 
     # ---------------------------------------------------------------- multipart
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
@@ -391,6 +420,28 @@ class FakeRepository:
         ref["last_upload_at"] = stamp
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=upload.size)
 
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        self.transactions += 1
+        if self.faults:
+            raise self.faults.pop(0)
+        file = self.files.get(version.hash)
+        if file is None or file.get("s3_key") != lost.get("s3_key") or file.get("etag") != lost.get("etag"):
+            raise FileChanged(copy.deepcopy(file))
+        claim = self.claims.get((version.bucket, version.key))
+        if claim is not None:
+            raise KeyClaimed(copy.deepcopy(claim))
+        upload = self.uploads.get(version.upload_id) if version.upload_id is not None else None
+        if version.upload_id is not None and (upload is None or upload.get("event_key") != version.event_key):
+            raise UploadTaken(copy.deepcopy(upload))
+        lost_claim = (str(file.get("bucket") or version.bucket), str(file["s3_key"]))
+        if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:
+            self.claims.pop(lost_claim, None)
+        file.update(s3_key=version.key, etag=version.etag, bucket=version.bucket, adopted_at=clock.iso(now))
+        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": clock.iso(now)}
+        if upload is not None:
+            upload["status"] = "stored"
+        self.adopted.append((version.hash, version.key))
+
     # ---------------------------------------------------------------- the model's rules
     def _begin(self, counter_shard: int) -> None:
         self.transactions += 1
@@ -414,6 +465,10 @@ class FakeRepository:
     ) -> None:
         if tenant is None:
             return
+        stored = 0 if tenant.held else version.size  # the adapter's _add_usage_moves
+        if tenant.pending_bytes:
+            self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
+        self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)
         ref = self.tenant_refs.setdefault(
             (tenant.tenant, version.hash), {"tenant": tenant.tenant, "hash": version.hash}
         )
@@ -484,6 +539,7 @@ class FakeRepository:
         for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
             upload.setdefault(name, value)
         upload.pop("pending", None)
+        upload.pop("quota_bytes", None)
 
     def _count(self, shard: int, **deltas: int) -> None:
         totals = self.counters.setdefault(shard, {})
@@ -499,6 +555,7 @@ class FakeObject:
     version_id: str | None
     content_type: str | None
     checksum_sha256: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -510,6 +567,7 @@ class FakeObjectStore:
     presigned: list[dict[str, Any]] = field(default_factory=list)
     before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
     streams: int = 0  # bodies read through stream()
+    heads: list[tuple[str, str]] = field(default_factory=list)  # exists() calls (HeadObject IfMatch)
     _puts: int = 0
 
     def put(
@@ -520,11 +578,12 @@ class FakeObjectStore:
         *,
         checksum: bool = False,
         content_type: str | None = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
     ) -> FakeObject:
         self._puts += 1
         etag = '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
         digest = hashlib.sha256(data).hexdigest() if checksum else None
-        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest)
+        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest, dict(metadata or {}))
         return self.objects[(bucket, key)]
 
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
@@ -532,7 +591,14 @@ class FakeObjectStore:
         if found is None:
             raise ObjectNotFound(f"s3 object {key} does not exist")
         info = ObjectInfo(
-            bucket, key, found.etag, found.version_id, len(found.data), found.content_type, found.checksum_sha256
+            bucket,
+            key,
+            found.etag,
+            found.version_id,
+            len(found.data),
+            found.content_type,
+            found.checksum_sha256,
+            tenant_from_metadata(found.metadata),
         )
         body = None if (found.checksum_sha256 or expect_checksum) else io.BytesIO(found.data)
         return OpenedObject(info, body)
@@ -568,6 +634,11 @@ class FakeObjectStore:
         self.deleted.append((bucket, key))
         return True
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        self.heads.append((bucket, key))
+        found = self.objects.get((bucket, key))
+        return found is not None and (not etag or found.etag == etag)
+
     def presign_put(
         self,
         bucket: str,
@@ -577,26 +648,42 @@ class FakeObjectStore:
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str]]:
         self.presigned.append(
-            {"bucket": bucket, "key": key, "size": size, "content_type": content_type, "checksum_b64": checksum_b64}
+            {
+                "bucket": bucket,
+                "key": key,
+                "size": size,
+                "content_type": content_type,
+                "checksum_b64": checksum_b64,
+                "metadata": dict(metadata or {}),
+            }
         )
         headers = {"content-type": content_type, "content-length": str(size), "if-none-match": "*"}
         if checksum_b64:
             headers["x-amz-checksum-sha256"] = checksum_b64
+        for name, value in (metadata or {}).items():
+            headers[f"x-amz-meta-{name}"] = value
         return f"https://fake-s3/{bucket}/{key}?expires={expires_in}", headers
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
-        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}"
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        typed = f"&response-content-type={content_type}" if content_type else ""
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}{typed}"
 
     # ---------------------------------------------------------------- multipart
     # multiparts: S3 upload id → {"bucket", "key", "checksum", "parts": {n: PartInfo}, "data": {n: bytes}}
     multiparts: dict[str, dict[str, Any]] = field(default_factory=dict)
     aborted: list[str] = field(default_factory=list)
 
-    def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
         s3_upload_id = f"mpu-{len(self.multiparts) + len(self.aborted) + 1}"
         self.multiparts[s3_upload_id] = {"bucket": bucket, "key": key, "checksum": checksum, "parts": {}, "data": {}}
+        self.multiparts[s3_upload_id]["metadata"] = dict(metadata or {})
         return s3_upload_id
 
     def upload_part(self, s3_upload_id: str, part_number: int, data: bytes, checksum_b64: str | None = None) -> str:
@@ -637,7 +724,7 @@ class FakeObjectStore:
             raise ObjectChanged(f"s3 object {key} exists")
         data = b"".join(upload["data"][part.part_number] for part in parts)
         assert len(data) == size
-        self.put(bucket, key, data)
+        self.put(bucket, key, data, metadata=upload["metadata"])
         del self.multiparts[s3_upload_id]
 
     def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:

@@ -29,17 +29,22 @@ TABLES = {
 IAM_ACTIONS = {
     "aws-sdk:s3:listObjectsV2": "s3:ListBucket",
     "aws-sdk:s3:deleteObject": "s3:DeleteObject",
+    "aws-sdk:s3:abortMultipartUpload": "s3:AbortMultipartUpload",
     "aws-sdk:sqs:sendMessage": "sqs:SendMessage",
     "aws-sdk:cloudwatch:putMetricData": "cloudwatch:PutMetricData",
     "states:startExecution": "states:StartExecution",
+    "aws-sdk:sfn:listExecutions": "states:ListExecutions",
 }
 IAM_RESOURCES = {
     "s3:ListBucket": "FilesBucket.Arn",
     "s3:DeleteObject": "${FilesBucket.Arn}/${UploadPrefix}*",
+    "s3:AbortMultipartUpload": "${FilesBucket.Arn}/${UploadPrefix}*",
     "sqs:SendMessage": "IngestQueue.Arn",
     "cloudwatch:PutMetricData": "*",
     # its own ARN, from its fixed name (continuations)
     "states:StartExecution": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"
+    "${AWS::StackName}-reconcile",
+    "states:ListExecutions": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"
     "${AWS::StackName}-reconcile",
 }
 
@@ -131,14 +136,16 @@ def test_only_sdk_integrations_no_lambda() -> None:
         assert resource.startswith("arn:aws:states:::"), f"{name}: {resource}"
         assert "lambda" not in resource, f"{name} invokes Lambda"
         service = resource.removeprefix("arn:aws:states:::")
-        assert service.startswith(("aws-sdk:dynamodb:", "aws-sdk:s3:", "aws-sdk:sqs:", "aws-sdk:cloudwatch:")) or (
-            service == "states:startExecution"
-        ), f"{name}: {service}"
+        assert service.startswith(
+            ("aws-sdk:dynamodb:", "aws-sdk:s3:", "aws-sdk:sqs:", "aws-sdk:cloudwatch:", "aws-sdk:sfn:")
+        ) or (service == "states:startExecution"), f"{name}: {service}"
 
 
 def test_every_task_retries_with_backoff_and_jitter() -> None:
     for name, state in tasks():
-        (retrier,) = state["Retry"]
+        *answers, retrier = state["Retry"]
+        # errors that are answers (caught by the state) come first, never retried
+        assert all(answer["MaxAttempts"] == 0 for answer in answers), name
         assert retrier["BackoffRate"] >= 2 and retrier["MaxAttempts"] >= 5, name
         assert retrier["JitterStrategy"] == "FULL" and retrier["MaxDelaySeconds"] <= 60, name
         if ":dynamodb:" in state["Resource"]:
@@ -241,7 +248,11 @@ def test_policy_grants_exactly_what_the_tasks_use() -> None:
     used: set[tuple[str, str]] = set()
     for name, state in tasks():
         service = state["Resource"].removeprefix("arn:aws:states:::")
-        if ":dynamodb:" in service:
+        if service == "aws-sdk:dynamodb:transactWriteItems":  # authorized per item action
+            for entry in state["Parameters"]["TransactItems"]:
+                ((kind, item),) = entry.items()
+                used.add((f"dynamodb:{kind}Item", f"{TABLES[item['TableName']]}.Arn"))
+        elif ":dynamodb:" in service:
             api = service.rsplit(":", 1)[1]
             params = state["Parameters"]
             if api == "transactWriteItems":  # authorized per item action
@@ -293,7 +304,9 @@ def test_policy_conditions_narrow_the_writes_listing_and_metric(machine: dict[st
             for item in state["Parameters"]["TransactItems"]:
                 ((_, body),) = item.items()
                 if body["TableName"] == "${CountersTable}":
-                    assert body["Key"]["counter_id"] == {"S": shard}, name
+                    key = body["Key"]["counter_id"]
+                    # the reaper's shard, or a tenant's quota usage item (the quota releases, checked above)
+                    assert key == {"S": shard} or key.get("S.$", "").startswith("States.Format('usage#{}'"), name
     audit_key = definition()["States"]["Defaults"]["Parameters"]["defaults"]["audit.$"]
     assert audit_key.startswith("States.Format('audit#{}'")
 
@@ -338,3 +351,68 @@ def test_load_definition_substitutes_json_safely() -> None:
 def test_load_definition_refuses_a_missing_substitution() -> None:
     with pytest.raises(reconcile.ReconcileError, match="no substitution for"):
         reconcile.load_definition({"FilesTable": "x"})
+
+
+def test_expiring_a_multipart_upload_aborts_it_first() -> None:
+    """An expired upload with an S3 multipart upload (`s3_upload_id`) is aborted in S3, then marked expired;
+    without one (single PUT, or a multipart upload never given a parts call) it is marked expired directly."""
+    states = definition()["States"]["PendingItems"]["ItemProcessor"]["States"]
+    (expired,) = states["UrlExpired"]["Choices"]
+    assert expired["Next"] == "ExpireMultipart"
+    choice = states["ExpireMultipart"]
+    assert choice["Choices"] == [{"Variable": "$.upload.s3_upload_id.S", "IsPresent": True, "Next": "AbortMultipart"}]
+    assert choice["Default"] == "MarkExpiredQuota"  # then MarkExpired, or MarkExpiredCounted (quota release)
+    abort = states["AbortMultipart"]
+    assert abort["Resource"] == "arn:aws:states:::aws-sdk:s3:abortMultipartUpload"
+    assert abort["Parameters"] == {
+        "Bucket": "${BucketName}",
+        "Key.$": "$.upload.s3_key.S",
+        "UploadId.$": "$.upload.s3_upload_id.S",
+    }
+    assert abort["Next"] == "MarkExpiredQuota" and abort["ResultPath"] is None
+    # an upload S3 no longer knows (aborted by DELETE or the lifecycle rule) is expired all the same, at once:
+    # NoSuchUpload (S3.… on AWS, s3.… under moto) is caught and never retried; any other failure is retried
+    gone = ["S3.NoSuchUploadException", "s3.NoSuchUploadException"]
+    (catch,) = abort["Catch"]
+    assert catch == {"ErrorEquals": gone, "ResultPath": None, "Next": "MarkExpiredQuota"}
+    answer, retrier = abort["Retry"]
+    assert answer == {"ErrorEquals": gone, "MaxAttempts": 0}
+    assert retrier["ErrorEquals"] == ["States.TaskFailed"]
+
+
+def test_quota_releases_write_only_usage_items(machine: dict[str, Any]) -> None:
+    """Expired/failed uploads counted against a quota release it in one transaction with the upload's own update;
+    the workflow may write only usage#* items for that (its policy's condition)."""
+    counted = [(name, state) for name, state in tasks() if name.endswith("Counted")]
+    assert sorted(name for name, _ in counted) == ["MarkExpiredCounted", "MarkFailedCounted"]
+    assert all(state["Resource"].endswith(":transactWriteItems") for _, state in counted)
+    for name, state in counted:
+        upload, usage = (entry["Update"] for entry in state["Parameters"]["TransactItems"])
+        assert upload["TableName"] == "${UploadsTable}" and "quota_bytes = :quota" in upload["ConditionExpression"]
+        assert "#status = :pending" in upload["ConditionExpression"], name
+        assert upload["UpdateExpression"].endswith("quota_bytes"), name  # REMOVE ..., quota_bytes
+        assert usage["TableName"] == "${CountersTable}"
+        assert usage["Key"]["counter_id"]["S.$"].startswith("States.Format('usage#{}'"), name
+        plain = name.removesuffix("Counted")
+        assert state["ResultSelector"] == all_task_states()[plain]["ResultSelector"], name
+    release = _statement(machine, "ReleaseQuotaUsage")
+    assert release["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["usage#*"]}}
+    assert _as_list(release["Action"]) == ["dynamodb:UpdateItem"]
+
+
+def test_a_fresh_execution_first_checks_for_another_run() -> None:
+    states = definition()["States"]
+    assert states["Start"]["Choices"] == [{"Variable": "$.run", "IsPresent": True, "Next": "Route"}]
+    assert states["Start"]["Default"] == "OtherRuns"
+    check = states["OtherRuns"]
+    assert check["Resource"] == "arn:aws:states:::aws-sdk:sfn:listExecutions"
+    assert check["Parameters"]["StatusFilter"] == "RUNNING" and check["Parameters"]["StateMachineArn.$"] == (
+        "$$.StateMachine.Id"
+    )
+    assert states["AnotherRun"]["Choices"][0]["NumericGreaterThan"] == 1
+    assert states["AnotherRun"]["Choices"][0]["Next"] == "AlreadyRunning"
+    assert states["AlreadyRunning"]["End"] is True
+
+
+def all_task_states() -> dict[str, dict[str, Any]]:
+    return dict(tasks())

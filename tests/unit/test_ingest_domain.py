@@ -13,11 +13,11 @@ import pytest
 from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
-from dfd.ids import hints_checksum, upload_id_from_key
+from dfd.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
 from dfd.ingest import MAX_ATTEMPTS, Ingestor, IngestResult, Outcome
 from dfd.ports import CommitRefused, Item, ObjectInfo
 from dfd.uploads import UploadRequest, UploadService
-from tests.support import ALICE, ApiUser
+from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -58,13 +58,22 @@ class World:
     def service(self) -> UploadService:
         return UploadService(self.settings, self.repo, self.objects, now=lambda: NOW, rng=random.Random(3))
 
-    def upload(self, data: bytes, name: str = "a.txt", *, checksum: bool = False, user: ApiUser = ALICE) -> str:
+    def upload(
+        self, data: bytes, name: str = "a.txt", *, checksum: bool = False, user: ApiUser = ALICE, hint: bool = True
+    ) -> str:
         """POST /upload as `user`, then the client's PUT: the object's key."""
         sha = hashlib.sha256(data).hexdigest() if checksum else None
         answer = self.service().create(UploadRequest(name, len(data), "text/plain", sha), user.caller)
         assert answer.status == 201, answer
         key = str(answer.body["key"])
-        self.objects.put(BUCKET, key, data, checksum=checksum, content_type="text/plain")
+        # the client sends every header the 201 lists: x-amz-meta-* become the object's metadata
+        headers: dict[str, str] = answer.body["headers"]
+        metadata = {
+            name[len("x-amz-meta-") :]: value for name, value in headers.items() if name.startswith("x-amz-meta-")
+        }
+        if not hint:
+            metadata = {}
+        self.objects.put(BUCKET, key, data, checksum=checksum, content_type="text/plain", metadata=metadata)
         return key
 
     def ingest(self, key: str, **kwargs: object) -> IngestResult:
@@ -431,3 +440,133 @@ def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
     answer = world.service().create(UploadRequest("d.txt", len(data), "text/plain", sha(data)), ALICE.caller)
     assert answer.status == 409 and len(reads) == 2
     assert world.repo.transactions == 2 and world.repo.committed == 1 and world.totals()["duplicates_avoided"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- the tenant hint
+@pytest.mark.parametrize("tenant", ["acme", "user:00000000-0000-4000-8000-00000000da7e", "équipe 東京", "50%/x"])
+def test_the_tenant_hint_is_header_safe_and_round_trips(tenant: str) -> None:
+    (value,) = tenant_metadata(tenant).values()
+    assert value.isascii() and value.isprintable() and " " not in value
+    assert tenant_from_metadata(tenant_metadata(tenant)) == tenant
+    assert tenant_from_metadata(None) is None and tenant_from_metadata({"dfd-tenant": ""}) is None
+    assert tenant_from_metadata({"dfd-tenant": "%ff"}) is None  # not UTF-8: no hint
+
+
+def test_the_presigned_put_signs_the_uploaders_tenant(world: World) -> None:
+    answer = world.service().create(UploadRequest("a.txt", 3, "text/plain", None), DAVE.caller)
+    assert answer.body["headers"][TENANT_HEADER] == "user:" + DAVE.sub
+    assert world.objects.presigned[-1]["metadata"] == tenant_metadata("user:" + DAVE.sub)
+
+
+@pytest.mark.parametrize("hint", [True, False])
+@pytest.mark.parametrize(("second_user", "status"), [(CAROL, "duplicate"), (BOB, "stored")])
+def test_the_hint_tells_the_commit_whether_the_tenant_holds_the_content(
+    world: World, hint: bool, second_user: ApiUser, status: str
+) -> None:
+    """With the hint, one transaction however the tenants relate; without it, a cross-tenant duplicate is
+    assumed held and corrected by a cancelled transaction. Same result either way."""
+    data = b"hinted" * 30
+    expect(world.ingest(world.upload(data, user=ALICE, hint=hint)), Outcome.STORED)
+    assert world.repo.state_reads[-1] == ("acme" if hint else None)
+    before = world.repo.transactions
+    result = world.ingest(world.upload(data, "second.txt", user=second_user, hint=hint))
+    assert result.outcome == Outcome.DUPLICATE and result.deleted
+    assert result.detail["upload_status"] == status
+    assert world.repo.transactions - before == (2 if status == "stored" and not hint else 1)
+    world.assert_invariants()
+
+
+def test_a_wrong_hint_costs_a_retry_never_a_wrong_result(world: World) -> None:
+    data = b"lying metadata" * 9
+    expect(world.ingest(world.upload(data, user=ALICE)), Outcome.STORED)
+    key = world.upload(data, user=BOB, hint=False)
+    world.objects.objects[(BUCKET, key)].metadata = tenant_metadata("acme")  # claims to be acme's
+    result = world.ingest(key)
+    assert result.outcome == Outcome.DUPLICATE and result.detail == {"tenant": "globex", "upload_status": "stored"}
+    assert ("globex", sha(data)) in world.repo.tenant_refs and world.repo.tenant_refs[("acme", sha(data))][
+        "upload_count"
+    ] == 1
+    world.assert_invariants()
+
+
+# ---------------------------------------------------------------------------------------------- the last copy
+def test_a_duplicate_of_lost_content_becomes_its_stored_copy(world: World) -> None:
+    """The stored object was deleted out of band: the next upload of the content is kept as the stored copy."""
+    data = b"precious" * 20
+    first = world.upload(data, user=ALICE)
+    expect(world.ingest(first), Outcome.STORED)
+    del world.objects.objects[(BUCKET, first)]
+    second = world.upload(data, "again.txt", user=CAROL)
+    counted = world.totals()
+    result = world.ingest(second)
+    assert result.outcome == Outcome.DUPLICATE and not result.deleted
+    assert result.detail["adopted_from"] == first and result.detail["upload_status"] == "stored"
+    assert (BUCKET, second) in world.objects.objects and world.objects.heads == [(BUCKET, first)]
+    file = world.repo.files[sha(data)]
+    assert file["s3_key"] == second and file["etag"] == world.objects.objects[(BUCKET, second)].etag
+    assert (BUCKET, first) not in world.repo.claims and world.repo.claims[(BUCKET, second)]["hash"] == sha(data)
+    assert world.repo.uploads[upload_id_from_key("uploads/", second) or ""]["status"] == "stored"
+    assert world.totals()["duplicates_avoided"] == counted["duplicates_avoided"] + 1
+    world.assert_invariants()
+    # a late replay of its event deletes nothing: it is the stored copy now
+    replay = world.ingest(second)
+    assert replay.outcome == Outcome.REPLAY and not replay.deleted and (BUCKET, second) in world.objects.objects
+    # and the next duplicate is deleted as usual, after one HeadObject of the new stored copy
+    third = world.upload(data, user=BOB)
+    assert world.ingest(third).deleted and world.objects.heads[-1] == (BUCKET, second)
+    world.assert_invariants()
+
+
+def test_a_replayed_duplicate_confirms_the_stored_copy_before_deleting(world: World) -> None:
+    data = b"crash then loss" * 5
+    first = world.upload(data)
+    world.ingest(first)
+    second = world.upload(data)
+
+    def crash_and_lose(result: IngestResult) -> None:
+        del world.objects.objects[(BUCKET, first)]
+        raise RuntimeError("crash after the commit")
+
+    with pytest.raises(RuntimeError):
+        world.ingest(second, after_commit=crash_and_lose)
+    result = world.ingest(second)
+    assert result.outcome == Outcome.REPLAY and not result.deleted and result.detail["adopted_from"] == first
+    assert world.repo.files[sha(data)]["s3_key"] == second
+    world.assert_invariants()
+
+
+def test_a_stored_copy_adopted_concurrently_is_followed(world: World) -> None:
+    """Two duplicates find the stored copy lost: one adopts; the other sees the record moved and deletes."""
+    data = b"two survivors" * 7
+    first = world.upload(data)
+    world.ingest(first)
+    second, third = world.upload(data), world.upload(data)
+    del world.objects.objects[(BUCKET, first)]
+    original_exists = world.objects.exists
+
+    def adopt_in_between(bucket: str, key: str, etag: str | None) -> bool:
+        world.objects.exists = original_exists  # type: ignore[method-assign]
+        expect(world.ingest(third), Outcome.DUPLICATE)  # adopts the content first
+        return original_exists(bucket, key, etag)
+
+    world.objects.exists = adopt_in_between  # type: ignore[method-assign]
+    result = world.ingest(second)
+    assert result.outcome == Outcome.DUPLICATE and result.deleted and "adopted_from" not in result.detail
+    assert world.repo.files[sha(data)]["s3_key"] == third and (BUCKET, second) not in world.objects.objects
+    world.assert_invariants()
+
+
+# ---------------------------------------------------------------------------------------------- expired events
+def test_a_duplicate_whose_event_record_expired_is_a_replay(world: World) -> None:
+    """The bytes outlived the event record (30-day TTL): the upload bound to this event says replay."""
+    data = b"ttl" * 40
+    world.ingest(world.upload(data))
+    second = world.upload(data)
+    with pytest.raises(RuntimeError):
+        world.ingest(second, after_commit=lambda result: (_ for _ in ()).throw(RuntimeError("crash")))
+    counted = world.totals()
+    world.repo.events.clear()  # expired
+    result = world.ingest(second)
+    assert result.outcome == Outcome.REPLAY and result.detail["bound_upload"] and result.deleted
+    assert world.totals() == counted and world.repo.tenant_refs[("acme", sha(data))]["upload_count"] == 2
+    world.assert_invariants()

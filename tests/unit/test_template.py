@@ -23,6 +23,7 @@ ROUTES = {
     ("POST", "/upload"): "UploadFunction",
     ("GET", "/metadata/{id}"): "MetadataFunction",
     ("GET", "/download/{id}"): "DownloadFunction",
+    ("GET", "/me"): "MeFunction",
     ("GET", "/admin/stats"): "AdminStatsFunction",
     ("GET", "/admin/hashes"): "AdminHashesFunction",
     ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
@@ -35,6 +36,7 @@ HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
     "MetadataFunction": "dfd.handlers.metadata.handler",
     "DownloadFunction": "dfd.handlers.download.handler",
+    "MeFunction": "dfd.handlers.me.handler",
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
     "UploadPartsFunction": "dfd.handlers.multipart.handler",
@@ -50,6 +52,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
+        ("dynamodb:GetItem", "CountersTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -82,6 +85,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "MeFunction": {("dynamodb:GetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
         ("s3:GetObject", OBJECTS),
@@ -93,6 +97,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
             for table in ("EventsTable", "FilesTable")
         },
         ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),  # the reference the object's tenant hint names
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a lost stored copy's key claim, when a duplicate adopts
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -112,6 +118,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("dynamodb:DeleteItem", "CountersTable.Arn"),
         ("s3:ListBucket", "FilesBucket.Arn"),
+        ("s3:AbortMultipartUpload", OBJECTS),
         ("sqs:SendMessage", "IngestQueue.Arn"),
         ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
@@ -120,6 +127,10 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("cloudwatch:PutMetricData", "*"),
         (
             "states:StartExecution",
+            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
+        ),
+        (
+            "states:ListExecutions",
             "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
         ),
         *{

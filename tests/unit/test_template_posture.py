@@ -27,6 +27,7 @@ FUNCTIONS = [
     "UploadPartsFunction",
     "UploadsFunction",
     "MetadataFunction",
+    "MeFunction",
     "DownloadFunction",
     "AdminStatsFunction",
     "AdminHashesFunction",

@@ -9,7 +9,10 @@ first in ``_PRECEDENCE``). A new item in a transaction is one more ``plan.add(ro
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,10 +43,13 @@ from dfd.ports import (
     NewMultipart,
     NewUpload,
     ObjectVersion,
+    PendingReleased,
     PrecheckDuplicate,
+    QuotaRefused,
     ReapPending,
     TenantRefChanged,
     TenantShare,
+    TenantUsage,
     UploadDeletion,
     UploadTaken,
 )
@@ -177,8 +183,10 @@ class Repository:
             time.sleep(min(0.05 * 2**attempt, 1.0))
         raise ServiceUnavailable("DynamoDB BatchGetItem left keys unprocessed after retries")
 
-    def ingest_state(self, event_key: str, digest: str, upload_id: str | None) -> IngestState:
-        """Everything the ingest decision needs, in ONE consistent BatchGetItem."""
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to four tables)."""
         s = self._s
         request: dict[str, Any] = {
             s.events_table: {"Keys": [to_item({"event_key": event_key})], "ConsistentRead": True},
@@ -186,13 +194,18 @@ class Repository:
         }
         if upload_id is not None:
             request[s.uploads_table] = {"Keys": [to_item({"upload_id": upload_id})], "ConsistentRead": True}
+            if tenant_hint is not None:
+                ref = to_item({"tenant": tenant_hint, "hash": digest})
+                request[s.tenant_files_table] = {"Keys": [ref], "ConsistentRead": True}
         found = self._batch_get(request)
 
         def first(table: str) -> Item | None:
             items = found.get(table, [])
             return items[0] if items else None
 
-        return IngestState(first(s.events_table), first(s.files_table), first(s.uploads_table))
+        return IngestState(
+            first(s.events_table), first(s.files_table), first(s.uploads_table), first(s.tenant_files_table)
+        )
 
     def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
         """The file record and the tenant's reference to it, in ONE consistent BatchGetItem."""
@@ -215,6 +228,9 @@ class Repository:
             for name in COUNTER_FIELDS:
                 totals[name] += int(item.get(name, 0))
         return totals
+
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        return TenantUsage.from_item(self._get(self._s.counters_table, usage_key(tenant), consistent=True))
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
         """One page of at most `limit` file records, and where the next page starts (None on the last page).
@@ -290,14 +306,94 @@ class Repository:
             "tenant": upload.tenant,
         }
         record.update(extra or {})
+        if upload.tenant is not None:  # counted against its tenant's quota, in the same write
+            self._register_counted(upload, record)
+            return
+        item = to_item(record)
         try:
             self._db.put_item(
                 TableName=s.uploads_table,
-                Item=to_item(record),
+                Item=item,
                 ConditionExpression="attribute_not_exists(upload_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except (ClientError, BotoCoreError) as error:
+            if _already_put(error, item):
+                return  # our own put, applied before its response was lost (botocore retried it)
             raise translate(error, "PutItem") from error
+
+    def _register_counted(self, upload: NewUpload, record: Item) -> None:
+        """The upload record and its count against the tenant's quota, in ONE transaction: the conditional ADD
+        on the tenant's usage item is the quota check (docs/design.md, "Quotas")."""
+        assert upload.tenant is not None
+        s = self._s
+        if s.tenant_quota_bytes and upload.size > s.tenant_quota_bytes:
+            raise QuotaRefused(self._get(s.counters_table, usage_key(upload.tenant), consistent=True))
+        put = {
+            "Put": {
+                "TableName": s.uploads_table,
+                "Item": to_item({**record, "quota_bytes": upload.size}),
+                "ConditionExpression": "attribute_not_exists(upload_id)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        plan = _Plan(identity="upload")  # a lost response, retried: recognised by the record it put
+        plan.add("upload", put)
+        plan.add("usage", self._count_pending_item(upload.tenant, upload.size), QuotaRefused)
+        self._run(plan)
+
+    def _count_pending_item(self, tenant: str, size: int) -> dict[str, Any]:
+        """+1 pending upload of `size` bytes on the tenant's usage item, conditioned on the quota (DynamoDB
+        conditions have no arithmetic: `used_bytes` = pending + stored is kept for this comparison)."""
+        s = self._s
+        values: dict[str, Any] = {":one": to_attr(1), ":size": to_attr(size), ":tenant": to_attr(tenant)}
+        names = {"#tn": "tenant"}
+        conditions: list[str] = []
+        if s.tenant_pending_limit:
+            conditions.append("(attribute_not_exists(pending_count) OR pending_count < :pending_limit)")
+            values[":pending_limit"] = to_attr(s.tenant_pending_limit)
+        if s.tenant_quota_bytes:
+            conditions.append("(attribute_not_exists(used_bytes) OR used_bytes <= :room)")
+            values[":room"] = to_attr(s.tenant_quota_bytes - size)
+        update: dict[str, Any] = {
+            "TableName": s.counters_table,
+            "Key": to_item(usage_key(tenant)),
+            "UpdateExpression": "SET #tn = :tenant ADD pending_count :one, pending_bytes :size, used_bytes :size",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+        return {"Update": update}
+
+    def _add_usage_moves(self, plan: _Plan, tenant: TenantShare | None, version: ObjectVersion) -> None:
+        """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
+        the tenant did not hold the content, its size joins `stored` (a content counts once per tenant). Never
+        conditioned: an object already uploaded is never refused for a quota."""
+        if tenant is None:
+            return
+        stored = 0 if tenant.held else version.size
+        deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
+        if tenant.pending_bytes:
+            deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
+        deltas = {name: delta for name, delta in deltas.items() if delta}
+        if not deltas:
+            return
+        names = {f"#u{i}": name for i, name in enumerate(deltas)} | {"#tn": "tenant"}
+        values = {f":u{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
+        values[":tenant"] = to_attr(tenant.tenant)
+        adds = ", ".join(f"#u{i} :u{i}" for i in range(len(deltas)))
+        request = {
+            "Update": {
+                "TableName": self._s.counters_table,
+                "Key": to_item(usage_key(tenant.tenant)),
+                "UpdateExpression": f"SET #tn = :tenant ADD {adds}",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        plan.add("usage", request)
 
     # ---------------------------------------------------------------- multipart (dfd.multipart)
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
@@ -477,13 +573,17 @@ class Repository:
 
     # ---------------------------------------------------------------- writes, continued
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        item = to_item(self._event_record(version, outcome, now))
         try:
             self._db.put_item(
                 TableName=self._s.events_table,
-                Item=to_item(self._event_record(version, outcome, now)),
+                Item=item,
                 ConditionExpression="attribute_not_exists(event_key)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except (ClientError, BotoCoreError) as error:
+            if _already_put(error, item):
+                return True  # our own put, applied before its response was lost
             if isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == (
                 "ConditionalCheckFailedException"
             ):
@@ -516,12 +616,13 @@ class Repository:
             "first_upload_id": version.upload_id,
         }
         record.update(live_refs=1, state=LIVE, generation=1, stores=1)  # one reference to live content (deletes)
-        plan = _Plan()
-        plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
+        plan = _Plan(identity="event")
+        plan.add("event", self._put_event_item(self._committed_event(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
@@ -543,15 +644,16 @@ class Repository:
                 return FileVanished(None)
             return FileIsThisObject(item) if item.get("s3_key") == version.key else FileChanged(item)
 
-        plan = _Plan()
-        plan.add("event", self._put_event_item(self._event_record(version, "duplicate", now)), EventRecorded)
+        plan = _Plan(identity="event")
+        plan.add("event", self._put_event_item(self._committed_event(version, "duplicate", now)), EventRecorded)
         plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp), file_changed)
         # never delete bytes some record stores at this key
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
-        self._add_finish_upload(plan, version, status, filename, content_type, stamp)
+        self._add_finish_upload(plan, version, status, filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
@@ -628,7 +730,7 @@ class Repository:
             "created_at": stamp,
             "processed_at": stamp,
         }
-        plan = _Plan()
+        plan = _Plan(identity="upload")
         plan.add(
             "upload",
             {
@@ -636,6 +738,7 @@ class Repository:
                     "TableName": self._s.uploads_table,
                     "Item": to_item(record),
                     "ConditionExpression": "attribute_not_exists(upload_id)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
         )
@@ -647,10 +750,74 @@ class Repository:
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
 
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+        stamp = clock.iso(now)
+        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at"}
+        values: dict[str, Any] = {
+            ":key": to_attr(version.key),
+            ":etag": to_attr(version.etag),
+            ":bucket": to_attr(version.bucket),
+            ":now": to_attr(stamp),
+            ":lost": to_attr(str(lost.get("s3_key", ""))),
+        }
+        condition = "attribute_exists(#h) AND #k = :lost"
+        if lost.get("etag"):
+            values[":lost_etag"] = to_attr(str(lost["etag"]))
+            condition += " AND #e = :lost_etag"
+        plan = _Plan()
+        plan.add(
+            "file",
+            {
+                "Update": {
+                    "TableName": self._s.files_table,
+                    "Key": to_item({"hash": version.hash}),
+                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            FileChanged,
+        )
+        lost_claim = key_claim(str(lost.get("bucket") or version.bucket), str(lost.get("s3_key", "")))
+        plan.add(
+            "lost_claim",
+            {
+                "Delete": {
+                    "TableName": self._s.events_table,
+                    "Key": to_item({"event_key": lost_claim}),
+                    # never another content's claim
+                    "ConditionExpression": "attribute_not_exists(event_key) OR #h = :h",
+                    "ExpressionAttributeNames": {"#h": "hash"},
+                    "ExpressionAttributeValues": {":h": to_attr(version.hash)},
+                }
+            },
+        )
+        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
+        if version.upload_id is not None:
+            plan.add(
+                "upload",
+                {
+                    "Update": {
+                        "TableName": self._s.uploads_table,
+                        "Key": to_item({"upload_id": version.upload_id}),
+                        "UpdateExpression": "SET #s = :stored",
+                        "ConditionExpression": "#ek = :ek",
+                        "ExpressionAttributeNames": {"#s": "status", "#ek": "event_key"},
+                        "ExpressionAttributeValues": {":stored": to_attr("stored"), ":ek": to_attr(version.event_key)},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                UploadTaken,
+            )
+        self._run(plan)
+
     def transact(self, items: list[dict[str, Any]]) -> None:
-        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch)."""
+        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch), with the
+        ClientRequestToken of its exact request (:func:`request_token`)."""
         try:
-            self._db.transact_write_items(TransactItems=items)
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=request_token(items))
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "TransactWriteItems") from error
 
@@ -658,6 +825,8 @@ class Repository:
         try:
             self.transact(plan.items)
         except CancelledTransaction as cancelled:
+            if plan.applied_before(cancelled):
+                return  # our own transaction, applied before its response was lost
             raise plan.refusal(cancelled) from cancelled
 
     # ---------------------------------------------------------------- items and transaction items
@@ -675,8 +844,21 @@ class Repository:
             "ttl": clock.epoch(clock.plus(now, days=self._s.event_ttl_days)),
         }
 
+    def _committed_event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
+        """The event record an ingest commit puts, marked with a nonce of this one request: a retry of the same
+        request (botocore resends it) finds its own record, a concurrent delivery of the same event — whose
+        record would otherwise be identical, down to the second — finds another's (a replay)."""
+        return self._event_record(version, outcome, now) | {"commit": secrets.token_hex(8)}
+
     def _add_finish_upload(
-        self, plan: _Plan, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str
+        self,
+        plan: _Plan,
+        version: ObjectVersion,
+        status: str,
+        filename: str,
+        content_type: str,
+        stamp: str,
+        tenant: TenantShare | None = None,
     ) -> None:
         if version.upload_id is None:
             return
@@ -689,8 +871,15 @@ class Repository:
             "bucket": version.bucket,
         }
         defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
-        request = self._finish_upload_item(version.upload_id, fields, defaults, version.event_key)
-        plan.add("upload", request, UploadTaken)
+        releasing = tenant is not None and tenant.pending_bytes > 0
+        request = self._finish_upload_item(version.upload_id, fields, defaults, version.event_key, releasing=releasing)
+
+        def refused(item: Item | None) -> CommitRefused:
+            if releasing and item is not None and item.get("event_key") in (None, version.event_key):
+                return PendingReleased(item)  # not taken: the reconcile released its quota bytes meanwhile
+            return UploadTaken(item)
+
+        plan.add("upload", request, refused)
 
     def _add_tenant_ref(
         self,
@@ -798,9 +987,13 @@ class Repository:
             }
         }
 
-    def _finish_upload_item(self, upload_id: str, fields: Item, defaults: Item, event_key: str) -> dict[str, Any]:
+    def _finish_upload_item(
+        self, upload_id: str, fields: Item, defaults: Item, event_key: str, *, releasing: bool = False
+    ) -> dict[str, Any]:
         """Mark an upload processed by this event: SET fields, set defaults only where absent, leave the pending
-        index. Refused when another object version already processed it (a second PUT with the same URL)."""
+        index and the quota's pending count (`quota_bytes`: `releasing` = the commit releases them, so they must
+        still be there). Refused when another object version already processed it (a second PUT with the same
+        URL)."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
@@ -820,9 +1013,10 @@ class Repository:
             "Update": {
                 "TableName": self._s.uploads_table,
                 "Key": to_item({"upload_id": upload_id}),
-                "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl",
+                "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
                 "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
-                " AND (attribute_not_exists(#del) OR #del <> :del)",  # a deleted (cancelled) upload stays so
+                " AND (attribute_not_exists(#del) OR #del <> :del)"  # a deleted (cancelled) upload stays so
+                + (" AND attribute_exists(quota_bytes)" if releasing else ""),
                 "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key", "#del": "status"},
                 "ExpressionAttributeValues": {**values, ":del": to_attr("deleted")},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -844,6 +1038,43 @@ class Repository:
         }
 
 
+def usage_key(tenant: str) -> Item:
+    """The tenant's usage item in the counters table: `usage#<tenant>` never collides with a shard (`shard#NNN`)
+    or an audit scratch item (`audit#<uuid>`); stats read shard keys only, the audits sum COUNTER_FIELDS, which a
+    usage item does not have."""
+    return {"counter_id": f"usage#{tenant}"}
+
+
+def request_token(items: list[dict[str, Any]]) -> str:
+    """The ClientRequestToken of one TransactWriteItems: a digest of the operation's identity AND of every
+    parameter of this very request.
+
+    DynamoDB answers a request that repeats a token of the last 10 minutes with the first one's result, without
+    applying it again — when every parameter is identical; a token reused with different parameters raises
+    IdempotentParameterMismatchException. A lost response is retried by botocore, which resends the same
+    serialized request: same items, same token, recognised. A retry the domain builds itself (a new attempt
+    after a conflict or after botocore gave up) has a new timestamp and counter shard, perhaps a different
+    decision, hence a new token: it must not be taken for the first request, and needs not be — whatever the
+    first one applied is visible to the conditions (the event record, the upload record), which make the
+    second a replay. Since the items carry the identity (event key, upload id) and the token carries the
+    items, two operations never share a token and no parameter mismatch can occur. Where tokens are not
+    honoured (moto: the local stack and the tests), :meth:`_Plan.applied_before` recognises our own
+    transaction from the item its identity condition returns."""
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(b"dfd-transact\n" + canonical.encode()).hexdigest()[:36]
+
+
+def _already_put(error: ClientError | BotoCoreError, item: dict[str, Any]) -> bool:
+    """A conditional PutItem refused because the very item it puts is there: our own put, applied before its
+    response was lost and retried (the item returned by ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    if not isinstance(error, ClientError):
+        return False
+    if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+        return False
+    old: Any = error.response.get("Item")
+    return isinstance(old, dict) and bool(old) and from_item(old) == from_item(item)
+
+
 Refusal = Callable[[Item | None], CommitRefused]
 
 # The conflict a cancelled transaction raises is that of the first role, in this order, whose condition
@@ -860,6 +1091,9 @@ class _Plan:
     items: list[dict[str, Any]] = field(default_factory=list)
     roles: dict[str, int] = field(default_factory=dict)
     conflicts: dict[str, Refusal] = field(default_factory=dict)
+    # the role whose Put carries the operation's identity (an event key, an upload id): found there, exactly as
+    # this plan puts it, it says the whole transaction was applied before (transactions are atomic)
+    identity: str | None = None
 
     def add(self, role: str, request: dict[str, Any], conflict: Refusal | None = None) -> None:
         assert role not in self.roles, f"role {role} twice in one transaction"
@@ -867,6 +1101,15 @@ class _Plan:
         self.items.append(request)
         if conflict is not None:
             self.conflicts[role] = conflict
+
+    def applied_before(self, cancelled: CancelledTransaction) -> bool:
+        if self.identity is None or self.identity not in self.roles:
+            return False
+        index = self.roles[self.identity]
+        put = self.items[index].get("Put")
+        if not isinstance(put, dict) or not cancelled.failed(index):
+            return False
+        return cancelled.item(index) == from_item(put["Item"])
 
     def refusal(self, cancelled: CancelledTransaction) -> CommitRefused:
         order = [r for r in _PRECEDENCE if r in self.roles] + [r for r in self.roles if r not in _PRECEDENCE]

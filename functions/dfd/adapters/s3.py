@@ -31,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
 from dfd.errors import DfdError, MultipartGone, ObjectChanged, ObjectNotFound, PartsRejected, ServiceUnavailable
 from dfd.hashing import b64_to_hex
+from dfd.ids import tenant_from_metadata
 from dfd.ports import ObjectInfo, OpenedObject, PartInfo, Sink
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
         size=int(response["ContentLength"]),
         content_type=response.get("ContentType"),
         checksum_sha256=verified,
+        tenant_hint=tenant_from_metadata(response.get("Metadata")),
     )
 
 
@@ -359,6 +361,20 @@ class ObjectStore:
             raise mapped from error
         return True
 
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """HeadObject IfMatch `etag`: True when that version is there; False when missing or overwritten."""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if etag:
+            kwargs["IfMatch"] = etag
+        try:
+            self._s3.head_object(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            mapped = translate(error, "HeadObject", key)
+            if isinstance(mapped, ObjectNotFound | ObjectChanged):
+                return False
+            raise mapped from error
+        return True
+
     # ------------------------------------------------------------------ presign
     def presign_put(
         self,
@@ -369,8 +385,10 @@ class ObjectStore:
         content_type: str,
         checksum_b64: str | None,
         expires_in: int,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str]]:
-        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256)."""
+        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256, and each
+        `metadata` entry as its x-amz-meta-* header)."""
         params: dict[str, Any] = {
             "Bucket": bucket,
             "Key": key,
@@ -382,17 +400,27 @@ class ObjectStore:
         if checksum_b64:
             params["ChecksumSHA256"] = checksum_b64
             headers["x-amz-checksum-sha256"] = checksum_b64
+        if metadata:
+            params["Metadata"] = dict(metadata)
+            headers.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
         try:
             url: str = self._presign.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "presign PUT", key) from error
         return url, headers
 
-    def presign_get(self, bucket: str, key: str, *, disposition: str, expires_in: int) -> str:
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        """A GET URL answering with this Content-Disposition and, when given, this Content-Type (the reader's
+        own view of a shared object, never the first uploader's type)."""
+        params: dict[str, Any] = {"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition}
+        if content_type:
+            params["ResponseContentType"] = content_type
         try:
             url: str = self._presign.generate_presigned_url(
                 "get_object",
-                Params={"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition},
+                Params=params,
                 ExpiresIn=expires_in,
             )
         except (ClientError, BotoCoreError) as error:
@@ -400,8 +428,12 @@ class ObjectStore:
         return url
 
     # ------------------------------------------------------------------ multipart (dfd.multipart)
-    def create_multipart(self, bucket: str, key: str, *, content_type: str, checksum: bool) -> str:
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ContentType": content_type}
+        if metadata:
+            kwargs["Metadata"] = metadata  # the completed object carries it (the ingest's tenant hint)
         if checksum:
             kwargs["ChecksumAlgorithm"] = "SHA256"
         try:

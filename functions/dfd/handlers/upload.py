@@ -36,7 +36,7 @@ def create_upload() -> Any:
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)  # the body carries a presigned URL (item 8)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -1,0 +1,25 @@
+"""GET /me: the caller, its tenant, its admin flag and the tenant's quota usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfd import aws, deps
+from dfd.config import settings
+from dfd.handlers import init_done
+from dfd.http import json_response, lambda_entry, make_app
+from dfd.identity import current_caller
+from dfd.me import me
+
+settings()
+app = make_app()
+
+
+@app.get("/me")
+def get_me() -> Any:
+    return json_response(200, me(current_caller(app), deps.repository(), settings()))
+
+
+handler = lambda_entry(app)
+
+init_done(deps.repository, aws.dynamodb().build)

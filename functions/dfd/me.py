@@ -1,0 +1,21 @@
+"""GET /me: who the caller is, its tenant, and the tenant's quota usage and limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dfd.config import Settings
+from dfd.identity import Caller
+from dfd.ports import Repository
+
+
+def me(caller: Caller, repo: Repository, settings: Settings) -> dict[str, Any]:
+    """The caller as the API sees it. Limits of 0 mean unlimited (TenantQuotaBytes, TenantPendingLimit)."""
+    return {
+        "owner": caller.owner,
+        "username": caller.username,
+        "tenant": caller.tenant,
+        "is_admin": caller.is_admin,
+        "usage": repo.tenant_usage(caller.tenant).as_dict(),
+        "limits": {"bytes": settings.tenant_quota_bytes, "pending": settings.tenant_pending_limit},
+    }
