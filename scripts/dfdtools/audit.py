@@ -240,7 +240,11 @@ def _upload_count_check(
         if event.get("outcome") in ("stored", "duplicate") and event.get("hash"):
             counted.setdefault(str(event["hash"]), set()).add(str(event["event_key"]))
     for upload in uploads:
-        if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
+        # a deleted upload that had been processed stays counted: upload_count is history (issue 13)
+        processed = upload.get("status") in ("stored", "duplicate") or (
+            upload.get("status") == "deleted" and upload.get("processed_at")
+        )
+        if processed and upload.get("hash"):
             digest = str(upload["hash"])
             counted.setdefault(digest, set()).add(str(upload.get("event_key") or "upload#" + upload["upload_id"]))
             from_uploads[digest] = from_uploads.get(digest, 0) + 1
