@@ -13,6 +13,7 @@ from dfd import aws
 from dfd.adapters.dynamo import Repository
 from dfd.adapters.s3 import ObjectStore, ReadTuning
 from dfd.config import settings
+from dfd.deletes import DeleteService
 from dfd.ingest import Ingestor
 from dfd.multipart import MultipartService
 from dfd.queries import Queries
@@ -40,6 +41,11 @@ def multipart_service() -> MultipartService:
 
 
 @cache
+def delete_service() -> DeleteService:
+    return DeleteService(settings(), repository(), multipart_service())
+
+
+@cache
 def ingestor() -> Ingestor:
     tuning = ReadTuning.from_settings(settings())
     return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
@@ -52,6 +58,7 @@ def reset() -> None:
         queries,
         upload_service,
         multipart_service,
+        delete_service,
         ingestor,
         settings,
         aws.dynamodb,

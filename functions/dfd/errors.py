@@ -51,6 +51,13 @@ class NotReady(Conflict):
     code = "not_ready"
 
 
+class Gone(DfdError):
+    """The resource existed and was deleted (an upload deleted by its owner or an admin)."""
+
+    status = 410
+    code = "deleted"
+
+
 class ServiceUnavailable(DfdError):
     """A dependency is throttling or unavailable: the request may be retried."""
 

@@ -50,6 +50,7 @@ from dfd.ports import (
     TenantRefChanged,
     TenantShare,
     UploadTaken,
+    is_live,
 )
 
 MAX_ATTEMPTS = 8
@@ -185,6 +186,10 @@ class Ingestor:
         # a duplicate → assumed held. The commit is conditioned on what it assumed and a TenantRefChanged
         # conflict says what is there instead (no extra read).
         tenant = upload.get("tenant") if isinstance(upload.get("tenant"), str) else None
+        if upload.get("status") == "deleted":  # cancelled before its object arrived: delete it, count nothing
+            result.detail["reason"] = "upload deleted"
+            self._rejected(version, result)
+            return
         held: bool | None = None  # known from the first read (a right hint) or a TenantRefChanged conflict
         if tenant is not None and tenant == info.tenant_hint:
             held = state.tenant_ref is not None
@@ -198,17 +203,32 @@ class Ingestor:
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
             duplicate = known is not None
+            # tombstoned content (every reference deleted) takes no new reference: this upload resurrects it
+            resurrect = known is not None and not is_live(known)
+            duplicate = duplicate and not resurrect
             share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held, pending)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
-                commit(
-                    version,
-                    filename=filename,
-                    content_type=content_type,
-                    counter_shard=self._rng.randrange(self._s.counter_shards),
-                    now=self._now(),
-                    tenant=share,
-                )
+                if resurrect:
+                    assert known is not None
+                    self._repo.commit_resurrect(
+                        version,
+                        known,
+                        filename=filename,
+                        content_type=content_type,
+                        counter_shard=self._rng.randrange(self._s.counter_shards),
+                        now=self._now(),
+                        tenant=share,
+                    )
+                else:
+                    commit(
+                        version,
+                        filename=filename,
+                        content_type=content_type,
+                        counter_shard=self._rng.randrange(self._s.counter_shards),
+                        now=self._now(),
+                        tenant=share,
+                    )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
                 self._replayed(version, event or {"outcome": "unknown"}, result, known)
@@ -240,6 +260,9 @@ class Ingestor:
                 self._backoff(attempt)
                 continue
             result.outcome = Outcome.DUPLICATE if duplicate else Outcome.STORED
+            if resurrect:
+                assert known is not None
+                result.detail["resurrected_generation"] = int(known.get("generation", 0)) + 1
             if share is not None:
                 result.detail["tenant"] = share.tenant
                 # what the uploader sees: new for its tenant unless the tenant held the content already

@@ -62,7 +62,17 @@ COUNTER_FIELDS = (
     "total_uploads",
     "duplicates_avoided",
     "total_s3_size_saved",
+    "deleted_uploads",  # processed uploads deleted (their references removed); cancelled pending ones are not
 )
+
+# The states of a content's physical record (FileMetadata `state`; records written before deletes have none and
+# are live). New references are only ever added to live content (docs/design.md, "Deletes").
+LIVE = "live"
+TOMBSTONED = "tombstoned"
+
+
+def is_live(file: Item) -> bool:
+    return bool(file.get("state", LIVE) == LIVE)
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,23 @@ class PartInfo:
     checksum_sha256: str | None = None  # base64, when the upload was created with SHA-256 checksums
 
 
+@dataclass(frozen=True)
+class UploadDeletion:
+    """Deleting a processed upload, as read: the upload's status, its tenant's reference count (None: the upload
+    has no tenant) and the content's live reference count and generation. The delete is conditioned on them."""
+
+    upload_id: str
+    status: str
+    hash: str
+    size: int
+    tenant: str | None
+    tenant_refs: int | None
+    live_refs: int
+    generation: int
+    uploads: int = 0  # the record's upload_count (its history, moved to the counters when it is reaped)
+    stores: int = 1  # its generations stored (a duplicate is an upload beyond them)
+
+
 # ---------------------------------------------------------------------------------------------- conflicts
 class CommitRefused(DfdError):
     """A write was refused by one of its conditions. Raised as such only when no known condition explains it
@@ -213,6 +240,11 @@ class FileIsThisObject(FileChanged):
     """Counting a duplicate: the file record's stored copy IS this object (item: that record)."""
 
 
+class ReapPending(CommitRefused):
+    """Resurrecting tombstoned content: an older generation's object still awaits the reaper (item: the record);
+    the ingest backs off and its message is retried (the reaper frees the slot after the grace period)."""
+
+
 class UploadTaken(CommitRefused):
     """The upload was already processed by another object version (item: the upload record)."""
 
@@ -225,6 +257,11 @@ class PendingReleased(CommitRefused):
 class TenantRefChanged(CommitRefused):
     """The tenant's reference to the content is not as the write assumed: it exists although read absent
     (item: the reference), or is absent although read present (item: None)."""
+
+
+class DeleteRaced(CommitRefused):
+    """Deleting an upload: the upload, its tenant's reference or the content's live count is not what the delete
+    read (item: None; the caller reads again)."""
 
 
 class QuotaRefused(CommitRefused):
@@ -265,6 +302,13 @@ class Repository(Protocol):
         ...
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]: ...
+
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """One page of the owner's uploads, newest first, and where the next page starts (owner, created_at,
+        upload_id; None on the last page)."""
+        ...
 
     def tenant_usage(self, tenant: str) -> TenantUsage:
         """The tenant's quota usage (zeros when it has none yet), read consistently."""
@@ -307,6 +351,24 @@ class Repository(Protocol):
         TenantRefChanged, CommitRefused."""
         ...
 
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: Item,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """Tombstoned content uploaded again, in one transaction: THIS object becomes the canonical copy of a new
+        generation (the record's s3_key/etag move here, its key is claimed, live again with one reference); the
+        tombstoned generation's object is handed to the reaper (`reap_key`/`reap_etag`). Conditioned on the record
+        still tombstoned at the generation read. Raises EventRecorded, KeyClaimed, FileChanged (resurrected or
+        reaped meanwhile: FileVanished), ReapPending, UploadTaken, TenantRefChanged."""
+        ...
+
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         """Content the caller's tenant holds, announced by POST /upload, in one transaction: the caller's upload
         record (processed: `duplicate`), +1 upload on the file record and on the tenant's reference, counted as
@@ -342,6 +404,19 @@ class Repository(Protocol):
         the stored copy, in one transaction conditioned on the record still naming the lost object — the
         record's key and ETag, the key's claim moved, and the upload (if any) reading `stored`. Raises
         FileChanged (the record moved on: item is the record now) or CommitRefused."""
+        ...
+
+    # ------------------------------------------------------------------ deletes (dfd.deletes)
+    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """An upload that holds no reference (pending, expired, failed) becomes `deleted` with `deleted_at`,
+        conditioned on its status still being `status`; False when it is not."""
+        ...
+
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+        """In one transaction: the upload `deleted` (status still as read), -1 on its tenant's reference (the
+        reference deleted when it held the last), -1 live reference on the content (TOMBSTONED, with the next
+        generation, when it held the last), +1 `deleted_uploads`. Returns whether the content was tombstoned.
+        Raises DeleteRaced when any of them is no longer as read."""
         ...
 
 

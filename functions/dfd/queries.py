@@ -7,17 +7,18 @@ from typing import Any
 from urllib.parse import quote
 
 from dfd.config import Settings
-from dfd.errors import BadRequest, Forbidden, NotFound, NotReady
+from dfd.errors import BadRequest, Forbidden, Gone, NotFound, NotReady
 from dfd.identity import Caller
 from dfd.ids import is_hash, is_upload_id
-from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository
-from dfd.tokens import decode_token, encode_token
+from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository, is_live
+from dfd.tokens import decode_token, decode_upload_token, encode_token
 from dfd.views import file_view, tenant_file_view, upload_view
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 PROCESSED = {"stored", "duplicate"}
 _LIMIT_RE = re.compile(r"[0-9]{1,4}")
+_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at")
 
 
 def check_id(raw: str | None) -> str:
@@ -105,6 +106,8 @@ class Queries:
             content_type = view.get("content_type")
         else:
             upload = self._upload(ident, caller)
+            if upload.get("status") == "deleted":
+                raise Gone(f"upload {ident} was deleted", details={"deleted_at": upload.get("deleted_at")})
             if upload.get("status") not in PROCESSED or not upload.get("hash"):
                 raise NotReady(
                     f"upload {ident} is {upload.get('status', 'unknown')}; the file is not available yet",
@@ -113,6 +116,8 @@ class Queries:
             file, view = self._file(upload["hash"], caller)
             filename = str(upload.get("filename") or view.get("filename") or ident)
             content_type = upload.get("content_type") or view.get("content_type")
+        if not is_live(file):  # every reference was deleted: its bytes await the reaper (admins only see it)
+            raise Gone(f"content {file['hash']} was deleted")
         expires_in = self._s.download_url_expires
         url = self._objects.presign_get(
             str(file.get("bucket") or self._s.bucket),
@@ -142,6 +147,17 @@ class Queries:
         uploads = totals["total_uploads"]
         stats["dedup_ratio"] = round(totals["duplicates_avoided"] / uploads, 6) if uploads else 0.0
         return stats
+
+    def my_uploads(self, raw_limit: str | None, raw_token: str | None, caller: Caller) -> dict[str, Any]:
+        """The caller's own uploads, newest first (every status, deleted ones included), one page."""
+        limit = parse_limit(raw_limit)
+        start = decode_upload_token(raw_token, caller.owner) if raw_token else None
+        items, last = self._repo.owner_uploads(caller.owner, limit, start)
+        return {
+            "items": [{k: v for k, v in upload_view(item, None).items() if k in _LISTED} for item in items],
+            "count": len(items),
+            "last_evaluated_key": encode_token(last) if last else None,
+        }
 
     def hashes(self, raw_limit: str | None, raw_token: str | None, caller: Caller) -> dict[str, Any]:
         self._admin_only(caller)

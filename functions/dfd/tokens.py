@@ -17,7 +17,7 @@ import binascii
 import json
 
 from dfd.errors import BadRequest
-from dfd.ids import is_hash
+from dfd.ids import is_hash, is_upload_id
 
 MAX_TOKEN_CHARS = 512
 
@@ -25,6 +25,31 @@ MAX_TOKEN_CHARS = 512
 def encode_token(last_key: dict[str, str]) -> str:
     payload = json.dumps(last_key, separators=(",", ":"), sort_keys=True).encode()
     return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+
+def decode_upload_token(token: str, owner: str) -> dict[str, str]:
+    """GET /uploads' token: the position in its caller's own listing (owner, created_at, upload_id), strictly
+    validated, and refused (400 invalid_token, as any other bad token) unless it names the CALLER's listing."""
+    invalid = BadRequest("last_evaluated_key is not a token this API issued", code="invalid_token")
+    key = _decode_json(token, invalid)
+    if not isinstance(key, dict) or set(key) != {"owner", "created_at", "upload_id"}:
+        raise invalid
+    if not all(isinstance(value, str) for value in key.values()) or not is_upload_id(key["upload_id"]):
+        raise invalid
+    if key["owner"] != owner or not 1 <= len(key["created_at"]) <= 40:
+        raise invalid
+    return {"owner": key["owner"], "created_at": key["created_at"], "upload_id": key["upload_id"]}
+
+
+def _decode_json(token: str, invalid: BadRequest) -> object:
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        raise invalid
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        decoded: object = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise invalid from None
+    return decoded
 
 
 def decode_token(token: str) -> dict[str, str]:

@@ -15,7 +15,16 @@ from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService
-from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, QuotaRefused, Repository, TenantUsage
+from dfd.ports import (
+    CommitRefused,
+    NewUpload,
+    ObjectStore,
+    PrecheckDuplicate,
+    QuotaRefused,
+    Repository,
+    TenantUsage,
+    is_live,
+)
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
@@ -141,7 +150,7 @@ class UploadService:
         of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
-            if stored is None or ref is None:
+            if stored is None or ref is None or not is_live(stored):
                 return None
             now = self._now()
             upload = PrecheckDuplicate(

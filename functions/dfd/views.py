@@ -17,6 +17,7 @@ _UPLOAD_FIELDS = (
     "hash",
     "failed_at",  # status failed: when reconcile gave up re-driving it,
     "failure",  # and why
+    "deleted_at",  # status deleted: when its owner (or an admin) deleted it
 )
 
 

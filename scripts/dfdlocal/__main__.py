@@ -24,7 +24,8 @@ from dfdlocal.stack import LocalStack, StackOptions, StartupError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # template parameters the local stack sets unless --param says otherwise: per-tenant quotas of 1 GiB and 100
 # pending uploads (AWS's defaults are 0 = unlimited)
-LOCAL_PARAMETERS = ("TenantQuotaBytes=1073741824", "TenantPendingLimit=100")
+# tombstoned bytes are reaped after 10 s locally (1 hour on AWS); per-tenant quotas small enough to meet
+LOCAL_PARAMETERS = ("TenantQuotaBytes=1073741824", "TenantPendingLimit=100", "DeleteGraceSeconds=10")
 log = logging.getLogger("dfdlocal")
 
 

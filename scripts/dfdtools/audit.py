@@ -23,6 +23,9 @@ from dfd.ids import event_key, version_token
 from dfdtools.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
+# counter-shard attributes the reaper ADDs: a reaped content's upload_count, its duplicates and the bytes they
+# saved (history counters are never rewritten, the recount needs them once the record is gone)
+REAPED_FIELDS = ("reaped_uploads", "reaped_duplicates", "reaped_saved")
 
 
 @dataclass
@@ -106,6 +109,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         if key in keys_seen:
             c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {item['hash']}")
         keys_seen[key] = item["hash"]
+        if key not in objects and item.get("state") == "tombstoned":
+            continue  # the reaper deletes a tombstoned content's object first, then its record
         if key not in objects:
             c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
             continue
@@ -118,15 +123,25 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
     totals = dict.fromkeys(COUNTER_FIELDS, 0)
+    reaped = dict.fromkeys(REAPED_FIELDS, 0)  # the history of reaped contents, moved there by the reaper
     for shard in shards:
         for name in COUNTER_FIELDS:
             totals[name] += int(shard.get(name, 0))
+        for name in REAPED_FIELDS:
+            reaped[name] += int(shard.get(name, 0))
     recount = {
         "total_files": len(files),
         "total_bytes_stored": sum(int(i["size"]) for i in files),
-        "total_uploads": sum(int(i.get("upload_count", 0)) for i in files),
-        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - 1 for i in files),
-        "total_s3_size_saved": sum((int(i.get("upload_count", 0)) - 1) * int(i["size"]) for i in files),
+        "total_uploads": sum(int(i.get("upload_count", 0)) for i in files) + reaped["reaped_uploads"],
+        # `stores`: the content's generations (a tombstoned content uploaded again is stored anew, not a duplicate)
+        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - int(i.get("stores", 1)) for i in files)
+        + reaped["reaped_duplicates"],
+        "total_s3_size_saved": sum(
+            (int(i.get("upload_count", 0)) - int(i.get("stores", 1))) * int(i["size"]) for i in files
+        )
+        + reaped["reaped_saved"],
+        # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
+        "deleted_uploads": sum(1 for u in uploads if u.get("status") == "deleted" and u.get("processed_at")),
     }
     c3 = Check("2+3. counters equal the recount (each object version counted exactly once)", True)
     for name in COUNTER_FIELDS:
@@ -134,8 +149,10 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
             c3.problems.append(f"{name}: counters say {totals[name]}, recount says {recount[name]}")
     dup_events = sum(1 for e in events if e.get("outcome") == "duplicate")
     new_events = sum(1 for e in events if e.get("outcome") == "stored")
-    if new_events > len(files):
-        c3.problems.append(f"{new_events} 'stored' event records but only {len(files)} files")
+    generations = sum(int(i.get("stores", 1)) for i in files)
+    generations += reaped["reaped_uploads"] - reaped["reaped_duplicates"]
+    if new_events > generations:
+        c3.problems.append(f"{new_events} 'stored' event records but only {generations} stored generations")
     c3.counts = {"counters_" + k: v for k, v in totals.items()} | {"dup_events": dup_events}
     c3.holds = not c3.problems
     checks.append(c3)
@@ -144,6 +161,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     # 4: no duplicate bytes remain once committed; unprocessed objects only while events are in flight
     c4 = Check("4. no duplicate object remains after its transaction committed", True)
     canonical = {i.get("s3_key") for i in files}
+    canonical |= {i.get("reap_key") for i in files if i.get("reap_key")}  # an older generation's: the reaper's
     by_event = {e["event_key"]: e for e in events}
     leftover = unprocessed = 0
     for key, obj in objects.items():
@@ -176,7 +194,35 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     c7.holds = not c7.problems
     checks.append(c7)
     checks += _tenant_checks(list(_scan(ddb, settings.tenant_files_table)), uploads, hashes)
+    checks.append(_live_check(files, uploads, events))
     return Report(checks)
+
+
+def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], events: list[dict[str, Any]]) -> Check:
+    """Deletes (issue 13): a content's live count is the number of live references to it — its processed,
+    undeleted uploads, plus objects put straight into the bucket outside `uploads/<upload_id>` keys (their
+    ingest's event record, no upload) — and a content is tombstoned exactly when it has none."""
+    check = Check("deletes: live_refs = the live references to the content; tombstoned iff none", True)
+    refs: dict[str, int] = {}
+    for upload in uploads:
+        if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
+            refs[str(upload["hash"])] = refs.get(str(upload["hash"]), 0) + 1
+    for event in events:
+        if event.get("outcome") in ("stored", "duplicate") and not event.get("upload_id") and event.get("hash"):
+            refs[str(event["hash"])] = refs.get(str(event["hash"]), 0) + 1
+    tombstoned = 0
+    for item in files:
+        digest, live = str(item["hash"]), int(item.get("live_refs", 0))
+        dead = item.get("state") == "tombstoned"
+        tombstoned += dead
+        if live != refs.get(digest, 0):
+            check.problems.append(f"content {digest}: live_refs {live}, live references {refs.get(digest, 0)}")
+        if dead != (live == 0):
+            check.problems.append(f"content {digest}: state {item.get('state')} with live_refs {live}")
+    for digest in sorted(set(refs) - {str(i["hash"]) for i in files}):
+        check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
+    check.counts = {"files": len(files), "tombstoned": tombstoned}
+    return check
 
 
 def _upload_count_check(
@@ -194,7 +240,11 @@ def _upload_count_check(
         if event.get("outcome") in ("stored", "duplicate") and event.get("hash"):
             counted.setdefault(str(event["hash"]), set()).add(str(event["event_key"]))
     for upload in uploads:
-        if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
+        # a deleted upload that had been processed stays counted: upload_count is history (issue 13)
+        processed = upload.get("status") in ("stored", "duplicate") or (
+            upload.get("status") == "deleted" and upload.get("processed_at")
+        )
+        if processed and upload.get("hash"):
             digest = str(upload["hash"])
             counted.setdefault(digest, set()).add(str(upload.get("event_key") or "upload#" + upload["upload_id"]))
             from_uploads[digest] = from_uploads.get(digest, 0) + 1

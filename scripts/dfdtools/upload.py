@@ -4,6 +4,8 @@ with exactly the returned headers and a progress bar, wait for ingest, then prin
   scripts/upload photos/ notes.txt                       # as alice on make run's stack
   scripts/upload --user bob notes.txt                    # another local user ($DFD_LOCAL_PASSWORD)
   scripts/upload --api https://abc.execute-api.eu-west-1.amazonaws.com --token "$TOKEN" big.iso
+  scripts/upload --list                                  # my uploads, newest first (GET /uploads, every page)
+  scripts/upload --delete 0123456789abcdef0123456789abcdef   # DELETE /uploads/{id}, repeatable
 
 Every API call carries ``Authorization: Bearer <access token>``: ``--token`` (or ``$DFD_TOKEN``) when given,
 else a token signed in as ``--user`` (default ``alice``, make run's first user) on the local user pool, as
@@ -203,12 +205,45 @@ def await_ingest(session: requests.Session, api: str, upload_id: str, result: Re
     return result
 
 
+def delete_and_list(api: str, session: requests.Session, upload_ids: list[str], *, listing: bool) -> int:
+    """DELETE /uploads/{id} for each id (204: deleted, or deleted before), then GET /uploads page by page."""
+    failed = 0
+    for upload_id in upload_ids:
+        response = session.delete(f"{api}/uploads/{upload_id}", timeout=30)
+        if response.status_code == 204:
+            print(f"deleted   {upload_id}")
+        else:
+            failed += 1
+            print(f"failed    {upload_id}  ({error_text(response)})")
+    token: str | None = None
+    while listing:
+        params = {"limit": "100"} | ({"last_evaluated_key": token} if token else {})
+        response = session.get(f"{api}/uploads", params=params, timeout=30)
+        if response.status_code != 200:
+            print(f"scripts/upload: GET /uploads: {error_text(response)}", file=sys.stderr)
+            return 1
+        page = response.json()
+        for item in page["items"]:
+            size = item.get("size")
+            print(
+                f"{item['upload_id']}  {item.get('status', ''):9} {size if size is not None else '':>12}  "
+                f"{item.get('created_at', '')}  {item.get('filename', '')}"
+            )
+        token = page.get("last_evaluated_key")
+        listing = bool(token)
+    return 1 if failed else 0
+
+
 @reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/upload", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
+    parser.add_argument("paths", nargs="*", type=Path, help="files or directories")
+    parser.add_argument(
+        "--delete", action="append", default=[], metavar="UPLOAD_ID", help="delete this upload (repeatable)"
+    )
+    parser.add_argument("--list", action="store_true", help="list my uploads, newest first")
     parser.add_argument("--api", default=LOCAL_API, help=f"API base URL (default: make run's, {LOCAL_API})")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for each ingest (0: don't)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -240,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--parts-in-flight must be >= 1")
     if args.token and args.user:
         parser.error("give --token or --user, not both")
+    if not (args.paths or args.delete or args.list):
+        parser.error("give files or directories to upload, --delete UPLOAD_ID or --list")
     api = args.api.rstrip("/")
     bar = not args.no_progress and sys.stderr.isatty()
     token = args.token
@@ -255,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
+    if args.delete or args.list:
+        return delete_and_list(api, session, args.delete, listing=args.list)
     # multipart calls carry the same header (their part PUTs carry only the presigned ones)
     parts = PartsOptions(
         args.parts_in_flight, args.resume, multipart.StateStore(args.state_dir), {"Authorization": f"Bearer {token}"}

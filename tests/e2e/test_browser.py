@@ -625,6 +625,7 @@ def test_dashboard_follows_duplicates_and_outlives_hung_requests(
             "total_uploads": uploads,
             "duplicates_avoided": uploads - 1,
             "total_s3_size_saved": 100 * (uploads - 1),
+            "deleted_uploads": 0,
             "dedup_ratio": (uploads - 1) / uploads,
         }
 

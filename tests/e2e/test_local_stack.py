@@ -150,7 +150,7 @@ def test_api_preflight_follows_cors_configuration(stack: RunningStack, template:
 
     refused = requests.options(
         stack.api_url + "/upload",
-        headers={"Origin": origin, "Access-Control-Request-Method": "DELETE"},
+        headers={"Origin": origin, "Access-Control-Request-Method": "PUT"},  # not in AllowMethods
         timeout=10,
     )
     assert refused.status_code == 204

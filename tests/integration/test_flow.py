@@ -99,6 +99,7 @@ def test_same_content_twice_keeps_one_object(aws: Aws) -> None:
         "total_uploads": 2,
         "duplicates_avoided": 1,
         "total_s3_size_saved": len(data),
+        "deleted_uploads": 0,
         "dedup_ratio": 0.5,
     }
     aws.assert_invariants()

@@ -21,7 +21,7 @@ import boto3
 import pytest
 
 from dfd import deps
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import post_upload, put
@@ -39,6 +39,7 @@ MODULES = {
     "admin_hashes": "AdminHashesFunction",
     "ingest": "IngestFunction",
     "multipart": "UploadPartsFunction",
+    "uploads": "UploadsFunction",
 }
 INGEST_THREADS = ("dfd-record", "dfd-range")  # the ingest's record and ranged-read workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
@@ -96,6 +97,8 @@ class Recorder:
                 for item in params["TransactItems"]:
                     ((kind, body),) = item.items()
                     found.append((TRANSACT_ACTIONS[kind], body["TableName"]))
+            elif params.get("IndexName"):  # a Query of an index is authorized on the index's ARN
+                found = [(f"dynamodb:{name}", params["TableName"] + "/index/" + params["IndexName"])]
             else:
                 found = [(f"dynamodb:{name}", params["TableName"])]
         elif service == "s3":
@@ -148,6 +151,7 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
     action, resource = service_resource
     s = aws.settings
     if action.startswith("dynamodb:"):
+        resource, _, index = resource.partition("/index/")
         logical = {
             s.files_table: "FilesTable",
             s.counters_table: "CountersTable",
@@ -155,7 +159,8 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
             s.events_table: "EventsTable",
             s.tenant_files_table: "TenantFilesTable",
         }[resource]
-        return resolver.get_att(logical, "Arn")
+        table_arn = resolver.get_att(logical, "Arn")
+        return f"{table_arn}/index/{index}" if index else table_arn
     bucket, _, key = resource.partition("/")
     assert bucket == s.bucket, resource
     bucket_arn = resolver.get_att("FilesBucket", "Arn")
@@ -216,6 +221,36 @@ def exercise_every_path(aws: Aws) -> None:
     query = {"limit": "1", "last_evaluated_key": token}
     assert call(admin_hashes.handler, api_event("GET", "/admin/hashes", query=query))[0] == 200
     assert call(me.handler, api_event("GET", "/me", user=ALICE))[0] == 200
+    exercise_deletes(aws)
+
+
+def delete_upload(upload_id: str, user: Any = ALICE) -> int:
+    event = api_event("DELETE", f"/uploads/{upload_id}", user=user)
+    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /uploads/{id}"
+    event["pathParameters"] = {"id": upload_id}
+    return int(uploads.handler(event, LambdaContext())["statusCode"])
+
+
+def exercise_deletes(aws: Aws) -> None:
+    """Deletes: a reference among several, the last (tenant reference deleted, content tombstoned), a pending
+    single PUT cancelled, a pending multipart aborted, an admin's delete of a direct put's upload (no tenant)."""
+    first = uploaded(aws, b"deleted" * 100, "first.bin")
+    second = uploaded(aws, b"deleted" * 100, "second.bin")
+    ingest_keys(aws, first["key"], second["key"])
+    assert delete_upload(first["upload_id"]) == 204
+    assert delete_upload(second["upload_id"]) == 204
+    status, pending = post_upload({"filename": "pending.bin", "size": 10})
+    assert status == 201 and delete_upload(pending["upload_id"]) == 204
+    answer = create(len(DATA))
+    assert route("POST", answer["upload_id"], "parts", ALICE_CLAIMS, {"parts": [{"part_number": 1}]})[0] == 200
+    assert delete_upload(answer["upload_id"]) == 204
+    direct = "uploads/" + "d" * 32
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=direct, Body=b"put straight into the bucket")
+    aws.drain()
+    ingest_keys(aws, direct)
+    assert delete_upload("d" * 32, ADMIN) == 204
+    event = api_event("GET", "/uploads", query={"limit": "1"})
+    assert call(uploads.handler, event)[0] == 200
 
 
 def exercise_multipart() -> None:

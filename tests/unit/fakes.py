@@ -26,7 +26,10 @@ from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
 from dfd.ids import tenant_from_metadata
 from dfd.ports import (
     COUNTER_FIELDS,
+    LIVE,
+    TOMBSTONED,
     CommitRefused,
+    DeleteRaced,
     EventRecorded,
     FileAppeared,
     FileChanged,
@@ -44,10 +47,12 @@ from dfd.ports import (
     PartInfo,
     PrecheckDuplicate,
     QuotaRefused,
+    ReapPending,
     Sink,
     TenantRefChanged,
     TenantShare,
     TenantUsage,
+    UploadDeletion,
     UploadTaken,
 )
 
@@ -122,6 +127,23 @@ class FakeRepository:
         page = copy.deepcopy(rest[:limit])
         return page, ({"hash": page[-1]["hash"]} if len(rest) > limit else None)
 
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        mine = sorted(
+            (u for u in self.uploads.values() if u.get("owner") == owner and u.get("created_at")),
+            key=lambda u: (u["created_at"], u["upload_id"]),
+            reverse=True,
+        )
+        if start_key:
+            after = (start_key["created_at"], start_key["upload_id"])
+            mine = [u for u in mine if (u["created_at"], u["upload_id"]) < after]
+        page = copy.deepcopy(mine[:limit])
+        last = page[-1] if page and len(mine) > limit else None
+        return page, (
+            {"owner": owner, "created_at": last["created_at"], "upload_id": last["upload_id"]} if last else None
+        )
+
     # ---------------------------------------------------------------- writes
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
@@ -182,8 +204,53 @@ class FakeRepository:
         if record is None or record.get("status") != "pending":
             return False
         record.update(status=status, ended_at=clock.iso(now))
+        if status == "deleted":
+            record["deleted_at"] = clock.iso(now)
         record.pop("pending", None)
         return True
+
+    # ---------------------------------------------------------------- deletes
+    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("status") != status:
+            return False
+        record.update(status="deleted", deleted_at=clock.iso(now))
+        record.pop("pending", None)
+        return True
+
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+        self._begin(counter_shard)
+        upload = self.uploads.get(deletion.upload_id)
+        file = self.files.get(deletion.hash)
+        ref = None if deletion.tenant is None else self.tenant_refs.get((deletion.tenant, deletion.hash))
+        last = deletion.tenant_refs == 1
+        tombstone = deletion.live_refs == 1
+        if upload is None or upload.get("status") != deletion.status:
+            raise DeleteRaced(None)
+        if deletion.tenant is not None and (
+            ref is None or (ref["upload_count"] != 1 if last else ref["upload_count"] <= 1)
+        ):
+            raise DeleteRaced(None)
+        live = file.get("live_refs", 0) if file is not None else 0
+        if file is None or (live != 1 or file.get("state", LIVE) != LIVE if tombstone else live <= 1):
+            raise DeleteRaced(None)
+        if tombstone and file.get("upload_count") != deletion.uploads:
+            raise DeleteRaced(None)
+        stamp = clock.iso(now)
+        upload.update(status="deleted", deleted_at=stamp)
+        if deletion.tenant is not None:
+            if last:
+                del self.tenant_refs[(deletion.tenant, deletion.hash)]
+            else:
+                assert ref is not None
+                ref["upload_count"] -= 1
+        file["live_refs"] = live - 1
+        if tombstone:
+            dups = deletion.uploads - deletion.stores
+            file.update(state=TOMBSTONED, tombstoned_at=stamp, generation=file.get("generation", 0) + 1)
+            file.update(tomb_duplicates=dups, tomb_saved=dups * deletion.size)
+        self._count(counter_shard, deleted_uploads=1)
+        return tombstone
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
@@ -224,6 +291,10 @@ class FakeRepository:
             "last_upload_at": stamp,
             "upload_count": 1,
             "first_upload_id": version.upload_id,
+            "live_refs": 1,
+            "state": LIVE,
+            "generation": 1,
+            "stores": 1,
         }
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
         self._finish_upload(version, "stored", filename, content_type, stamp)
@@ -250,6 +321,8 @@ class FakeRepository:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file["s3_key"] == version.key:
             file_refused = FileIsThisObject(copy.deepcopy(file))
+        elif file.get("state", LIVE) != LIVE:  # new references only to live content
+            file_refused = FileChanged(copy.deepcopy(file))
         self._check(
             version,
             claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
@@ -260,18 +333,68 @@ class FakeRepository:
         stamp = clock.iso(now)
         self.events[version.event_key] = self._event(version, "duplicate", now)
         file["upload_count"] = file.get("upload_count", 0) + 1
+        file["live_refs"] = file.get("live_refs", 0) + 1
         file["last_upload_at"] = stamp
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
         self._finish_upload(version, status, filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
 
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: Item,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        self._begin(counter_shard)
+        file = self.files.get(version.hash)
+        claim = self.claims.get((version.bucket, version.key))
+        generation = int(tombstoned.get("generation", 0))
+        file_refused: CommitRefused | None = None
+        if file is None:
+            file_refused = FileVanished(None)
+        elif file.get("state") != TOMBSTONED or file.get("generation") != generation:
+            file_refused = FileChanged(copy.deepcopy(file))
+        elif file.get("s3_key") != tombstoned.get("s3_key") or "reap_key" in file:
+            file_refused = ReapPending(copy.deepcopy(file))
+        self._check(
+            version,
+            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
+            file=file_refused,
+            tenant=self._tenant_refused(tenant, version.hash),
+        )
+        assert file is not None
+        stamp = clock.iso(now)
+        self.events[version.event_key] = self._event(version, "stored", now)
+        file.update(
+            state=LIVE,
+            generation=generation + 1,
+            reap_key=file["s3_key"],
+            reap_etag=file.get("etag", ""),
+            s3_key=version.key,
+            bucket=version.bucket,
+            etag=version.etag,
+            live_refs=1,
+            last_upload_at=stamp,
+            stores=file.get("stores", 1) + 1,
+            upload_count=file.get("upload_count", 0) + 1,
+        )
+        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
+        self._finish_upload(version, "stored", filename, content_type, stamp)
+        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
+        self._count(counter_shard, total_uploads=1)
+
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         self._begin(counter_shard)
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        if file is None:
+        if file is None or file.get("state", LIVE) != LIVE:
             raise FileVanished(None)
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
         if refused is not None:
@@ -290,6 +413,7 @@ class FakeRepository:
             "processed_at": stamp,
         }
         file["upload_count"] = file.get("upload_count", 0) + 1
+        file["live_refs"] = file.get("live_refs", 0) + 1
         file["last_upload_at"] = stamp
         ref = self.tenant_refs[(upload.tenant, upload.hash)]
         ref["upload_count"] = ref.get("upload_count", 0) + 1
@@ -373,7 +497,8 @@ class FakeRepository:
         upload_refused: CommitRefused | None = None
         if version.upload_id is not None:
             upload = self.uploads.get(version.upload_id)
-            if upload is not None and upload.get("event_key") not in (None, version.event_key):
+            taken = upload is not None and upload.get("event_key") not in (None, version.event_key)
+            if upload is not None and (taken or upload.get("status") == "deleted"):
                 upload_refused = UploadTaken(copy.deepcopy(upload))
         for refused in (
             EventRecorded(copy.deepcopy(event)) if event is not None else None,

@@ -28,6 +28,7 @@ TABLES = {
 # what a task resource needs in IAM (aws-sdk action names are the API's; IAM's differ for S3 listings)
 IAM_ACTIONS = {
     "aws-sdk:s3:listObjectsV2": "s3:ListBucket",
+    "aws-sdk:s3:deleteObject": "s3:DeleteObject",
     "aws-sdk:s3:abortMultipartUpload": "s3:AbortMultipartUpload",
     "aws-sdk:sqs:sendMessage": "sqs:SendMessage",
     "aws-sdk:cloudwatch:putMetricData": "cloudwatch:PutMetricData",
@@ -36,6 +37,7 @@ IAM_ACTIONS = {
 }
 IAM_RESOURCES = {
     "s3:ListBucket": "FilesBucket.Arn",
+    "s3:DeleteObject": "${FilesBucket.Arn}/${UploadPrefix}*",
     "s3:AbortMultipartUpload": "${FilesBucket.Arn}/${UploadPrefix}*",
     "sqs:SendMessage": "IngestQueue.Arn",
     "cloudwatch:PutMetricData": "*",
@@ -170,9 +172,11 @@ def test_maps_are_inline_and_bounded() -> None:
 
 
 def test_queries_use_the_templates_pending_index(template: dict[str, Any]) -> None:
-    (index,) = template["Resources"]["UploadsTable"]["Properties"]["GlobalSecondaryIndexes"]
+    indexes = template["Resources"]["UploadsTable"]["Properties"]["GlobalSecondaryIndexes"]
+    (index,) = [index for index in indexes if index["IndexName"] == "PendingIndex"]
     keys = [k["AttributeName"] for k in index["KeySchema"]]
     queries = [state for _, state in tasks() if state["Resource"].endswith(":dynamodb:query")]
+    queries = [query for query in queries if query["Parameters"]["TableName"] == "${UploadsTable}"]
     assert len(queries) == 2
     for query in queries:
         params = query["Parameters"]
@@ -183,6 +187,18 @@ def test_queries_use_the_templates_pending_index(template: dict[str, Any]) -> No
 # --------------------------------------------------------------------------------------------------------
 # Wiring in template.yaml
 # --------------------------------------------------------------------------------------------------------
+def test_the_reaper_queries_the_templates_reap_index(template: dict[str, Any]) -> None:
+    (index,) = template["Resources"]["FilesTable"]["Properties"]["GlobalSecondaryIndexes"]
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    queries = [state for _, state in tasks() if state["Resource"].endswith(":dynamodb:query")]
+    queries = [query for query in queries if query["Parameters"]["TableName"] == "${FilesTable}"]
+    assert len(queries) == 2
+    for query in queries:
+        params = query["Parameters"]
+        assert params["IndexName"] == index["IndexName"] == "ReapIndex"
+        assert params["KeyConditionExpression"] == f"{keys[0]} = :shard AND {keys[1]} < :now"
+
+
 def test_state_machine_resource(machine: dict[str, Any]) -> None:
     assert machine["Type"] == "AWS::Serverless::StateMachine"
     props = machine["Properties"]
@@ -239,9 +255,14 @@ def test_policy_grants_exactly_what_the_tasks_use() -> None:
         elif ":dynamodb:" in service:
             api = service.rsplit(":", 1)[1]
             params = state["Parameters"]
+            if api == "transactWriteItems":  # authorized per item action
+                for item in params["TransactItems"]:
+                    ((kind, body),) = item.items()
+                    used.add((f"dynamodb:{kind}Item", f"{TABLES[body['TableName']]}.Arn"))
+                continue
             resource = f"{TABLES[params['TableName']]}.Arn"
             if api == "query":
-                resource = "${UploadsTable.Arn}/index/" + params["IndexName"]
+                resource = "${" + TABLES[params["TableName"]] + ".Arn}/index/" + params["IndexName"]
             used.add((f"dynamodb:{api[0].upper()}{api[1:]}", resource))
         else:
             assert service in IAM_ACTIONS, f"{name}: no IAM action known for {service}"
@@ -275,6 +296,17 @@ def test_policy_conditions_narrow_the_writes_listing_and_metric(machine: dict[st
             params = state["Parameters"]
             key = params.get("Key") or {"counter_id": params["Item"]["counter_id"]}
             assert key["counter_id"]["S.$"] in {"$.run.audit", "$.audit"}, name
+    # the reaper's counter updates (in its transaction) target the one shard its statement allows
+    reap = _statement(machine, "ReapCounters")
+    (shard,) = reap["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
+    for name, state in tasks():
+        if state["Resource"].endswith(":transactWriteItems"):
+            for item in state["Parameters"]["TransactItems"]:
+                ((_, body),) = item.items()
+                if body["TableName"] == "${CountersTable}":
+                    key = body["Key"]["counter_id"]
+                    # the reaper's shard, or a tenant's quota usage item (the quota releases, checked above)
+                    assert key == {"S": shard} or key.get("S.$", "").startswith("States.Format('usage#{}'"), name
     audit_key = definition()["States"]["Defaults"]["Parameters"]["defaults"]["audit.$"]
     assert audit_key.startswith("States.Format('audit#{}'")
 
@@ -351,8 +383,9 @@ def test_expiring_a_multipart_upload_aborts_it_first() -> None:
 def test_quota_releases_write_only_usage_items(machine: dict[str, Any]) -> None:
     """Expired/failed uploads counted against a quota release it in one transaction with the upload's own update;
     the workflow may write only usage#* items for that (its policy's condition)."""
-    counted = [(name, state) for name, state in tasks() if state["Resource"].endswith(":transactWriteItems")]
+    counted = [(name, state) for name, state in tasks() if name.endswith("Counted")]
     assert sorted(name for name, _ in counted) == ["MarkExpiredCounted", "MarkFailedCounted"]
+    assert all(state["Resource"].endswith(":transactWriteItems") for _, state in counted)
     for name, state in counted:
         upload, usage = (entry["Update"] for entry in state["Parameters"]["TransactItems"])
         assert upload["TableName"] == "${UploadsTable}" and "quota_bytes = :quota" in upload["ConditionExpression"]

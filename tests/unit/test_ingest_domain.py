@@ -135,6 +135,7 @@ def test_new_content_is_stored(world: World, checksum: bool) -> None:
         "total_uploads": 1,
         "duplicates_avoided": 0,
         "total_s3_size_saved": 0,
+        "deleted_uploads": 0,
     }
     assert world.objects.streams == (0 if checksum else 1)
     world.assert_invariants()

@@ -29,6 +29,8 @@ ROUTES = {
     ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("POST", "/uploads/{id}/complete"): "UploadPartsFunction",
+    ("DELETE", "/uploads/{id}"): "UploadsFunction",
+    ("GET", "/uploads"): "UploadsFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
@@ -38,6 +40,7 @@ HANDLERS = {
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
     "UploadPartsFunction": "dfd.handlers.multipart.handler",
+    "UploadsFunction": "dfd.handlers.uploads.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
@@ -67,6 +70,19 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("s3:GetObject", OBJECTS),
+    },
+    "UploadsFunction": {
+        ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
+        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
+        ("s3:AbortMultipartUpload", OBJECTS),
+        ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
     "MeFunction": {("dynamodb:GetItem", "CountersTable.Arn")},
@@ -104,6 +120,10 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:ListBucket", "FilesBucket.Arn"),
         ("s3:AbortMultipartUpload", OBJECTS),
         ("sqs:SendMessage", "IngestQueue.Arn"),
+        ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:DeleteItem", "FilesTable.Arn"),
+        ("s3:DeleteObject", OBJECTS),
         ("cloudwatch:PutMetricData", "*"),
         (
             "states:StartExecution",
@@ -516,7 +536,12 @@ def test_tables(template: dict[str, Any], logical_id: str, hash_key: str, ttl: s
 
 def test_uploads_pending_index(template: dict[str, Any]) -> None:
     props = template["Resources"]["UploadsTable"]["Properties"]
-    (index,) = props["GlobalSecondaryIndexes"]
+    index, owners = props["GlobalSecondaryIndexes"][1], props["GlobalSecondaryIndexes"][0]
+    assert owners["IndexName"] == "OwnerIndex"  # GET /uploads
+    assert owners["KeySchema"] == [
+        {"AttributeName": "owner", "KeyType": "HASH"},
+        {"AttributeName": "created_at", "KeyType": "RANGE"},
+    ]
     assert index["IndexName"] == "PendingIndex"
     assert index["KeySchema"] == [
         {"AttributeName": "pending_shard", "KeyType": "HASH"},
@@ -524,7 +549,13 @@ def test_uploads_pending_index(template: dict[str, Any]) -> None:
     ]
     assert index["Projection"] == {"ProjectionType": "ALL"}
     attributes = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
-    assert attributes == {"upload_id": "S", "pending_shard": "S", "reconcile_after": "S"}
+    assert attributes == {
+        "upload_id": "S",
+        "pending_shard": "S",
+        "reconcile_after": "S",
+        "owner": "S",
+        "created_at": "S",
+    }
 
 
 @pytest.mark.parametrize("logical_id", RETAINED)
@@ -601,7 +632,7 @@ def test_bucket_policy_is_tls_only_and_forbids_overwrites(template: dict[str, An
 def test_http_api_cors(template: dict[str, Any]) -> None:
     cors = template["Resources"]["HttpApi"]["Properties"]["CorsConfiguration"]
     assert _is_ref(cors["AllowOrigins"], "AllowedOrigins")
-    assert cors["AllowMethods"] == ["GET", "POST", "OPTIONS"]
+    assert cors["AllowMethods"] == ["GET", "POST", "DELETE", "OPTIONS"]
     assert [h.lower() for h in cors["AllowHeaders"]] == ["content-type", "authorization"]
     assert cors["MaxAge"] == 600
 

@@ -25,6 +25,7 @@ KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-123456
 FUNCTIONS = [
     "UploadFunction",
     "UploadPartsFunction",
+    "UploadsFunction",
     "MetadataFunction",
     "MeFunction",
     "DownloadFunction",

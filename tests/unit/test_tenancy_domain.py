@@ -404,6 +404,7 @@ def test_a_cross_tenant_duplicate_is_stored_for_the_uploader(world: Tenancy, rep
         "total_uploads": 2,
         "duplicates_avoided": 1,
         "total_s3_size_saved": len(REPORT),
+        "deleted_uploads": 0,
     }
     assert world.repo.files[sha(REPORT)]["upload_count"] == 2
     # bob downloads the canonical bytes under his own filename
@@ -527,6 +528,7 @@ def test_the_tenant_reference_appears_before_the_commit(world: Tenancy, report: 
         "total_uploads": 3,
         "duplicates_avoided": 2,
         "total_s3_size_saved": 2 * len(REPORT),
+        "deleted_uploads": 0,
     }
     assert world.repo.files[sha(REPORT)]["upload_count"] == 3
     world.assert_invariants()
@@ -604,6 +606,7 @@ def test_two_tenants_first_uploads_of_one_content_race(world: Tenancy) -> None:
         "total_uploads": 3,
         "duplicates_avoided": 2,
         "total_s3_size_saved": 2 * len(data),
+        "deleted_uploads": 0,
     }
     assert world.queries().metadata(sha(data), BOB.caller)["filename"] == "bob.bin"
     assert world.queries().metadata(sha(data), ALICE.caller)["filename"] == "carol.bin"

@@ -29,7 +29,10 @@ from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
 from dfd.ids import key_claim
 from dfd.ports import COUNTER_FIELDS as COUNTER_FIELDS
 from dfd.ports import (
+    LIVE,
+    TOMBSTONED,
     CommitRefused,
+    DeleteRaced,
     EventRecorded,
     FileAppeared,
     FileChanged,
@@ -43,9 +46,11 @@ from dfd.ports import (
     PendingReleased,
     PrecheckDuplicate,
     QuotaRefused,
+    ReapPending,
     TenantRefChanged,
     TenantShare,
     TenantUsage,
+    UploadDeletion,
     UploadTaken,
 )
 from dfd.ports import IngestState as IngestState
@@ -248,6 +253,37 @@ class Repository:
         last = response.get("LastEvaluatedKey")
         return items, ({"hash": from_item(last)["hash"]} if last else None)
 
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """A Query of the sparse OwnerIndex (owner, created_at), newest first; one item more than `limit` tells
+        whether a next page exists (as scan_files does)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "IndexName": "OwnerIndex",
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeValues": {":owner": to_attr(owner)},
+            "ScanIndexForward": False,
+            "Limit": limit + 1,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        try:
+            response = self._db.query(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "Query") from error
+        items = [from_item(i) for i in response.get("Items", [])]
+
+        def position(item: Item) -> dict[str, str]:
+            return {"owner": owner, "created_at": str(item["created_at"]), "upload_id": str(item["upload_id"])}
+
+        if len(items) > limit:
+            items = items[:limit]
+            return items, position(items[-1])
+        last = response.get("LastEvaluatedKey")
+        return items, (position(from_item(last)) if last else None)
+
     # ---------------------------------------------------------------- writes (intents of dfd.ports.Repository)
     def register_upload(self, upload: NewUpload, now: datetime, *, extra: Item | None = None) -> None:
         """`extra`: more attributes of the same record (register_multipart_upload's)."""
@@ -413,7 +449,10 @@ class Repository:
             self._db.update_item(
                 TableName=self._s.uploads_table,
                 Key=to_item({"upload_id": upload_id}),
-                UpdateExpression="SET #status = :status, ended_at = :now REMOVE pending_shard",
+                # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
+                UpdateExpression="SET #status = :status, ended_at = :now"
+                + (", deleted_at = :now" if status == "deleted" else "")
+                + " REMOVE pending_shard",
                 ConditionExpression="#status = :pending",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
@@ -427,6 +466,110 @@ class Repository:
                 return False
             raise translate(error, "UpdateItem") from error
         return True
+
+    # ---------------------------------------------------------------- deletes (dfd.deletes)
+    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item({"upload_id": upload_id}),
+                UpdateExpression="SET #status = :deleted, deleted_at = :now REMOVE pending_shard",
+                ConditionExpression="#status = :read",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":deleted": to_attr("deleted"),
+                    ":now": to_attr(clock.iso(now)),
+                    ":read": to_attr(status),
+                },
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):
+                return False
+            raise translate(error, "UpdateItem") from error
+        return True
+
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+        """The upload, its tenant's reference, the content's live count and a counter shard, in ONE transaction;
+        the reference and the live count are deleted/tombstoned or decremented as read (the conditions make a
+        concurrent change cancel it: the caller reads again)."""
+        stamp = clock.iso(now)
+        s = self._s
+        plan = _Plan()
+        plan.add(
+            "upload",
+            {
+                "Update": {
+                    "TableName": s.uploads_table,
+                    "Key": to_item({"upload_id": deletion.upload_id}),
+                    "UpdateExpression": "SET #st = :deleted, deleted_at = :now",
+                    "ConditionExpression": "#st = :read",
+                    "ExpressionAttributeNames": {"#st": "status"},
+                    "ExpressionAttributeValues": {
+                        ":deleted": to_attr("deleted"),
+                        ":now": to_attr(stamp),
+                        ":read": to_attr(deletion.status),
+                    },
+                }
+            },
+            DeleteRaced,
+        )
+        if deletion.tenant is not None:
+            key = to_item({"tenant": deletion.tenant, "hash": deletion.hash})
+            ref: dict[str, Any]
+            if deletion.tenant_refs == 1:  # the tenant's last upload of the content: it no longer holds it
+                ref = {"Delete": {"ConditionExpression": "upload_count = :one"}}
+                ref["Delete"]["ExpressionAttributeValues"] = {":one": to_attr(1)}
+            else:
+                ref = {"Update": {"UpdateExpression": "ADD upload_count :minus"}}
+                ref["Update"]["ConditionExpression"] = "upload_count > :one"
+                ref["Update"]["ExpressionAttributeValues"] = {":one": to_attr(1), ":minus": to_attr(-1)}
+            body = next(iter(ref.values()))
+            body.update(TableName=s.tenant_files_table, Key=key)
+            plan.add("tenant", ref, DeleteRaced)
+        tombstone = deletion.live_refs == 1
+        values: dict[str, Any] = {":one": to_attr(1), ":minus": to_attr(-1)}
+        names = {"#state": "state"}
+        if tombstone:  # the last reference: the content is tombstoned; the reaper frees it after the grace period
+            update = "ADD live_refs :minus SET #state = :tomb, tombstoned_at = :now, tombstone_shard = :shard,"
+            update += " reap_after = :reap, tomb_duplicates = :dups, tomb_saved = :saved,"
+            update += " #gen = if_not_exists(#gen, :zero) + :one"
+            # its history as read (the reaper moves it into the counters: reaped_uploads, _duplicates, _saved)
+            condition = (
+                "live_refs = :one AND upload_count = :uploads AND (attribute_not_exists(#state) OR #state = :live)"
+            )
+            names["#gen"] = "generation"
+            values.update(
+                {
+                    ":tomb": to_attr(TOMBSTONED),
+                    ":live": to_attr(LIVE),
+                    ":now": to_attr(stamp),
+                    ":shard": to_attr(f"t#{self._rng.randrange(s.pending_shards)}"),
+                    ":zero": to_attr(0),
+                    ":reap": to_attr(clock.iso(clock.plus(now, seconds=s.delete_grace_seconds))),
+                    ":uploads": to_attr(deletion.uploads),
+                    ":dups": to_attr(deletion.uploads - deletion.stores),
+                    ":saved": to_attr((deletion.uploads - deletion.stores) * deletion.size),
+                }
+            )
+        else:
+            update, condition = "ADD live_refs :minus", "live_refs > :one"
+            names = {}
+        file: dict[str, Any] = {
+            "Update": {
+                "TableName": s.files_table,
+                "Key": to_item({"hash": deletion.hash}),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        if names:
+            file["Update"]["ExpressionAttributeNames"] = names
+        plan.add("file", file, DeleteRaced)
+        plan.add("counters", self._add_counters_item(counter_shard, {"deleted_uploads": 1}))
+        self._run(plan)
+        return tombstone
 
     # ---------------------------------------------------------------- writes, continued
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
@@ -472,6 +615,7 @@ class Repository:
             "upload_count": 1,
             "first_upload_id": version.upload_id,
         }
+        record.update(live_refs=1, state=LIVE, generation=1, stores=1)  # one reference to live content (deletes)
         plan = _Plan(identity="event")
         plan.add("event", self._put_event_item(self._committed_event(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
@@ -512,6 +656,64 @@ class Repository:
         self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        self._run(plan)
+
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: Item,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        stamp = clock.iso(now)
+        generation = int(tombstoned.get("generation", 0))
+
+        def file_changed(item: Item | None) -> CommitRefused:
+            if item is None:
+                return FileVanished(None)
+            if item.get("state") == TOMBSTONED and int(item.get("generation", 0)) == generation:
+                return ReapPending(item)
+            return FileChanged(item)
+
+        file = {
+            "Update": {
+                "TableName": self._s.files_table,
+                "Key": to_item({"hash": version.hash}),
+                # the tombstoned generation's object goes to the reaper (tombstone_shard/tombstoned_at stay: the
+                # reaper finds it after the grace period); this object is the new generation's canonical copy
+                "UpdateExpression": "SET #state = :live, #gen = :next, s3_key = :key, #bucket = :bucket, etag = :etag,"
+                " reap_key = :old_key, reap_etag = :old_etag, live_refs = :one, last_upload_at = :now,"
+                " stores = if_not_exists(stores, :one) + :one ADD upload_count :one",
+                "ConditionExpression": "#state = :tomb AND #gen = :gen AND s3_key = :old_key"
+                " AND attribute_not_exists(reap_key)",
+                "ExpressionAttributeNames": {"#state": "state", "#gen": "generation", "#bucket": "bucket"},
+                "ExpressionAttributeValues": {
+                    ":live": to_attr(LIVE),
+                    ":tomb": to_attr(TOMBSTONED),
+                    ":gen": to_attr(generation),
+                    ":next": to_attr(generation + 1),
+                    ":key": to_attr(version.key),
+                    ":bucket": to_attr(version.bucket),
+                    ":etag": to_attr(version.etag),
+                    ":one": to_attr(1),
+                    ":now": to_attr(stamp),
+                    ":old_key": to_attr(tombstoned["s3_key"]),
+                    ":old_etag": to_attr(tombstoned.get("etag", "")),
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        plan = _Plan()
+        plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
+        plan.add("file", file, file_changed)
+        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        plan.add("counters", self._add_counters_item(counter_shard, {"total_uploads": 1}))
         self._run(plan)
 
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
@@ -768,8 +970,8 @@ class Repository:
 
     def _count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
         """+1 upload on an existing file record — never the record whose object IS this key."""
-        condition = "attribute_exists(#h)"
-        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now)}
+        condition = "attribute_exists(#h) AND (attribute_not_exists(#state) OR #state = :live)"  # live content only
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":live": to_attr(LIVE)}
         if key is not None:
             condition += " AND s3_key <> :key"
             values[":key"] = to_attr(key)
@@ -777,9 +979,9 @@ class Repository:
             "Update": {
                 "TableName": self._s.files_table,
                 "Key": to_item({"hash": digest}),
-                "UpdateExpression": "ADD upload_count :one SET last_upload_at = :now",
+                "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#h": "hash"},
+                "ExpressionAttributeNames": {"#h": "hash", "#state": "state"},
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -813,9 +1015,10 @@ class Repository:
                 "Key": to_item({"upload_id": upload_id}),
                 "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
                 "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
+                " AND (attribute_not_exists(#del) OR #del <> :del)"  # a deleted (cancelled) upload stays so
                 + (" AND attribute_exists(quota_bytes)" if releasing else ""),
-                "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key"},
-                "ExpressionAttributeValues": values,
+                "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key", "#del": "status"},
+                "ExpressionAttributeValues": {**values, ":del": to_attr("deleted")},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

@@ -1,0 +1,51 @@
+"""UploadsFunction: the caller's uploads. GET /uploads → the caller's own uploads, newest first, paged (an opaque
+token checked against the caller); DELETE /uploads/{id} → 204 (dfd.deletes): the owner's or an admin's; repeating
+it answers 204 again and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from dfd import aws, deps
+from dfd.config import settings
+from dfd.handlers import init_done
+from dfd.http import json_response, lambda_entry, make_app, path_id
+from dfd.identity import current_caller
+from dfd.observability import logger
+
+settings()
+app = make_app()
+
+
+@app.get("/uploads")
+def list_uploads() -> Any:
+    caller = current_caller(app)
+    event = app.current_event
+    page = deps.queries().my_uploads(
+        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key"), caller
+    )
+    return json_response(200, page)
+
+
+@app.delete("/uploads/<id>")
+def delete_upload(id: str) -> Any:
+    caller = current_caller(app)
+    result = deps.delete_service().delete(caller, path_id(app, id))
+    logger.info(
+        "upload deleted",
+        extra={
+            "upload_id": result.upload_id,
+            "outcome": result.outcome,
+            "tombstoned": result.tombstoned,
+            "attempts": result.attempts,
+            "admin": caller.is_admin,
+        },
+    )
+    return Response(status_code=204, body="", headers={"Cache-Control": "no-store"})
+
+
+handler = lambda_entry(app)
+
+init_done(deps.delete_service, deps.queries, aws.dynamodb().build, aws.s3().build)
