@@ -51,6 +51,7 @@ from dfd.ports import (
     TenantShare,
     UploadTaken,
 )
+from dfd.views import FILE_LOST
 
 MAX_ATTEMPTS = 8
 
@@ -280,7 +281,8 @@ class Ingestor:
                 result.detail["kept"] = "stored copy"  # adopted earlier: this object IS the stored copy
                 return
             bucket = str(file.get("bucket") or version.bucket)
-            if self._objects.exists(bucket, str(file["s3_key"]), file.get("etag")):
+            # a record the reconcile marked lost names no object: this copy is adopted without asking S3
+            if file.get("state") != FILE_LOST and self._objects.exists(bucket, str(file["s3_key"]), file.get("etag")):
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 return
             try:

@@ -17,7 +17,7 @@ from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_m
 from dfd.multipart import MultipartService
 from dfd.ports import CommitRefused, NewUpload, ObjectStore, PrecheckDuplicate, QuotaRefused, Repository, TenantUsage
 from dfd.text import echo_list
-from dfd.views import tenant_file_view
+from dfd.views import FILE_LOST, tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 _FIELDS = {"filename", "size", "content_type", "sha256", "multipart"}
@@ -141,8 +141,8 @@ class UploadService:
         of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
-            if stored is None or ref is None:
-                return None
+            if stored is None or ref is None or stored.get("state") == FILE_LOST:
+                return None  # a lost content is uploaded again: its ingest adopts the new copy
             now = self._now()
             upload = PrecheckDuplicate(
                 upload_id=new_upload_id(checksummed=True),

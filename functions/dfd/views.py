@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-_FILE_FIELDS = ("hash", "size", "content_type", "filename", "created_at", "upload_count", "last_upload_at")
+# state/lost_at: present only on a content whose every copy is gone (the reconcile marked it lost)
+_FILE_FIELDS = (
+    "hash",
+    "size",
+    "content_type",
+    "filename",
+    "created_at",
+    "upload_count",
+    "last_upload_at",
+    "state",
+    "lost_at",
+)
+
+FILE_LOST = "lost"  # FileMetadata.state of a content none of whose copies survives
 _UPLOAD_FIELDS = (
     "upload_id",
     "status",
@@ -26,7 +39,7 @@ def file_view(item: dict[str, Any]) -> dict[str, Any]:
 
 # A tenant's view of a content: the physical facts from the global record, the rest from the tenant's own
 # reference (its first filename and content type, its dates, its upload count), never another tenant's.
-_PHYSICAL_FIELDS = ("hash", "size")
+_PHYSICAL_FIELDS = ("hash", "size", "state", "lost_at")
 _TENANT_FIELDS = ("filename", "content_type", "created_at", "upload_count", "last_upload_at")
 
 

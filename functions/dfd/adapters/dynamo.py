@@ -550,7 +550,7 @@ class Repository:
 
     def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
         stamp = clock.iso(now)
-        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at"}
+        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at", "#st": "state"}
         values: dict[str, Any] = {
             ":key": to_attr(version.key),
             ":etag": to_attr(version.etag),
@@ -569,7 +569,7 @@ class Repository:
                 "Update": {
                     "TableName": self._s.files_table,
                     "Key": to_item({"hash": version.hash}),
-                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now",
+                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now REMOVE #st, lost_at",
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": values,
