@@ -271,8 +271,8 @@ class FakeRepository:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        if file is None:
-            raise FileVanished(None)
+        if file is None or file.get("state") == "lost":
+            raise FileVanished(copy.deepcopy(file))
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
         if refused is not None:
             raise refused
@@ -313,6 +313,8 @@ class FakeRepository:
         if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:
             self.claims.pop(lost_claim, None)
         file.update(s3_key=version.key, etag=version.etag, bucket=version.bucket, adopted_at=clock.iso(now))
+        file.pop("state", None)
+        file.pop("lost_at", None)
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": clock.iso(now)}
         if upload is not None:
             upload["status"] = "stored"

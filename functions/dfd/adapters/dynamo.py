@@ -540,7 +540,7 @@ class Repository:
                 }
             },
         )
-        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp), FileVanished)
+        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp, live=True), FileVanished)
         # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
         held = TenantShare(upload.tenant, held=True)
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
@@ -766,9 +766,12 @@ class Repository:
             }
         }
 
-    def _count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
-        """+1 upload on an existing file record — never the record whose object IS this key."""
-        condition = "attribute_exists(#h)"
+    def _count_duplicate_file_item(
+        self, digest: str, key: str | None, now: str, *, live: bool = False
+    ) -> dict[str, Any]:
+        """+1 upload on an existing file record — never the record whose object IS this key; live: never a record
+        the reconcile marked lost (the precheck answers 409 only for content whose copy exists)."""
+        condition = "attribute_exists(#h) AND attribute_not_exists(#st)" if live else "attribute_exists(#h)"
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now)}
         if key is not None:
             condition += " AND s3_key <> :key"
@@ -779,7 +782,7 @@ class Repository:
                 "Key": to_item({"hash": digest}),
                 "UpdateExpression": "ADD upload_count :one SET last_upload_at = :now",
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#h": "hash"},
+                "ExpressionAttributeNames": {"#h": "hash", "#st": "state"} if live else {"#h": "hash"},
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
