@@ -36,6 +36,7 @@ from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.events import ObjectRef
 from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
 from dfd.ports import (
+    TOMBSTONED,
     CommitRefused,
     EventRecorded,
     FileChanged,
@@ -50,8 +51,8 @@ from dfd.ports import (
     TenantRefChanged,
     TenantShare,
     UploadTaken,
-    is_live,
 )
+from dfd.views import FILE_LOST
 
 MAX_ATTEMPTS = 8
 
@@ -204,7 +205,7 @@ class Ingestor:
                 return
             duplicate = known is not None
             # tombstoned content (every reference deleted) takes no new reference: this upload resurrects it
-            resurrect = known is not None and not is_live(known)
+            resurrect = known is not None and known.get("state") == TOMBSTONED
             duplicate = duplicate and not resurrect
             share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held, pending)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
@@ -303,7 +304,8 @@ class Ingestor:
                 result.detail["kept"] = "stored copy"  # adopted earlier: this object IS the stored copy
                 return
             bucket = str(file.get("bucket") or version.bucket)
-            if self._objects.exists(bucket, str(file["s3_key"]), file.get("etag")):
+            # a record the reconcile marked lost names no object: this copy is adopted without asking S3
+            if file.get("state") != FILE_LOST and self._objects.exists(bucket, str(file["s3_key"]), file.get("etag")):
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 return
             try:

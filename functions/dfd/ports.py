@@ -69,6 +69,7 @@ COUNTER_FIELDS = (
 # are live). New references are only ever added to live content (docs/design.md, "Deletes").
 LIVE = "live"
 TOMBSTONED = "tombstoned"
+LOST = "lost"  # every copy of the content is gone: the reconcile sweep marked it (dfd.views shows it)
 
 
 def is_live(file: Item) -> bool:

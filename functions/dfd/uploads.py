@@ -151,7 +151,7 @@ class UploadService:
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
             if stored is None or ref is None or not is_live(stored):
-                return None
+                return None  # tombstoned, or lost (uploaded again: its ingest adopts the new copy)
             now = self._now()
             upload = PrecheckDuplicate(
                 upload_id=new_upload_id(checksummed=True),

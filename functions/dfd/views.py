@@ -4,7 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-_FILE_FIELDS = ("hash", "size", "content_type", "filename", "created_at", "upload_count", "last_upload_at")
+from dfd.ports import LOST
+
+# state/lost_at: shown only when the content is not live — `lost` (every copy gone: the reconcile marked it) or,
+# to admins, `tombstoned` (every upload deleted, its bytes await the reaper); a live content shows no state
+_FILE_FIELDS = (
+    "hash",
+    "size",
+    "content_type",
+    "filename",
+    "created_at",
+    "upload_count",
+    "last_upload_at",
+    "state",
+    "lost_at",
+)
+
+FILE_LOST = LOST  # FileMetadata.state of a content none of whose copies survives
 _UPLOAD_FIELDS = (
     "upload_id",
     "status",
@@ -21,18 +37,22 @@ _UPLOAD_FIELDS = (
 )
 
 
+def _shown(item: dict[str, Any], name: str) -> bool:
+    return name in item and not (name == "state" and item[name] == "live")
+
+
 def file_view(item: dict[str, Any]) -> dict[str, Any]:
-    return {name: item[name] for name in _FILE_FIELDS if name in item}
+    return {name: item[name] for name in _FILE_FIELDS if _shown(item, name)}
 
 
 # A tenant's view of a content: the physical facts from the global record, the rest from the tenant's own
 # reference (its first filename and content type, its dates, its upload count), never another tenant's.
-_PHYSICAL_FIELDS = ("hash", "size")
+_PHYSICAL_FIELDS = ("hash", "size", "state", "lost_at")
 _TENANT_FIELDS = ("filename", "content_type", "created_at", "upload_count", "last_upload_at")
 
 
 def tenant_file_view(file: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
-    view = {name: file[name] for name in _PHYSICAL_FIELDS if name in file}
+    view = {name: file[name] for name in _PHYSICAL_FIELDS if _shown(file, name)}
     view.update({name: ref[name] for name in _TENANT_FIELDS if name in ref})
     return {name: view[name] for name in _FILE_FIELDS if name in view}
 

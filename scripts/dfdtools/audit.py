@@ -104,6 +104,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     # 1 + 5 + 6: one record per content, its object exists and hashes to its key
     c1 = Check("1. one FileMetadata item per content; its object exists and hashes to its key", True)
     keys_seen: dict[str, str] = {}
+    lost: list[str] = []
     for item in files:
         key = item.get("s3_key", "")
         if key in keys_seen:
@@ -111,6 +112,9 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         keys_seen[key] = item["hash"]
         if key not in objects and item.get("state") == "tombstoned":
             continue  # the reaper deletes a tombstoned content's object first, then its record
+        if item.get("state") == "lost":
+            lost.append(f"{item['hash']} (its object {key} is gone, marked lost at {item.get('lost_at')})")
+            continue  # reported by the reconcile (LostFiles alarm): listed below, not a new violation
         if key not in objects:
             c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
             continue
@@ -120,6 +124,10 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     c1.counts = {"files": len(files), "checked_objects": sum(1 for i in files if i.get("s3_key") in objects)}
     c1.holds = not c1.problems
     checks.append(c1)
+    c1l = Check("1l. files the reconcile marked lost (no copy survives; an upload of the content restores it)", True)
+    c1l.counts = {"lost": len(lost)}
+    c1l.problems = lost  # listed, yet the invariant holds: the loss is known and alarmed, not silent
+    checks.append(c1l)
 
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
     totals = dict.fromkeys(COUNTER_FIELDS, 0)

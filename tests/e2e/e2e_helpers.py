@@ -106,3 +106,13 @@ def wait_until(probe: Callable[[], T | None], timeout: float = 15.0, interval: f
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+
+def nothing_to_reap(stack: RunningStack) -> bool:
+    """No content is tombstoned: the reaper (every reconcile run, 10 s of grace locally) has nothing left that
+    would take total_files down while a test counts (earlier tests delete uploads)."""
+    pages = stack.client("dynamodb").get_paginator("scan")
+    scan = pages.paginate(
+        TableName=stack.files_table, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "state"}
+    )
+    return not any(item.get("state", {}).get("S") == "tombstoned" for page in scan for item in page["Items"])

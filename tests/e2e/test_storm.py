@@ -19,7 +19,7 @@ import requests
 from dfd.config import Settings
 from dfdtools.audit import audit
 from dfdtools.replay import notification
-from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
+from tests.e2e.e2e_helpers import ROOT, RunningStack, nothing_to_reap, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -71,7 +71,7 @@ def invoke(stack: RunningStack, event: dict[str, Any]) -> None:
 
 
 def test_replay_storm_during_concurrent_uploads(stack: RunningStack) -> None:
-    wait_until(lambda: settled(stack), timeout=60)
+    wait_until(lambda: settled(stack) and nothing_to_reap(stack), timeout=150)
     start = totals(stack)
     run = uuid.uuid4().hex[:8]
     contents = [f"{run} content {i}\n".encode() * (50 + i) for i in range(6)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
+from tests.e2e.e2e_helpers import ROOT, RunningStack, nothing_to_reap, wait_until
 from tests.e2e.test_storm import settled
 
 pytestmark = pytest.mark.e2e
@@ -58,7 +58,8 @@ def test_upload_tool_then_replay_tool(stack: RunningStack, tmp_path: Path) -> No
     assert "2 files: 0 stored, 0 duplicate, 2 skipped by the hash precheck, 0 failed" in again.stdout
     assert "bytes uploaded: 0 " in again.stdout
 
-    wait_until(lambda: settled(stack), timeout=60)
+    # a reap during the replay would move total_files: the replay's "nothing changed" compares the counters
+    wait_until(lambda: settled(stack) and nothing_to_reap(stack), timeout=150)
     replay = tool(
         stack,
         "replay",

@@ -658,3 +658,89 @@ def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> Non
     assert len(local.drain()) == 1
     # and with nothing running, a run runs
     assert local.run(now=later(hours=1))["redriven"] == 1
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lost copies: the sweep checks every file record's object
+# --------------------------------------------------------------------------------------------------------
+def file_item(local: Local, digest: str) -> dict[str, Any]:
+    item = local.ddb.get_item(TableName=local.settings.files_table, Key={"hash": {"S": digest}}, ConsistentRead=True)
+    return {k: next(iter(v.values())) for k, v in item["Item"].items()}
+
+
+def lost_metric_sum(local: Local) -> float:
+    cloudwatch = local.emulator.client("cloudwatch")
+    stats = cloudwatch.get_metric_statistics(
+        Namespace="dfd",
+        MetricName="LostFiles",
+        Dimensions=[{"Name": "service", "Value": "dfd"}],
+        StartTime=datetime.now(UTC) - timedelta(hours=1),
+        EndTime=datetime.now(UTC) + timedelta(hours=1),
+        Period=7200,
+        Statistics=["Sum"],
+    )
+    return sum(point["Sum"] for point in stats["Datapoints"])
+
+
+def test_a_healthy_file_record_is_left_untouched(local: Local) -> None:
+    answer = local.upload(b"healthy" * 40)
+    local.deliver()
+    digest = local.upload_item(answer["upload_id"])["hash"]
+    before = local.snapshot()
+    assert nothing(local.run())
+    assert "state" not in file_item(local, digest)
+    assert lost_metric_sum(local) == 0
+    after = local.snapshot()
+    after_ids = {i["counter_id"]["S"] for i in after[local.settings.counters_table]}
+    assert after == before, (after_ids,)
+    local.assert_invariants()
+
+
+def test_a_file_whose_every_copy_is_gone_is_marked_lost_and_restored_by_a_new_upload(local: Local) -> None:
+    data = b"only copy" * 30
+    first = local.upload(data, "first")
+    local.deliver()
+    digest = local.upload_item(first["upload_id"])["hash"]
+    local.s3.delete_object(Bucket=local.settings.bucket, Key=first["key"])  # lost out of band
+    assert not local.audit().ok
+
+    local.run()
+    item = file_item(local, digest)
+    assert (item["state"], item["s3_key"]) == ("lost", first["key"]) and item["lost_at"]
+    assert lost_metric_sum(local) == 1
+    report = local.audit()
+    assert report.ok, report.text()  # reported (listed as lost), not a silent "holds"
+    assert any(digest in problem for problem in report.problems()), report.text()
+    local.run()  # marked once: the next sweep neither marks nor counts it again
+    assert lost_metric_sum(local) == 1 and file_item(local, digest)["lost_at"] == item["lost_at"]
+
+    second = local.upload(data, "second")  # the same content again: adopted as the stored copy, kept
+    local.deliver()
+    item = file_item(local, digest)
+    assert item["s3_key"] == second["key"] and "state" not in item and "lost_at" not in item
+    keys = [o["Key"] for o in local.s3.list_objects_v2(Bucket=local.settings.bucket)["Contents"]]
+    assert keys == [second["key"]]
+    local.assert_invariants()
+
+
+def test_a_lost_copy_with_surviving_duplicate_bytes_is_repaired(local: Local) -> None:
+    """The stored copy is gone, a duplicate's bytes survived (its delete never happened): the sweep re-drives
+    the leftover and the ingest adopts it as the stored copy — the record moves to it, it is kept."""
+    data = b"two copies" * 30
+    first = local.upload(data, "first")
+    local.deliver()
+    second = local.upload(data, "second")
+    local.deliver()
+    digest = local.upload_item(first["upload_id"])["hash"]
+    local.s3.put_object(Bucket=local.settings.bucket, Key=second["key"], Body=data)  # the leftover
+    local.s3.delete_object(Bucket=local.settings.bucket, Key=first["key"])  # the stored copy, lost
+    local.drain()
+
+    assert local.run()["orphans"] == 1
+    local.deliver()  # the replay adopts the surviving copy (also when the sweep marked the record lost)
+    item = file_item(local, digest)
+    assert item["s3_key"] == second["key"] and "state" not in item
+    keys = [o["Key"] for o in local.s3.list_objects_v2(Bucket=local.settings.bucket)["Contents"]]
+    assert keys == [second["key"]]
+    local.assert_invariants()
+    assert nothing(local.run())

@@ -27,6 +27,7 @@ from dfd.ids import tenant_from_metadata
 from dfd.ports import (
     COUNTER_FIELDS,
     LIVE,
+    LOST,
     TOMBSTONED,
     CommitRefused,
     DeleteRaced,
@@ -321,7 +322,7 @@ class FakeRepository:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file["s3_key"] == version.key:
             file_refused = FileIsThisObject(copy.deepcopy(file))
-        elif file.get("state", LIVE) != LIVE:  # new references only to live content
+        elif file.get("state", LIVE) not in (LIVE, LOST):  # new references only to live (or lost: adopted) content
             file_refused = FileChanged(copy.deepcopy(file))
         self._check(
             version,
@@ -394,8 +395,8 @@ class FakeRepository:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        if file is None or file.get("state", LIVE) != LIVE:
-            raise FileVanished(None)
+        if file is None or file.get("state", LIVE) != LIVE:  # tombstoned or lost: no new reference
+            raise FileVanished(None if file is None else copy.deepcopy(file))
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
         if refused is not None:
             raise refused
@@ -437,6 +438,8 @@ class FakeRepository:
         if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:
             self.claims.pop(lost_claim, None)
         file.update(s3_key=version.key, etag=version.etag, bucket=version.bucket, adopted_at=clock.iso(now))
+        file.pop("state", None)
+        file.pop("lost_at", None)
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": clock.iso(now)}
         if upload is not None:
             upload["status"] = "stored"

@@ -313,7 +313,13 @@ def test_policy_conditions_narrow_the_writes_listing_and_metric(machine: dict[st
 
 def test_alarms(template: dict[str, Any]) -> None:
     alarms = {k: v["Properties"] for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
-    assert set(alarms) == {"IngestDLQAlarm", "IngestErrorsAlarm", "ReconcileFailuresAlarm", "CounterDriftAlarm"}
+    assert set(alarms) == {
+        "IngestDLQAlarm",
+        "IngestErrorsAlarm",
+        "ReconcileFailuresAlarm",
+        "CounterDriftAlarm",
+        "LostFilesAlarm",
+    }
     for name, alarm in alarms.items():
         assert alarm["TreatMissingData"] == "notBreaching", name
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold" and alarm["Threshold"] == 0, name
@@ -337,6 +343,29 @@ def test_alarms(template: dict[str, Any]) -> None:
     assert emitted["Namespace"] == "${MetricsNamespace}"
     (detected,) = [m for m in emitted["MetricData"] if m["MetricName"] == drift["MetricName"]]
     assert detected["Dimensions"] == drift["Dimensions"]  # the alarm watches exactly what the workflow emits
+
+    lost = alarms["LostFilesAlarm"]
+    assert _describe(lost["Namespace"]) == "Ref(MetricsNamespace)"
+    emitted = definition()["States"]["EmitLost"]["Parameters"]
+    assert emitted["Namespace"] == "${MetricsNamespace}"
+    (marked,) = [m for m in emitted["MetricData"] if m["MetricName"] == lost["MetricName"]]
+    assert marked["Dimensions"] == lost["Dimensions"]
+
+
+def test_the_sweep_marks_a_file_lost_only_while_its_record_names_the_missing_object() -> None:
+    states = definition()["States"]["RecountFiles"]["ItemProcessor"]["States"]
+    assert states["FindStoredObject"]["Resource"].endswith(":s3:listObjectsV2")  # no s3:GetObject, no 404/403
+    mark = states["MarkLost"]["Parameters"]
+    assert mark["TableName"] == "${FilesTable}"
+    assert "attribute_not_exists(#st)" in mark["ConditionExpression"]
+    assert "s3_key = :key" in mark["ConditionExpression"]
+    assert mark["ExpressionAttributeValues"][":key"] == {"S.$": "$.file.s3_key.S"}
+    catches = states["MarkLost"]["Catch"]
+    assert catches == [{"ErrorEquals": ["DynamoDb.ConditionalCheckFailedException"], "Next": "FileChecked"}]
+    for scan in ("ScanFilesFirst", "ScanFilesNext"):
+        params = definition()["States"][scan]["Parameters"]
+        projected = {params["ExpressionAttributeNames"].get(n, n) for n in params["ProjectionExpression"].split(", ")}
+        assert projected == {"size", "hash", "s3_key", "etag", "state"}
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -418,6 +418,25 @@ def test_a_precheck_whose_record_vanished_issues_an_upload(world: World) -> None
     assert world.repo.transactions == 1 and world.repo.committed == 0 and world.totals()["duplicates_avoided"] == 0
 
 
+@pytest.mark.parametrize("when", ["before the read", "between the read and the write"])
+def test_a_precheck_of_lost_content_issues_an_upload(world: World, when: str) -> None:
+    """A content the reconcile marked lost has no copy: the caller must upload it again (no 409, nothing counted)."""
+    data = b"lost content"
+    world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/z", "upload_count": 1}
+    world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
+
+    def mark_lost() -> None:
+        world.repo.files[sha(data)].update(state="lost", lost_at="2026-11-23T00:00:00Z")
+
+    if when == "before the read":
+        mark_lost()
+    else:
+        world.repo.after_tenant_file = mark_lost
+    answer = world.service().create(UploadRequest("c.txt", len(data), "text/plain", sha(data)), ALICE.caller)
+    assert answer.status == 201 and answer.body["upload_id"] in world.repo.uploads
+    assert world.totals()["duplicates_avoided"] == 0 and world.repo.files[sha(data)]["upload_count"] == 1
+
+
 def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
     """Deleted between the read and the write, then stored again by another upload: the second look counts."""
     data = b"flapping"
@@ -490,6 +509,22 @@ def test_a_wrong_hint_costs_a_retry_never_a_wrong_result(world: World) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the last copy
+def test_a_new_upload_of_content_marked_lost_becomes_its_stored_copy(world: World) -> None:
+    """The reconcile marked the content lost: its next upload is adopted without asking S3 and clears the mark."""
+    data = b"marked lost" * 20
+    first = world.upload(data, user=ALICE)
+    expect(world.ingest(first), Outcome.STORED)
+    del world.objects.objects[(BUCKET, first)]
+    world.repo.files[sha(data)].update(state="lost", lost_at="2026-11-23T00:00:00Z")
+    second = world.upload(data, "again.txt", user=CAROL)
+    result = world.ingest(second)
+    assert result.outcome == Outcome.DUPLICATE and not result.deleted and result.detail["adopted_from"] == first
+    assert world.objects.heads == []  # a lost record names no object: no HeadObject
+    file = world.repo.files[sha(data)]
+    assert file["s3_key"] == second and "state" not in file and "lost_at" not in file
+    world.assert_invariants()
+
+
 def test_a_duplicate_of_lost_content_becomes_its_stored_copy(world: World) -> None:
     """The stored object was deleted out of band: the next upload of the content is kept as the stored copy."""
     data = b"precious" * 20

@@ -113,6 +113,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:GetItem", "EventsTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:Scan", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),  # the sweep marks a file whose object is gone lost
         ("dynamodb:Scan", "CountersTable.Arn"),
         ("dynamodb:PutItem", "CountersTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),

@@ -30,6 +30,7 @@ from dfd.ids import key_claim
 from dfd.ports import COUNTER_FIELDS as COUNTER_FIELDS
 from dfd.ports import (
     LIVE,
+    LOST,
     TOMBSTONED,
     CommitRefused,
     DeleteRaced,
@@ -646,7 +647,7 @@ class Repository:
 
         plan = _Plan(identity="event")
         plan.add("event", self._put_event_item(self._committed_event(version, "duplicate", now)), EventRecorded)
-        plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp), file_changed)
+        plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp, lost_too=True), file_changed)
         # never delete bytes some record stores at this key
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
@@ -752,7 +753,7 @@ class Repository:
 
     def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
         stamp = clock.iso(now)
-        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at"}
+        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at", "#st": "state"}
         values: dict[str, Any] = {
             ":key": to_attr(version.key),
             ":etag": to_attr(version.etag),
@@ -771,7 +772,7 @@ class Repository:
                 "Update": {
                     "TableName": self._s.files_table,
                     "Key": to_item({"hash": version.hash}),
-                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now",
+                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now REMOVE #st, lost_at",
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": values,
@@ -968,10 +969,18 @@ class Repository:
             }
         }
 
-    def _count_duplicate_file_item(self, digest: str, key: str | None, now: str) -> dict[str, Any]:
-        """+1 upload on an existing file record — never the record whose object IS this key."""
-        condition = "attribute_exists(#h) AND (attribute_not_exists(#state) OR #state = :live)"  # live content only
+    def _count_duplicate_file_item(
+        self, digest: str, key: str | None, now: str, *, lost_too: bool = False
+    ) -> dict[str, Any]:
+        """+1 upload on an existing file record — never the record whose object IS this key; only LIVE content
+        (not tombstoned by its last delete: that is resurrected instead). `lost_too` (the ingest's duplicate):
+        also a content the reconcile marked lost — the ingest then adopts this upload's copy; the precheck never
+        counts one (it answers 409 only for content whose copy exists)."""
+        condition = "attribute_exists(#h) AND (attribute_not_exists(#state) OR #state = :live"
+        condition += " OR #state = :lost)" if lost_too else ")"
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":live": to_attr(LIVE)}
+        if lost_too:
+            values[":lost"] = to_attr(LOST)
         if key is not None:
             condition += " AND s3_key <> :key"
             values[":key"] = to_attr(key)
