@@ -84,8 +84,12 @@ def _objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _sha256(s3: Any, bucket: str, key: str) -> str:
-    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+def _sha256(s3: Any, bucket: str, key: str) -> str | None:
+    """The object's SHA-256, or None when it is gone by now (listed a moment ago: deleted meanwhile)."""
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    except s3.exceptions.NoSuchKey:
+        return None
     digest = hashlib.sha256()
     for chunk in body.iter_chunks(1024 * 1024):
         digest.update(chunk)
@@ -110,8 +114,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         if key in keys_seen:
             c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {item['hash']}")
         keys_seen[key] = item["hash"]
-        if key not in objects and item.get("state") == "tombstoned":
-            continue  # the reaper deletes a tombstoned content's object first, then its record
+        if item.get("state") == "tombstoned":
+            continue  # its object is the reaper's: deleted first (at any moment), then the record
         if item.get("state") == "lost":
             lost.append(f"{item['hash']} (its object {key} is gone, marked lost at {item.get('lost_at')})")
             continue  # reported by the reconcile (LostFiles alarm): listed below, not a new violation
@@ -119,7 +123,9 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
             c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
             continue
         actual = _sha256(s3, settings.bucket, key)
-        if actual != item["hash"]:
+        if actual is None:
+            c1.problems.append(f"stored object {key} of {item['hash']} vanished while audited (invariant 5)")
+        elif actual != item["hash"]:
             c1.problems.append(f"{key} hashes to {actual}, its record says {item['hash']} (invariant 6)")
     c1.counts = {"files": len(files), "checked_objects": sum(1 for i in files if i.get("s3_key") in objects)}
     c1.holds = not c1.problems
