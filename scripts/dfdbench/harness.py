@@ -30,6 +30,7 @@ GIB = 1024 * MIB
 BUCKET = names.BUCKET
 FILES_TABLE = names.TABLES["FilesTable"]
 EVENTS_TABLE = names.TABLES["EventsTable"]
+UPLOADS_TABLE = names.TABLES["UploadsTable"]
 QUEUE_VISIBILITY_TIMEOUT = 30  # seconds; nothing reads the ingest queue in the rows
 
 
@@ -175,8 +176,9 @@ class Bench:
         return key
 
     def forget(self, result: Any) -> None:
-        """Delete what an ingest recorded (event, the key's claim, file record) so the same object ingests as
-        new again."""
+        """Delete what an ingest recorded (event, the key's claim, file record, the upload record its key names:
+        an upload bound to the event would make the next ingest a replay) so the same object ingests as new
+        again."""
         from dfd.ids import key_claim
 
         if result.event_key:
@@ -185,6 +187,8 @@ class Bench:
         self.ddb.delete_item(TableName=EVENTS_TABLE, Key={"event_key": {"S": claim}})
         if result.hash:
             self.ddb.delete_item(TableName=FILES_TABLE, Key={"hash": {"S": result.hash}})
+        if result.upload_id:
+            self.ddb.delete_item(TableName=UPLOADS_TABLE, Key={"upload_id": {"S": result.upload_id}})
 
     def delete(self, key: str) -> None:
         self.s3.delete_object(Bucket=BUCKET, Key=key)

@@ -20,6 +20,7 @@ from dfdbench.harness import (
     FILES_TABLE,
     GIB,
     MIB,
+    UPLOADS_TABLE,
     Bench,
     Row,
     counting,
@@ -151,7 +152,7 @@ def _probe(bench: Bench, warmup: str, key: str, env: dict[str, str]) -> dict[str
 
 def _reset_all(bench: Bench) -> None:
     """Forget every ingest record (the probes ran in other processes)."""
-    for table, key in ((EVENTS_TABLE, "event_key"), (FILES_TABLE, "hash")):
+    for table, key in ((EVENTS_TABLE, "event_key"), (FILES_TABLE, "hash"), (UPLOADS_TABLE, "upload_id")):
         for page in bench.ddb.get_paginator("scan").paginate(TableName=table, ProjectionExpression="#k",
                                                              ExpressionAttributeNames={"#k": key}):  # fmt: skip
             for item in page.get("Items", []):
