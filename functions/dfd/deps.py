@@ -1,52 +1,71 @@
 """Wiring: settings → clients → adapters → domain services, built once per process on first use.
 
-The services are imported here at module level: importing them only inside their factories (so a read function
-never loaded the ingest or the upload service) saved 4-7 ms CPU of a cold start (docs/performance.md, target 7:
-under the 10 ms that pays for machinery), so it was removed.
+Each factory imports its service when it is first called, so a function imports only what its first request
+needs: the read functions never load the ingest, upload, multipart or delete services (six services by now:
+importing them all at module level cost the metadata function ~15 ms of its cold start, docs/performance.md,
+target 7).
 """
 
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 from dfd import aws
-from dfd.adapters.dynamo import Repository
-from dfd.adapters.s3 import ObjectStore, ReadTuning
 from dfd.config import settings
-from dfd.deletes import DeleteService
-from dfd.ingest import Ingestor
-from dfd.multipart import MultipartService
-from dfd.queries import Queries
-from dfd.uploads import UploadService
+
+if TYPE_CHECKING:
+    from dfd.adapters.dynamo import Repository
+    from dfd.deletes import DeleteService
+    from dfd.ingest import Ingestor
+    from dfd.multipart import MultipartService
+    from dfd.queries import Queries
+    from dfd.uploads import UploadService
 
 
 @cache
 def repository() -> Repository:
+    from dfd.adapters.dynamo import Repository
+
     return Repository(aws.dynamodb(), settings())
 
 
 @cache
 def queries() -> Queries:
+    from dfd.adapters.s3 import ObjectStore
+    from dfd.queries import Queries
+
     return Queries(settings(), repository(), ObjectStore(aws.s3()))
 
 
 @cache
 def upload_service() -> UploadService:
+    from dfd.adapters.s3 import ObjectStore
+    from dfd.uploads import UploadService
+
     return UploadService(settings(), repository(), ObjectStore(aws.s3()))
 
 
 @cache
 def multipart_service() -> MultipartService:
+    from dfd.adapters.s3 import ObjectStore
+    from dfd.multipart import MultipartService
+
     return MultipartService(settings(), repository(), ObjectStore(aws.s3()))
 
 
 @cache
 def delete_service() -> DeleteService:
+    from dfd.deletes import DeleteService
+
     return DeleteService(settings(), repository(), multipart_service())
 
 
 @cache
 def ingestor() -> Ingestor:
+    from dfd.adapters.s3 import ObjectStore, ReadTuning
+    from dfd.ingest import Ingestor
+
     tuning = ReadTuning.from_settings(settings())
     return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
 
