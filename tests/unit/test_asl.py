@@ -21,6 +21,7 @@ MACHINE = "ReconcileStateMachine"
 # the table behind each substitution (policy resources are shown as "<LogicalId>.Arn")
 TABLES = {
     "${FilesTable}": "FilesTable",
+    "${TenantFilesTable}": "TenantFilesTable",
     "${CountersTable}": "CountersTable",
     "${UploadsTable}": "UploadsTable",
     "${EventsTable}": "EventsTable",
@@ -217,6 +218,7 @@ def test_substitutions_cover_every_placeholder_and_nothing_else(machine: dict[st
     described = {name: _describe(value) for name, value in substitutions.items()}
     assert described == {
         "FilesTable": "Ref(FilesTable)",
+        "TenantFilesTable": "Ref(TenantFilesTable)",
         "CountersTable": "Ref(CountersTable)",
         "UploadsTable": "Ref(UploadsTable)",
         "EventsTable": "Ref(EventsTable)",
@@ -268,6 +270,8 @@ def test_policy_grants_exactly_what_the_tasks_use() -> None:
             assert service in IAM_ACTIONS, f"{name}: no IAM action known for {service}"
             action = IAM_ACTIONS[service]
             used.add((action, IAM_RESOURCES[action]))
+            if service == "aws-sdk:s3:deleteObject" and "IfMatch.$" in state["Parameters"]:
+                used.add(("s3:GetObject", IAM_RESOURCES[action]))  # S3 authorizes IfMatch an ETag with GetObject
     granted = {(a, r) for a, r in PERMISSIONS[MACHINE] if not a.startswith("logs:")}
     assert used == granted
 
@@ -285,13 +289,14 @@ def test_policy_conditions_narrow_the_writes_listing_and_metric(machine: dict[st
     assert audit["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["audit#*"]}}
     assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == set(_as_list(audit["Action"]))
     listing = _statement(machine, "ListUploads")
-    assert _intrinsic(listing["Condition"]["StringLike"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
+    # IfExists: S3's 404 check of the reaper's DeleteObject IfMatch carries no prefix (else 403, not NoSuchKey)
+    assert _intrinsic(listing["Condition"]["StringLikeIfExists"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
     metric = _statement(machine, "DriftMetric")
     assert _describe(metric["Condition"]["StringEquals"]["cloudwatch:namespace"]) == "Ref(MetricsNamespace)"
     # the audit's writes in the ASL all target the scratch item
     for name, state in tasks():
-        if any(state["Resource"].endswith(a) for a in (":putItem", ":deleteItem")) or (
-            state["Resource"].endswith(":updateItem") and state["Parameters"]["TableName"] == "${CountersTable}"
+        if any(state["Resource"].endswith(a) for a in (":putItem", ":deleteItem", ":updateItem")) and (
+            state["Parameters"]["TableName"] == "${CountersTable}"
         ):
             params = state["Parameters"]
             key = params.get("Key") or {"counter_id": params["Item"]["counter_id"]}

@@ -908,7 +908,7 @@ class Repository:
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
             parts.append(f"#d{i} = :d{i}" if not tenant.held else f"#d{i} = if_not_exists(#d{i}, :d{i})")
-        condition = "#n > :zero" if tenant.held else "attribute_not_exists(#h) OR #n <= :zero"
+        condition = "attribute_exists(#h) AND #n > :zero" if tenant.held else "attribute_not_exists(#h) OR #n <= :zero"
         return {
             "Update": {
                 "TableName": self._s.tenant_files_table,
