@@ -66,6 +66,8 @@ def serve(host: str, port: int) -> None:
 
     app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))
     server = make_server(host, port, app, threaded=True, request_handler=Quiet)
+    # where moto's Step Functions executor sends its SDK calls (row 5 runs the reaper): this very server
+    os.environ["MOTO_PORT"] = str(server.server_address[1])
     announce(server.server_address[1])
     server.serve_forever()
 
