@@ -54,8 +54,10 @@ def serve(host: str, port: int) -> None:
     from werkzeug.serving import make_server
 
     from dfdlocal.emulator import SerializeDynamoDB
+    from dfdlocal.reconcile import patch_moto_start_execution
 
     _keep_values_in_memory()
+    patch_moto_start_execution()  # the reconcile workflow's sfn tasks, as the local stack runs them (row 5)
 
     class Quiet(MotoRequestHandler):
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
