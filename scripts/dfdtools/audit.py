@@ -236,8 +236,8 @@ def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], even
             check.problems.append(f"content {digest}: live_refs {live}, live references {refs.get(digest, 0)}")
         if dead and not (item.get("tombstone_shard") and item.get("reap_after")):
             check.problems.append(f"content {digest}: no live reference, but not marked for the reaper")
-        if item.get("state") not in (None, "live", "lost"):
-            check.problems.append(f"content {digest}: state {item.get('state')} (only lost is written)")
+        if item.get("state") == "tombstoned" and not dead:  # written by older versions, at the last delete
+            check.problems.append(f"content {digest}: state tombstoned with live_refs {live}")
         if "saved_bytes" in item:
             saved = (int(item.get("upload_count", 0)) - int(item.get("stores", 1))) * int(item["size"])
             if int(item["saved_bytes"]) != saved:

@@ -12,6 +12,7 @@ from typing import Any
 import requests
 
 from dfd.handlers import admin_stats, download, upload
+from dfd.ids import key_claim
 from tests.integration.test_deletes import delete
 from tests.integration.test_reconcile import Local, emulator, later, local
 from tests.support import BOB, CAROL, api_event, call
@@ -62,6 +63,12 @@ def shards(local: Local) -> dict[str, int]:
     return out
 
 
+def claimed(local: Local, key: str) -> bool:
+    """Whether the key's claim (it holds a stored copy) is there."""
+    claim = {"event_key": {"S": key_claim(local.settings.bucket, key)}}
+    return "Item" in local.ddb.get_item(TableName=local.settings.events_table, Key=claim, ConsistentRead=True)
+
+
 def refs(local: Local) -> list[dict[str, Any]]:
     items = local.ddb.scan(TableName=local.settings.tenant_files_table, ConsistentRead=True)["Items"]
     return [{k: next(iter(v.values())) for k, v in item.items()} for item in items]
@@ -79,6 +86,7 @@ def test_tombstoned_content_is_reaped_after_the_grace_period_only(local: Local) 
     assert stats["total_files"] == 0 and stats["total_bytes_stored"] == 0
     assert stats["total_uploads"] == 1 and stats["deleted_uploads"] == 1  # history is not rewritten
     assert refs(local) == []  # the tenant's reference at 0 went too
+    assert not claimed(local, answer["key"])  # and the key's claim: a later PUT there is no stored copy
     local.assert_invariants()
     local.run(now=later(hours=3))  # again: nothing more
     assert totals() == stats
@@ -126,8 +134,10 @@ def test_a_resurrected_content_keeps_its_new_bytes_and_loses_the_old(local: Loca
     second = stored(local, BOB)
     item = file_item(local)
     assert item is not None and item["live_refs"] == "1" and item["reap_key"] == first["key"]
+    assert claimed(local, first["key"]) and claimed(local, second["key"])
     local.run(now=later(hours=2))
     assert keys(local) == {second["key"]}
+    assert not claimed(local, first["key"]) and claimed(local, second["key"])
     item = file_item(local)
     assert item is not None and item["live_refs"] == "1" and "reap_key" not in item and "tombstone_shard" not in item
     status, link = call(download.handler, api_event("GET", f"/download/{second['upload_id']}", user=BOB))

@@ -123,6 +123,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:DeleteItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a reaped generation's key claim (claim#* only)
         ("s3:DeleteObject", OBJECTS),
         ("s3:GetObject", OBJECTS),  # DeleteObject IfMatch an ETag is authorized with GetObject too
         ("cloudwatch:PutMetricData", "*"),
