@@ -205,6 +205,39 @@ def test_an_upload_deleted_while_its_object_is_ingested(aws: Aws) -> None:
     aws.assert_invariants()
 
 
+def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(aws: Aws) -> None:
+    """Bob's ingest read the content live (count 1); Alice deletes the last reference before its transaction:
+    its `live_refs > 0` condition fails (the real expression), it reads again and resurrects the content with
+    its own bytes — never a new reference on content the reaper may free."""
+    first = stored(aws, DATA, "one.bin")
+    old = file_item(aws)
+    assert old is not None
+    status, answer = post(DATA, "bob.bin", BOB)
+    assert status == 201 and put(answer, DATA).status_code == 200
+    messages = aws.drain()
+    repo = deps.repository()
+    read = repo.ingest_state
+
+    def then_deleted(*args: Any) -> Any:
+        state = read(*args)
+        repo.ingest_state = read  # type: ignore[method-assign]
+        assert delete(first)[0] == 204
+        return state
+
+    repo.ingest_state = then_deleted  # type: ignore[method-assign]
+    try:
+        result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
+    finally:
+        del repo.ingest_state
+    assert result == {"batchItemFailures": []}
+    item = file_item(aws)
+    assert item is not None and item["live_refs"] == "1" and item["generation"] == "2"
+    assert item["s3_key"] == answer["key"] and item["reap_key"] == old["s3_key"]
+    status, link = call(download.handler, api_event("GET", f"/download/{answer['upload_id']}", user=BOB))
+    assert status == 200 and requests.get(link["download_url"], timeout=10).content == DATA
+    aws.assert_invariants()
+
+
 def test_a_pending_multipart_upload_is_aborted(aws: Aws) -> None:
     answer = create(len(MP_DATA))
     upload_id = answer["upload_id"]

@@ -12,6 +12,7 @@ import pytest
 from dfd.deletes import DeleteService
 from dfd.errors import Forbidden, NotFound, ServiceUnavailable
 from dfd.events import ObjectRef
+from dfd.ids import tenant_metadata
 from dfd.ingest import Ingestor, Outcome
 from dfd.multipart import MultipartService
 from dfd.ports import content_state, holds
@@ -220,3 +221,47 @@ def test_a_throttled_transaction_is_retried(world: World) -> None:
     assert result.outcome == "deleted" and result.attempts == 2
     (file,) = world.repo.files.values()
     assert content_state(file) == "tombstoned"
+
+
+def test_a_reference_going_to_zero_under_an_ingest_is_taken_anew(world: World) -> None:
+    """Carol's ingest read acme's reference held (count 1); Alice's delete takes it to 0 before the commit (Bob
+    still holds the content): the reference's condition fails, the ingest follows the reference it was shown (at 0:
+    not held) and takes it anew — `stored` for acme, Carol's filename."""
+    alice, _ = world.upload(ALICE), world.upload(BOB)
+    (digest,) = world.repo.files
+    answer = world.uploads.create(UploadRequest("carol.bin", len(DATA), "text/plain", None), CAROL)
+    world.objects.put("b", answer.body["key"], DATA, metadata=tenant_metadata("acme"))
+    world.repo.after_state = lambda: world.deletes.delete(ALICE, alice) and None
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.DUPLICATE and result.detail["upload_status"] == "stored"
+    assert result.attempts == 2
+    ref = world.repo.tenant_refs[("acme", digest)]
+    assert ref["upload_count"] == 1 and ref["filename"] == "carol.bin" and "reap_shard" not in ref
+    assert world.repo.files[digest]["live_refs"] == 2
+
+
+def test_a_replayed_duplicate_of_content_tombstoned_since_is_deleted_not_adopted(world: World) -> None:
+    """A duplicate committed, its bytes not yet deleted (a crash); then every reference is deleted and the reaper
+    deletes the stored object. The replay finds the content at 0: no live record needs these bytes either — they
+    are deleted, never adopted into a record the reaper is about to delete."""
+    first = world.upload(ALICE)
+    (digest,) = world.repo.files
+    stored_key = world.repo.files[digest]["s3_key"]
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
+    world.objects.put("b", answer.body["key"], DATA)
+    crash = Ingestor(
+        world.settings, world.repo, world.objects, now=lambda: NOW, sleep=lambda _: None, after_commit=_crash
+    )
+    with pytest.raises(RuntimeError):
+        crash.ingest(ObjectRef("b", answer.body["key"]))
+    world.deletes.delete(ALICE, first)
+    world.deletes.delete(BOB, answer.body["upload_id"])
+    world.objects.delete("b", stored_key, None)  # the reaper's object delete; its record delete is pending
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.REPLAY and result.deleted
+    assert not world.objects.exists("b", answer.body["key"], None)
+    assert world.repo.files[digest]["s3_key"] == stored_key and not world.repo.adopted
+
+
+def _crash(_: object) -> None:
+    raise RuntimeError("crashed between the commit and the delete")
