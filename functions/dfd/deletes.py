@@ -1,11 +1,15 @@
 """DELETE /uploads/{id}: remove an upload's reference to its content, exactly once (issue 13).
 
 * A processed upload (`stored`, `duplicate`) is ONE reference, counted on its tenant's reference item and on the
-  content's live count (FileMetadata `live_refs`). Its delete is ONE transaction (Repository.commit_delete): the
-  upload `deleted` (conditioned on the status read), -1 on the tenant's reference (deleted at its last), -1 on
-  the live count — the last one TOMBSTONES the content (a new generation; the reaper frees the bytes after the
-  grace period) — and `deleted_uploads` +1. A condition that no longer holds (a concurrent delete or upload)
-  cancels it and the delete reads again (bounded, with backoff).
+  content's live count (FileMetadata `live_refs`). Its delete is TWO calls: the upload's record read (GetItem),
+  then ONE transaction (Repository.commit_delete) that reads nothing else: the upload `deleted` (conditioned on
+  the status read), -1 on the tenant's reference and -1 on the live count (each conditioned on being above 0,
+  each marked for the reaper), `deleted_uploads` +1. A content whose count reaches 0 is TOMBSTONED — derived from
+  the count, nothing else is written — and the reaper frees its bytes `DeleteGraceSeconds` after the last delete;
+  a reference at 0 means its tenant no longer holds the content, and the reaper deletes the item.
+* The status condition is what makes a delete exactly once: a retry (after a lost response, or racing another
+  delete of the same upload) reads again and answers `already`. A count that is not above 0 is a broken
+  invariant (or a record written before deletes): 503, logged — never retried into a wrong count.
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
   counted; a pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still
   arrives for it is deleted by the ingest and counted nowhere.
@@ -29,7 +33,7 @@ from dfd.identity import Caller
 from dfd.ids import is_upload_id
 from dfd.multipart import MultipartService
 from dfd.observability import logger
-from dfd.ports import DeleteRaced, Item, Repository, UploadDeletion
+from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion
 
 MAX_ATTEMPTS = 8
 PROCESSED = ("stored", "duplicate")
@@ -41,7 +45,6 @@ DELETED = "deleted"
 class DeleteResult:
     upload_id: str
     outcome: str  # deleted (a reference removed), cancelled (none held), already (deleted before)
-    tombstoned: bool = False  # the last reference: the content awaits the reaper
     attempts: int = 1
 
 
@@ -73,11 +76,16 @@ class DeleteService:
                 return DeleteResult(upload_id, "already", attempts=attempt)
             if status in PROCESSED:
                 try:
-                    tombstoned = self._remove_reference(record)
+                    self._remove_reference(record)
+                except ReferenceMissing:
+                    # a processed upload's references are counted until this very delete (the audit checks it):
+                    # a count not above 0 is a broken invariant, or a content recorded before deletes existed
+                    logger.error("processed upload without its references", extra={"upload_id": upload_id})
+                    raise ServiceUnavailable(f"upload {upload_id} has no reference to remove") from None
                 except (DeleteRaced, ServiceUnavailable):
                     self._backoff(attempt)
                     continue
-                return DeleteResult(upload_id, "deleted", tombstoned, attempt)
+                return DeleteResult(upload_id, "deleted", attempt)
             if status in UNREFERENCED:
                 if self._cancel(caller, record):
                     return DeleteResult(upload_id, "cancelled", attempts=attempt)
@@ -96,31 +104,11 @@ class DeleteService:
                 raise Forbidden("the upload belongs to another user", code="not_owner")
         return record
 
-    def _remove_reference(self, record: Item) -> bool:
-        digest = str(record["hash"])
+    def _remove_reference(self, record: Item) -> None:
         tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
-        if tenant is not None:
-            file, ref = self._repo.tenant_file(tenant, digest)
-        else:
-            file, ref = self._repo.get_file(digest, consistent=True), None
-        if file is None or (tenant is not None and ref is None):
-            # a processed upload's reference is counted until this very delete: never absent (the audit checks it)
-            logger.error("processed upload without its references", extra={"upload_id": record["upload_id"]})
-            raise ServiceUnavailable(f"upload {record['upload_id']} has no reference to remove")
-        deletion = UploadDeletion(
-            upload_id=str(record["upload_id"]),
-            status=str(record["status"]),
-            hash=digest,
-            size=int(file.get("size", 0)),
-            tenant=tenant,
-            tenant_refs=None if ref is None else int(ref.get("upload_count", 0)),
-            live_refs=int(file.get("live_refs", 0)),
-            generation=int(file.get("generation", 0)),
-            uploads=int(file.get("upload_count", 0)),
-            stores=int(file.get("stores", 1)),
-        )
+        deletion = UploadDeletion(str(record["upload_id"]), str(record["status"]), str(record["hash"]), tenant)
         shard = self._rng.randrange(self._s.counter_shards)
-        return self._repo.commit_delete(deletion, counter_shard=shard, now=self._now())
+        self._repo.commit_delete(deletion, counter_shard=shard, now=self._now())
 
     def _cancel(self, caller: Caller, record: Item) -> bool:
         """An upload holding no reference becomes `deleted`; a pending multipart one is aborted in S3 first."""

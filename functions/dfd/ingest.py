@@ -36,7 +36,6 @@ from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.events import ObjectRef
 from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
 from dfd.ports import (
-    TOMBSTONED,
     CommitRefused,
     EventRecorded,
     FileChanged,
@@ -51,6 +50,8 @@ from dfd.ports import (
     TenantRefChanged,
     TenantShare,
     UploadTaken,
+    holds,
+    is_tombstoned,
 )
 from dfd.views import FILE_LOST
 
@@ -193,7 +194,7 @@ class Ingestor:
             return
         held: bool | None = None  # known from the first read (a right hint) or a TenantRefChanged conflict
         if tenant is not None and tenant == info.tenant_hint:
-            held = state.tenant_ref is not None
+            held = holds(state.tenant_ref)
         pending = int(upload.get("quota_bytes") or 0)  # held against the tenant's quota: released by the commit
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
@@ -204,8 +205,9 @@ class Ingestor:
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
             duplicate = known is not None
-            # tombstoned content (every reference deleted) takes no new reference: this upload resurrects it
-            resurrect = known is not None and known.get("state") == TOMBSTONED
+            # tombstoned content (its live count is 0: every reference deleted) takes no new reference: this
+            # upload resurrects it
+            resurrect = known is not None and is_tombstoned(known)
             duplicate = duplicate and not resurrect
             share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held, pending)
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
@@ -250,7 +252,7 @@ class Ingestor:
                 pending = 0  # the reconcile released the quota bytes meanwhile: do not release them twice
                 continue
             except TenantRefChanged as changed:
-                held = changed.item is not None  # the tenant's reference appeared / vanished: follow it
+                held = holds(changed.item)  # the tenant's reference appeared / went to 0: follow it
                 continue
             except CommitRefused:
                 self._backoff(attempt)
@@ -297,6 +299,11 @@ class Ingestor:
         copy instead: the file record and the key's claim move to it in one transaction conditioned on the
         record still naming the lost copy, and it is kept."""
         for _ in range(3):
+            if file is not None and is_tombstoned(file) and file.get("s3_key") != version.key:
+                # every reference was deleted since this duplicate was committed (its own too): no live record needs
+                # these bytes (an upload of the content resurrects it with its own)
+                result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
+                return
             if file is None or not file.get("s3_key"):
                 result.detail["kept"] = "no stored copy recorded"  # never delete what may be the last copy
                 return

@@ -65,15 +65,36 @@ COUNTER_FIELDS = (
     "deleted_uploads",  # processed uploads deleted (their references removed); cancelled pending ones are not
 )
 
-# The states of a content's physical record (FileMetadata `state`; records written before deletes have none and
-# are live). New references are only ever added to live content (docs/design.md, "Deletes").
+# The states of a content's physical record. Only `lost` is written (FileMetadata `state`, by the reconcile sweep;
+# records of older versions may still say `live` or `tombstoned`). TOMBSTONED is derived from the live reference
+# count alone: a record whose `live_refs` is 0 has no reference left — its bytes await the reaper, and an upload
+# of the content resurrects it. Records written before deletes existed have no `live_refs` and are live. New
+# references are only ever added to live content (docs/design.md, "Deletes").
 LIVE = "live"
 TOMBSTONED = "tombstoned"
 LOST = "lost"  # every copy of the content is gone: the reconcile sweep marked it (dfd.views shows it)
 
 
+def is_tombstoned(file: Item) -> bool:
+    """Every reference to the content was deleted (`live_refs` = 0): the reaper's, or an upload's to resurrect."""
+    return "live_refs" in file and int(file["live_refs"]) <= 0
+
+
+def content_state(file: Item) -> str:
+    """The content's state, derived in this one place: tombstoned (no live reference), lost, or live."""
+    if is_tombstoned(file):
+        return TOMBSTONED
+    return LOST if file.get("state") == LOST else LIVE
+
+
 def is_live(file: Item) -> bool:
-    return bool(file.get("state", LIVE) == LIVE)
+    return content_state(file) == LIVE
+
+
+def holds(ref: Item | None) -> bool:
+    """Whether a tenant's reference item says the tenant holds the content: it exists with a count above 0 (a
+    reference at 0 — its last upload deleted — awaits the reaper and holds nothing)."""
+    return ref is not None and int(ref.get("upload_count", 0)) > 0
 
 
 @dataclass(frozen=True)
@@ -134,7 +155,8 @@ class PrecheckDuplicate:
 @dataclass(frozen=True)
 class TenantShare:
     """Whose upload an ingest records: the uploader's tenant, and whether the ingest read that tenant as
-    already holding the content (its reference item existed). The commit is conditioned on exactly that."""
+    already holding the content (its reference item exists with a count above 0: :func:`holds`). The commit is
+    conditioned on exactly that."""
 
     tenant: str
     held: bool
@@ -189,19 +211,14 @@ class PartInfo:
 
 @dataclass(frozen=True)
 class UploadDeletion:
-    """Deleting a processed upload, as read: the upload's status, its tenant's reference count (None: the upload
-    has no tenant) and the content's live reference count and generation. The delete is conditioned on them."""
+    """Deleting a processed upload, as read from its record alone: its status (the delete is conditioned on it),
+    its content and its tenant (None: the upload has no tenant). Nothing else is read: the counts are decremented
+    in the transaction, conditioned on being above 0."""
 
     upload_id: str
     status: str
     hash: str
-    size: int
     tenant: str | None
-    tenant_refs: int | None
-    live_refs: int
-    generation: int
-    uploads: int = 0  # the record's upload_count (its history, moved to the counters when it is reaped)
-    stores: int = 1  # its generations stored (a duplicate is an upload beyond them)
 
 
 # ---------------------------------------------------------------------------------------------- conflicts
@@ -261,8 +278,13 @@ class TenantRefChanged(CommitRefused):
 
 
 class DeleteRaced(CommitRefused):
-    """Deleting an upload: the upload, its tenant's reference or the content's live count is not what the delete
-    read (item: None; the caller reads again)."""
+    """Deleting an upload: its status is no longer the one read (a concurrent delete or ingest; item: None; the
+    caller reads again)."""
+
+
+class ReferenceMissing(CommitRefused):
+    """Deleting a processed upload: the content's live count or its tenant's reference count is not above 0 (or
+    the item is absent, or a record written before deletes has no count) — a broken invariant, never a race."""
 
 
 class QuotaRefused(CommitRefused):
@@ -413,11 +435,12 @@ class Repository(Protocol):
         conditioned on its status still being `status`; False when it is not."""
         ...
 
-    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
-        """In one transaction: the upload `deleted` (status still as read), -1 on its tenant's reference (the
-        reference deleted when it held the last), -1 live reference on the content (TOMBSTONED, with the next
-        generation, when it held the last), +1 `deleted_uploads`. Returns whether the content was tombstoned.
-        Raises DeleteRaced when any of them is no longer as read."""
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:
+        """In one transaction, without reading the content or the reference: the upload `deleted` (status still as
+        read), -1 on its tenant's reference (conditioned on a count above 0; marked for the reaper, which deletes
+        it at 0), -1 live reference on the content (conditioned on a count above 0; marked for the reaper:
+        `reap_after` = now + the grace period, so the grace runs from the last delete; at 0 the content is
+        tombstoned), +1 `deleted_uploads`. Raises DeleteRaced (the status moved on) or ReferenceMissing."""
         ...
 
 

@@ -10,7 +10,7 @@ from dfd.config import Settings
 from dfd.errors import BadRequest, Forbidden, Gone, NotFound, NotReady
 from dfd.identity import Caller
 from dfd.ids import is_hash, is_upload_id
-from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository, is_live
+from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository, holds, is_live
 from dfd.tokens import decode_token, decode_upload_token, encode_token
 from dfd.views import file_view, tenant_file_view, upload_view
 
@@ -65,7 +65,7 @@ class Queries:
                 raise self._no_file(digest)
             return item, file_view(item)
         item, ref = self._repo.tenant_file(caller.tenant, digest)
-        if item is None or ref is None:
+        if item is None or ref is None or not holds(ref):  # a reference at 0 awaits the reaper: not held
             raise self._no_file(digest)
         return item, tenant_file_view(item, ref)
 

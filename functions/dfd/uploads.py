@@ -23,6 +23,7 @@ from dfd.ports import (
     QuotaRefused,
     Repository,
     TenantUsage,
+    holds,
     is_live,
 )
 from dfd.text import echo_list
@@ -150,8 +151,10 @@ class UploadService:
         of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
-            if stored is None or ref is None or not is_live(stored):
-                return None  # tombstoned, or lost (uploaded again: its ingest adopts the new copy)
+            if stored is None or not holds(ref) or not is_live(stored):
+                # not held by the tenant (no reference, or one at 0), tombstoned, or lost (uploaded again: its
+                # ingest adopts the new copy)
+                return None
             now = self._now()
             upload = PrecheckDuplicate(
                 upload_id=new_upload_id(checksummed=True),
@@ -167,6 +170,7 @@ class UploadService:
                 self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
             except CommitRefused:
                 continue  # the record or the reference changed between read and write: look again
+            assert ref is not None
             ref["upload_count"] = int(ref.get("upload_count", 0)) + 1
             ref["last_upload_at"] = clock.iso(now)
             body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}

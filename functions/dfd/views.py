@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dfd.ports import LOST
+from dfd.ports import LIVE, LOST, content_state
 
 # state/lost_at: shown only when the content is not live — `lost` (every copy gone: the reconcile marked it) or,
-# to admins, `tombstoned` (every upload deleted, its bytes await the reaper); a live content shows no state
+# to admins, `tombstoned` (every upload deleted, its bytes await the reaper); a live content shows no state. The
+# state is derived (dfd.ports.content_state: tombstoned = a live count of 0), never copied from the record
 _FILE_FIELDS = (
     "hash",
     "size",
@@ -37,12 +38,15 @@ _UPLOAD_FIELDS = (
 )
 
 
-def _shown(item: dict[str, Any], name: str) -> bool:
-    return name in item and not (name == "state" and item[name] == "live")
+def _with_state(item: dict[str, Any]) -> dict[str, Any]:
+    state = content_state(item)
+    shown = {k: v for k, v in item.items() if k != "state"}
+    return shown if state == LIVE else shown | {"state": state}
 
 
 def file_view(item: dict[str, Any]) -> dict[str, Any]:
-    return {name: item[name] for name in _FILE_FIELDS if _shown(item, name)}
+    item = _with_state(item)
+    return {name: item[name] for name in _FILE_FIELDS if name in item}
 
 
 # A tenant's view of a content: the physical facts from the global record, the rest from the tenant's own
@@ -52,7 +56,8 @@ _TENANT_FIELDS = ("filename", "content_type", "created_at", "upload_count", "las
 
 
 def tenant_file_view(file: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
-    view = {name: file[name] for name in _PHYSICAL_FIELDS if _shown(file, name)}
+    file = _with_state(file)
+    view = {name: file[name] for name in _PHYSICAL_FIELDS if name in file}
     view.update({name: ref[name] for name in _TENANT_FIELDS if name in ref})
     return {name: view[name] for name in _FILE_FIELDS if name in view}
 

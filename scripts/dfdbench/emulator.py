@@ -54,8 +54,10 @@ def serve(host: str, port: int) -> None:
     from werkzeug.serving import make_server
 
     from dfdlocal.emulator import SerializeDynamoDB
+    from dfdlocal.reconcile import patch_moto_start_execution
 
     _keep_values_in_memory()
+    patch_moto_start_execution()  # the reconcile workflow's sfn tasks, as the local stack runs them (row 5)
 
     class Quiet(MotoRequestHandler):
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -66,6 +68,8 @@ def serve(host: str, port: int) -> None:
 
     app = SerializeDynamoDB(DomainDispatcherApplication(create_backend_app))
     server = make_server(host, port, app, threaded=True, request_handler=Quiet)
+    # where moto's Step Functions executor sends its SDK calls (row 5 runs the reaper): this very server
+    os.environ["MOTO_PORT"] = str(server.server_address[1])
     announce(server.server_address[1])
     server.serve_forever()
 

@@ -1,16 +1,21 @@
-"""Target 5 (AWS calls and DynamoDB capacity per ingest) and target 6 (stats and hashes cost)."""
+"""Target 5 (AWS calls and DynamoDB capacity per ingest, per delete and per reaped content) and target 6 (stats
+and hashes cost)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from typing import Any
 
 from dfdbench.harness import BUCKET, FILES_TABLE, Bench, Row, counting, dfd_clients, median, timed
+from dfdlocal.template import TEMPLATE
 
 SMALL = 64 * 1024
 
@@ -172,7 +177,134 @@ def calls(bench: Bench) -> list[Row]:
             )
         )
         rows += _tenant_calls(bench, counter)
+        rows += _delete_calls(bench, counter)
     return rows
+
+
+def _delete_calls(bench: Bench, counter: Any) -> list[Row]:
+    """DELETE /uploads/{id} (issue 13): the AWS calls of one delete — the upload's GetItem and ONE transaction,
+    whether it removes the content's last reference or not — and, once the grace period is over, the reaper's
+    calls per reaped content and per reaped tenant reference, counted from the reconcile execution's history
+    (every task it scheduled: each is one AWS call)."""
+    from dfd import deps
+    from dfd.events import ObjectRef
+    from dfd.identity import Caller
+    from dfd.uploads import UploadRequest
+
+    acme = Caller("bench-a", "acme", False)
+    acme_too = Caller("bench-c", "acme", False)
+    contents = 3 if bench.options.quick else 10
+    digests: list[str] = []
+
+    def uploaded(caller: Caller, data: bytes) -> str:
+        answer = deps.upload_service().create(UploadRequest("bench.bin", len(data), "application/x", None), caller)
+        headers: dict[str, str] = answer.body["headers"]
+        metadata = {k[len("x-amz-meta-") :]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}
+        key = str(answer.body["key"])
+        bench.s3.put_object(Bucket=BUCKET, Key=key, Body=data, Metadata=metadata)
+        deps.ingestor().ingest(ObjectRef(BUCKET, key))
+        return str(answer.body["upload_id"])
+
+    rows: list[Row] = []
+    made_by: dict[str, list[dict[str, int]]] = {"not the last reference": [], "the last reference": []}
+    for _ in range(contents):
+        data = random.randbytes(SMALL)
+        digests.append(hashlib.sha256(data).hexdigest())
+        first, second = uploaded(acme, data), uploaded(acme_too, data)
+        for what, caller, upload_id in (
+            ("not the last reference", acme, first),
+            ("the last reference", acme_too, second),
+        ):
+            counter.reset()
+            assert deps.delete_service().delete(caller, upload_id).outcome == "deleted"
+            made_by[what].append(dict(counter.calls))
+    for what, runs in made_by.items():
+        worst = max(sum(made.values()) for made in runs)
+        summary = " + ".join(name.split(":")[1] for name in sorted(runs[-1]))
+        rows.append(
+            Row(
+                "5",
+                f"AWS calls per delete, {what} (with tenant)",
+                worst,
+                "calls",
+                goal="≤ 2",
+                met=worst <= 2,
+                note=f"{summary} (the most of {len(runs)} deletes); no read of the content or the reference",
+                details={"calls": runs[-1], "deletes": len(runs)},
+            )
+        )
+    rows += _reaper_calls(bench, digests)
+    return rows
+
+
+def _reaper_calls(bench: Bench, digests: list[str]) -> list[Row]:
+    """One reconcile run ({"sweep": false}, its clock past the grace period) over `contents` tombstoned contents
+    and as many tenant references at 0: its AWS calls, from the execution history's TaskScheduled events."""
+    from dfdlocal import reconcile
+    from dfdlocal.template import read_model
+
+    reconcile.enable_executions(bench.url)
+    name, path, substitutions = reconcile.state_machine_from_model(read_model(TEMPLATE, bench.url))
+    sfn = bench.client("stepfunctions")
+    arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
+    later = datetime.now(UTC) + timedelta(hours=2)
+    now = later.strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = sfn.start_execution(
+        stateMachineArn=arn, name=f"bench-{random.getrandbits(48):x}", input=json.dumps({"sweep": False, "now": now})
+    )
+    execution = str(started["executionArn"])
+    described = reconcile.wait_for(sfn, execution, time.monotonic() + 300, 0.1)
+    if described["status"] != "SUCCEEDED":
+        raise RuntimeError(f"the reconcile run {described['status']}: {described.get('cause', '')}")
+    # each TaskScheduled event is one AWS call; the state that scheduled it is the event it follows
+    events = [
+        e
+        for page in sfn.get_paginator("get_execution_history").paginate(executionArn=execution)
+        for e in page["events"]
+    ]
+    by_id = {event["id"]: event for event in events}
+    tasks: Counter[str] = Counter()
+    for event in events:
+        details = event.get("taskScheduledEventDetails")
+        if details:
+            entered = by_id.get(event.get("previousEventId"), {}).get("stateEnteredEventDetails", {})
+            tasks[f"{entered.get('name', '?')} ({details['resource']})"] += 1
+    contents = len(digests)
+    left = sum(
+        1
+        for digest in digests
+        if bench.ddb.get_item(TableName=FILES_TABLE, Key={"hash": {"S": digest}}, ConsistentRead=True).get("Item")
+    )
+    objects = tasks["DeleteCurrent (deleteObject)"]
+    records = tasks["ReapRecord (transactWriteItems)"]
+    per_content = (objects + records) / contents
+    per_ref = tasks["DropRef (deleteItem)"] / contents
+    queries = sum(n for name, n in tasks.items() if name.startswith(("QueryReap", "QueryRefs")))
+    shared = f"shared by the run: {queries} Query (one per shard of each ReapIndex, 50 items a page)"
+    return [
+        Row(
+            "5",
+            "AWS calls per reaped content (reaper: object + record)",
+            per_content,
+            "calls",
+            goal="≤ 2",
+            met=per_content <= 2 and left == 0,
+            note=f"DeleteObject IfMatch x{objects} + TransactWriteItems x{records} for {contents} contents"
+            + f" (no listing); {shared}",
+            details={"tasks": dict(tasks), "contents": contents, "files_left": left},
+        ),
+        Row(
+            "5",
+            "AWS calls per reaped tenant reference (reaper)",
+            per_ref,
+            "calls",
+            goal="info (1)",
+            met=per_ref <= 1,
+            note=f"DeleteItem x{tasks['DropRef (deleteItem)']} (conditioned on upload_count <= 0)"
+            + f" for {contents} references",
+            details={"tasks": dict(tasks)},
+        ),
+    ]
 
 
 def _tenant_calls(bench: Bench, counter: Any) -> list[Row]:

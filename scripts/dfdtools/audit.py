@@ -20,6 +20,7 @@ from dfd import clock
 from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
+from dfd.ports import is_tombstoned
 from dfdtools.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
@@ -114,8 +115,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
         if key in keys_seen:
             c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {item['hash']}")
         keys_seen[key] = item["hash"]
-        if item.get("state") == "tombstoned":
-            continue  # its object is the reaper's: deleted first (at any moment), then the record
+        if is_tombstoned(item):
+            continue  # live_refs 0: its object is the reaper's, deleted first (at any moment), then the record
         if item.get("state") == "lost":
             lost.append(f"{item['hash']} (its object {key} is gone, marked lost at {item.get('lost_at')})")
             continue  # reported by the reconcile (LostFiles alarm): listed below, not a new violation
@@ -215,8 +216,10 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], events: list[dict[str, Any]]) -> Check:
     """Deletes (issue 13): a content's live count is the number of live references to it — its processed,
     undeleted uploads, plus objects put straight into the bucket outside `uploads/<upload_id>` keys (their
-    ingest's event record, no upload) — and a content is tombstoned exactly when it has none."""
-    check = Check("deletes: live_refs = the live references to the content; tombstoned iff none", True)
+    ingest's event record, no upload); a content is tombstoned exactly when it has none (derived from the count:
+    dfd.ports.is_tombstoned), and then it is marked for the reaper; the bytes its duplicates saved (`saved_bytes`,
+    the reaper's history) are (upload_count - stores) x size."""
+    check = Check("deletes: live_refs = the live references to the content; at 0 marked for the reaper", True)
     refs: dict[str, int] = {}
     for upload in uploads:
         if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
@@ -227,15 +230,22 @@ def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], even
     tombstoned = 0
     for item in files:
         digest, live = str(item["hash"]), int(item.get("live_refs", 0))
-        dead = item.get("state") == "tombstoned"
+        dead = is_tombstoned(item)
         tombstoned += dead
         if live != refs.get(digest, 0):
             check.problems.append(f"content {digest}: live_refs {live}, live references {refs.get(digest, 0)}")
-        if dead != (live == 0):
-            check.problems.append(f"content {digest}: state {item.get('state')} with live_refs {live}")
+        if dead and not (item.get("tombstone_shard") and item.get("reap_after")):
+            check.problems.append(f"content {digest}: no live reference, but not marked for the reaper")
+        if item.get("state") == "tombstoned" and not dead:  # written by older versions, at the last delete
+            check.problems.append(f"content {digest}: state tombstoned with live_refs {live}")
+        if "saved_bytes" in item:
+            saved = (int(item.get("upload_count", 0)) - int(item.get("stores", 1))) * int(item["size"])
+            if int(item["saved_bytes"]) != saved:
+                check.problems.append(f"content {digest}: saved_bytes {item['saved_bytes']}, its duplicates {saved}")
     for digest in sorted(set(refs) - {str(i["hash"]) for i in files}):
         check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
     check.counts = {"files": len(files), "tombstoned": tombstoned}
+    check.holds = not check.problems
     return check
 
 
@@ -278,13 +288,19 @@ def _upload_count_check(
 
 def _tenant_checks(refs: list[dict[str, Any]], uploads: list[dict[str, Any]], hashes: set[str]) -> list[Check]:
     """The tenant layer (issue 11): references agree with the uploads, API uploads carry their caller."""
-    c8 = Check("tenants: each reference's upload_count = its tenant's processed uploads of the content", True)
+    c8 = Check(
+        "tenants: each reference's upload_count = its tenant's processed uploads of the content (at 0: the reaper's)",
+        True,
+    )
     recount: dict[tuple[str, str], int] = {}
     for upload in uploads:
         if upload.get("tenant") and upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
             key = (str(upload["tenant"]), str(upload["hash"]))
             recount[key] = recount.get(key, 0) + 1
     held = {(str(ref["tenant"]), str(ref["hash"])): int(ref.get("upload_count", 0)) for ref in refs}
+    for ref in refs:  # a reference at 0 (its tenant holds nothing) exists only until the reaper deletes it
+        if int(ref.get("upload_count", 0)) <= 0 and not (ref.get("reap_shard") and ref.get("reap_after")):
+            c8.problems.append(f"tenant {ref['tenant']}, content {ref['hash']}: at 0 but not marked for the reaper")
     for key in sorted(set(held) | set(recount)):
         if held.get(key) != recount.get(key, 0):
             c8.problems.append(

@@ -109,10 +109,8 @@ def wait_until(probe: Callable[[], T | None], timeout: float = 15.0, interval: f
 
 
 def nothing_to_reap(stack: RunningStack) -> bool:
-    """No content is tombstoned: the reaper (every reconcile run, 10 s of grace locally) has nothing left that
-    would take total_files down while a test counts (earlier tests delete uploads)."""
+    """No content is tombstoned (live_refs 0): the reaper (every reconcile run, 10 s of grace locally) has nothing
+    left that would take total_files down while a test counts (earlier tests delete uploads)."""
     pages = stack.client("dynamodb").get_paginator("scan")
-    scan = pages.paginate(
-        TableName=stack.files_table, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "state"}
-    )
-    return not any(item.get("state", {}).get("S") == "tombstoned" for page in scan for item in page["Items"])
+    scan = pages.paginate(TableName=stack.files_table, ProjectionExpression="live_refs")
+    return not any(item.get("live_refs", {}).get("N") == "0" for page in scan for item in page["Items"])

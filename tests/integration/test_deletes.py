@@ -83,12 +83,16 @@ def test_who_may_delete_and_what_a_deleted_upload_shows(aws: Aws) -> None:
     assert status == 200 and shown["status"] == "deleted" and shown["deleted_at"].endswith("Z")
     status, gone = call(download.handler, api_event("GET", f"/download/{first}"))
     assert status == 410 and gone["error"]["code"] == "deleted"
-    # the last reference: the tenant holds the content no more, the content is tombstoned
-    assert tenant_ref(aws, "acme") is None
+    # the last reference: the tenant holds the content no more (its reference at 0 awaits the reaper), the content
+    # is tombstoned (derived from live_refs 0: nothing else written, no new generation)
+    ref = tenant_ref(aws, "acme")
+    assert ref is not None and ref["upload_count"] == "0" and ref["reap_shard"] and ref["reap_after"].endswith("Z")
     assert call(metadata.handler, api_event("GET", f"/metadata/{DIGEST}"))[0] == 404
     item = file_item(aws)
-    assert item is not None and item["state"] == "tombstoned" and item["live_refs"] == "0"
-    assert item["generation"] == "2" and item["tombstoned_at"].endswith("Z") and item["tombstone_shard"]
+    assert item is not None and "state" not in item and item["live_refs"] == "0"
+    assert item["generation"] == "1" and item["reap_after"].endswith("Z") and item["tombstone_shard"]
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{DIGEST}", user=ADMIN))
+    assert status == 200 and shown["state"] == "tombstoned"  # admins see the derived state
     assert call(download.handler, api_event("GET", f"/download/{DIGEST}", user=ADMIN))[0] == 410
     assert stats()["deleted_uploads"] == 1 and stats()["total_files"] == 1
     aws.assert_invariants()
@@ -108,17 +112,57 @@ def test_references_are_counted_per_tenant_and_on_the_content(aws: Aws) -> None:
     assert delete(first)[0] == 204
     assert tenant_ref(aws, "acme")["upload_count"] == "1"  # type: ignore[index]
     assert delete(precheck["upload_id"])[0] == 204
-    assert tenant_ref(aws, "acme") is None and tenant_ref(aws, "globex") is not None
+    assert tenant_ref(aws, "acme")["upload_count"] == "0"  # type: ignore[index]
+    assert tenant_ref(aws, "globex")["upload_count"] == "1"  # type: ignore[index]
     item = file_item(aws)
-    assert item is not None and item["live_refs"] == "1" and item["state"] == "live"
+    assert item is not None and item["live_refs"] == "1" and "state" not in item
+    # acme holds it no more: 404 on its hash, 201 on its precheck
+    assert call(metadata.handler, api_event("GET", f"/metadata/{DIGEST}"))[0] == 404
+    assert post(DATA, "five.bin", ALICE, sha256=DIGEST)[0] == 201
     # bob still downloads the bytes
     status, link = call(download.handler, api_event("GET", f"/download/{third}", user=BOB))
     assert status == 200 and requests.get(link["download_url"], timeout=10).content == DATA
     aws.assert_invariants()
     assert delete(third, BOB)[0] == 204
-    assert file_item(aws)["state"] == "tombstoned"  # type: ignore[index]
+    assert file_item(aws)["live_refs"] == "0"  # type: ignore[index]
     assert stats()["deleted_uploads"] == 4
+    aws.assert_invariants(settled=False)  # five.bin's URL was issued, its bytes never sent
+
+
+def test_a_reference_at_zero_is_taken_anew_by_the_tenants_next_upload(aws: Aws) -> None:
+    """acme's reference went to 0 (the reaper has not run): acme's next upload of the content is a new reference
+    — its own filename and dates, out of the reaper's index, `stored` for acme — in one transaction."""
+    first = stored(aws, DATA, "one.bin")
+    stored(aws, DATA, "bob.bin", BOB)
+    assert delete(first)[0] == 204
+    again = stored(aws, DATA, "again.bin", CAROL)
+    ref = tenant_ref(aws, "acme")
+    assert ref is not None and ref["upload_count"] == "1" and ref["filename"] == "again.bin"
+    assert ref["first_upload_id"] == again and "reap_shard" not in ref and "reap_after" not in ref
+    status, shown = call(metadata.handler, api_event("GET", f"/metadata/{again}", user=CAROL))
+    assert status == 200 and shown["status"] == "stored" and shown["file"]["filename"] == "again.bin"
     aws.assert_invariants()
+
+
+def test_a_delete_costs_one_read_and_one_transaction(aws: Aws) -> None:
+    """The AWS calls of a delete, counted at the client: GetItem (the upload) and ONE TransactWriteItems."""
+    first = stored(aws, DATA, "one.bin")
+    second = stored(aws, DATA, "two.bin", CAROL)
+    calls: list[str] = []
+    client = deps.repository()._db
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    client.meta.events.register("before-call.dynamodb", count)
+    try:
+        assert delete(first)[0] == 204  # not the last reference
+        assert calls == ["GetItem", "TransactWriteItems"]
+        calls.clear()
+        assert delete(second, CAROL)[0] == 204  # the last
+        assert calls == ["GetItem", "TransactWriteItems"]
+    finally:
+        client.meta.events.unregister("before-call.dynamodb", count)
 
 
 def test_a_cancelled_upload_and_its_late_object(aws: Aws) -> None:
@@ -161,6 +205,39 @@ def test_an_upload_deleted_while_its_object_is_ingested(aws: Aws) -> None:
     aws.assert_invariants()
 
 
+def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(aws: Aws) -> None:
+    """Bob's ingest read the content live (count 1); Alice deletes the last reference before its transaction:
+    its `live_refs > 0` condition fails (the real expression), it reads again and resurrects the content with
+    its own bytes — never a new reference on content the reaper may free."""
+    first = stored(aws, DATA, "one.bin")
+    old = file_item(aws)
+    assert old is not None
+    status, answer = post(DATA, "bob.bin", BOB)
+    assert status == 201 and put(answer, DATA).status_code == 200
+    messages = aws.drain()
+    repo = deps.repository()
+    read = repo.ingest_state
+
+    def then_deleted(*args: Any) -> Any:
+        state = read(*args)
+        repo.ingest_state = read  # type: ignore[method-assign]
+        assert delete(first)[0] == 204
+        return state
+
+    repo.ingest_state = then_deleted  # type: ignore[method-assign]
+    try:
+        result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
+    finally:
+        del repo.ingest_state
+    assert result == {"batchItemFailures": []}
+    item = file_item(aws)
+    assert item is not None and item["live_refs"] == "1" and item["generation"] == "2"
+    assert item["s3_key"] == answer["key"] and item["reap_key"] == old["s3_key"]
+    status, link = call(download.handler, api_event("GET", f"/download/{answer['upload_id']}", user=BOB))
+    assert status == 200 and requests.get(link["download_url"], timeout=10).content == DATA
+    aws.assert_invariants()
+
+
 def test_a_pending_multipart_upload_is_aborted(aws: Aws) -> None:
     answer = create(len(MP_DATA))
     upload_id = answer["upload_id"]
@@ -184,7 +261,7 @@ def test_tombstoned_content_is_resurrected_by_an_upload_of_its_bytes(aws: Aws) -
     assert status == 201
     second = stored(aws, DATA, "two.bin", BOB)
     item = file_item(aws)
-    assert item is not None and item["state"] == "live" and item["generation"] == "3" and item["live_refs"] == "1"
+    assert item is not None and "state" not in item and item["generation"] == "2" and item["live_refs"] == "1"
     assert item["s3_key"] == f"uploads/{second}" and item["reap_key"] == old["s3_key"]
     assert item["stores"] == "2" and item["upload_count"] == "2"
     status, shown = call(metadata.handler, api_event("GET", f"/metadata/{second}", user=BOB))
@@ -196,7 +273,7 @@ def test_tombstoned_content_is_resurrected_by_an_upload_of_its_bytes(aws: Aws) -
     assert stats()["duplicates_avoided"] == 1 and stats()["total_uploads"] == 3
     aws.assert_invariants(settled=False)
     assert delete(third, CAROL)[0] == 204 and delete(second, BOB)[0] == 204
-    assert file_item(aws)["state"] == "tombstoned"  # type: ignore[index]
+    assert file_item(aws)["live_refs"] == "0"  # type: ignore[index]
     aws.assert_invariants(settled=False)
 
 

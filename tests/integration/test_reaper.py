@@ -1,7 +1,8 @@
 """The reaper (issue 13): the reconcile workflow, executed by moto's Step Functions interpreter, frees tombstoned
-contents past DeleteGraceSeconds (their object IfMatch the generation's ETag, then their record conditioned on
-that generation, with total_files / total_bytes_stored), frees a resurrected content's older object, and never
-touches a live one. Crashes between the object delete and the record delete are replayed by the next run."""
+contents (live_refs 0) past DeleteGraceSeconds (their object IfMatch the generation's ETag — no listing first —
+then their record conditioned on that generation, with total_files / total_bytes_stored and the history moved to
+reaped_*), frees a resurrected content's older object, drops the tenant references at 0, and never touches a live
+one. Crashes between the object delete and the record delete are finished by the next run."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 import requests
 
 from dfd.handlers import admin_stats, download, upload
+from dfd.ids import key_claim
 from tests.integration.test_deletes import delete
 from tests.integration.test_reconcile import Local, emulator, later, local
-from tests.support import BOB, api_event, call
+from tests.support import BOB, CAROL, api_event, call
 
 __all__ = ["emulator", "local"]  # the fixtures
 
@@ -50,6 +52,28 @@ def totals() -> dict[str, Any]:
     return call(admin_stats.handler, api_event("GET", "/admin/stats"))[1]
 
 
+def shards(local: Local) -> dict[str, int]:
+    """Every numeric attribute of the counter shards, summed (the reaper's reaped_* included)."""
+    out: dict[str, int] = {}
+    for item in local.ddb.scan(TableName=local.settings.counters_table, ConsistentRead=True)["Items"]:
+        if item["counter_id"]["S"].startswith("shard#"):
+            for name, value in item.items():
+                if "N" in value:
+                    out[name] = out.get(name, 0) + int(value["N"])
+    return out
+
+
+def claimed(local: Local, key: str) -> bool:
+    """Whether the key's claim (it holds a stored copy) is there."""
+    claim = {"event_key": {"S": key_claim(local.settings.bucket, key)}}
+    return "Item" in local.ddb.get_item(TableName=local.settings.events_table, Key=claim, ConsistentRead=True)
+
+
+def refs(local: Local) -> list[dict[str, Any]]:
+    items = local.ddb.scan(TableName=local.settings.tenant_files_table, ConsistentRead=True)["Items"]
+    return [{k: next(iter(v.values())) for k, v in item.items()} for item in items]
+
+
 def test_tombstoned_content_is_reaped_after_the_grace_period_only(local: Local) -> None:
     answer = stored(local)
     assert delete(answer["upload_id"])[0] == 204
@@ -61,9 +85,47 @@ def test_tombstoned_content_is_reaped_after_the_grace_period_only(local: Local) 
     stats = totals()
     assert stats["total_files"] == 0 and stats["total_bytes_stored"] == 0
     assert stats["total_uploads"] == 1 and stats["deleted_uploads"] == 1  # history is not rewritten
+    assert refs(local) == []  # the tenant's reference at 0 went too
+    assert not claimed(local, answer["key"])  # and the key's claim: a later PUT there is no stored copy
     local.assert_invariants()
     local.run(now=later(hours=3))  # again: nothing more
     assert totals() == stats
+
+
+def test_the_reaper_moves_the_history_and_drops_only_references_at_zero(local: Local) -> None:
+    """Three uploads of one content by two tenants (two duplicates saved), then every one deleted: the reaper
+    moves upload_count, the duplicates and the bytes they saved into reaped_*, and drops both references. A
+    reference counted again before the reaper runs only leaves its index."""
+    alice = stored(local)
+    carol = stored(local, CAROL)
+    bob = stored(local, BOB)
+    assert delete(alice["upload_id"])[0] == 204  # acme still holds it through Carol
+    local.run(now=later(hours=2))
+    (acme,) = [r for r in refs(local) if r["tenant"] == "acme"]
+    assert acme["upload_count"] == "1" and "reap_shard" not in acme  # counted again: unindexed, kept
+    item = file_item(local)
+    assert item is not None and item["live_refs"] == "2" and "tombstone_shard" not in item
+    for answer, user in ((carol, CAROL), (bob, BOB)):
+        assert delete(answer["upload_id"], user)[0] == 204
+    local.assert_invariants()
+    local.run(now=later(hours=2))
+    assert file_item(local) is None and refs(local) == [] and keys(local) == set()
+    counted = shards(local)
+    assert counted["reaped_uploads"] == 3 and counted["reaped_duplicates"] == 2
+    assert counted["reaped_saved"] == 2 * len(DATA) == counted["total_s3_size_saved"]
+    local.assert_invariants()
+
+
+def test_a_lost_content_whose_references_all_go_is_reaped_without_its_object(local: Local) -> None:
+    answer = stored(local)
+    local.s3.delete_object(Bucket=local.settings.bucket, Key=answer["key"])
+    local.run()  # the sweep marks it lost
+    item = file_item(local)
+    assert item is not None and item["state"] == "lost"
+    assert delete(answer["upload_id"])[0] == 204
+    local.run(now=later(hours=2))
+    assert file_item(local) is None and refs(local) == [] and totals()["total_files"] == 0
+    local.assert_invariants()
 
 
 def test_a_resurrected_content_keeps_its_new_bytes_and_loses_the_old(local: Local) -> None:
@@ -71,11 +133,13 @@ def test_a_resurrected_content_keeps_its_new_bytes_and_loses_the_old(local: Loca
     assert delete(first["upload_id"])[0] == 204
     second = stored(local, BOB)
     item = file_item(local)
-    assert item is not None and item["state"] == "live" and item["reap_key"] == first["key"]
+    assert item is not None and item["live_refs"] == "1" and item["reap_key"] == first["key"]
+    assert claimed(local, first["key"]) and claimed(local, second["key"])
     local.run(now=later(hours=2))
     assert keys(local) == {second["key"]}
+    assert not claimed(local, first["key"]) and claimed(local, second["key"])
     item = file_item(local)
-    assert item is not None and item["state"] == "live" and "reap_key" not in item and "tombstone_shard" not in item
+    assert item is not None and item["live_refs"] == "1" and "reap_key" not in item and "tombstone_shard" not in item
     status, link = call(download.handler, api_event("GET", f"/download/{second['upload_id']}", user=BOB))
     assert status == 200 and requests.get(link["download_url"], timeout=10).content == DATA
     assert totals()["total_files"] == 1
@@ -100,6 +164,6 @@ def test_an_upload_after_the_object_went_resurrects_with_its_own_bytes(local: Lo
     again = stored(local, BOB)
     local.run(now=later(hours=2))
     item = file_item(local)
-    assert item is not None and item["state"] == "live" and item["s3_key"] == again["key"]
+    assert item is not None and item["live_refs"] == "1" and item["s3_key"] == again["key"]
     assert keys(local) == {again["key"]} and totals()["total_files"] == 1
     local.assert_invariants()

@@ -26,9 +26,7 @@ from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
 from dfd.ids import tenant_from_metadata
 from dfd.ports import (
     COUNTER_FIELDS,
-    LIVE,
     LOST,
-    TOMBSTONED,
     CommitRefused,
     DeleteRaced,
     EventRecorded,
@@ -49,12 +47,15 @@ from dfd.ports import (
     PrecheckDuplicate,
     QuotaRefused,
     ReapPending,
+    ReferenceMissing,
     Sink,
     TenantRefChanged,
     TenantShare,
     TenantUsage,
     UploadDeletion,
     UploadTaken,
+    holds,
+    is_tombstoned,
 )
 
 
@@ -219,39 +220,29 @@ class FakeRepository:
         record.pop("pending", None)
         return True
 
-    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:
+        """The adapter's one transaction, reading nothing first: the status condition (DeleteRaced) is checked before
+        the counts' (ReferenceMissing), each count conditioned on being above 0; both marked for the reaper."""
         self._begin(counter_shard)
         upload = self.uploads.get(deletion.upload_id)
         file = self.files.get(deletion.hash)
         ref = None if deletion.tenant is None else self.tenant_refs.get((deletion.tenant, deletion.hash))
-        last = deletion.tenant_refs == 1
-        tombstone = deletion.live_refs == 1
         if upload is None or upload.get("status") != deletion.status:
             raise DeleteRaced(None)
-        if deletion.tenant is not None and (
-            ref is None or (ref["upload_count"] != 1 if last else ref["upload_count"] <= 1)
-        ):
-            raise DeleteRaced(None)
-        live = file.get("live_refs", 0) if file is not None else 0
-        if file is None or (live != 1 or file.get("state", LIVE) != LIVE if tombstone else live <= 1):
-            raise DeleteRaced(None)
-        if tombstone and file.get("upload_count") != deletion.uploads:
-            raise DeleteRaced(None)
+        if deletion.tenant is not None and (ref is None or int(ref.get("upload_count", 0)) <= 0):
+            raise ReferenceMissing(None)
+        if file is None or int(file.get("live_refs", 0)) <= 0:  # a record without a count fails `> 0` too
+            raise ReferenceMissing(None)
         stamp = clock.iso(now)
         upload.update(status="deleted", deleted_at=stamp)
-        if deletion.tenant is not None:
-            if last:
-                del self.tenant_refs[(deletion.tenant, deletion.hash)]
-            else:
-                assert ref is not None
-                ref["upload_count"] -= 1
-        file["live_refs"] = live - 1
-        if tombstone:
-            dups = deletion.uploads - deletion.stores
-            file.update(state=TOMBSTONED, tombstoned_at=stamp, generation=file.get("generation", 0) + 1)
-            file.update(tomb_duplicates=dups, tomb_saved=dups * deletion.size)
+        if ref is not None:
+            ref["upload_count"] -= 1
+            ref.update(reap_after=stamp)
+            ref.setdefault("reap_shard", "t#0")
+        file["live_refs"] -= 1
+        file["reap_after"] = clock.iso(clock.plus(now, seconds=self.settings.delete_grace_seconds))
+        file.setdefault("tombstone_shard", "t#0")
         self._count(counter_shard, deleted_uploads=1)
-        return tombstone
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
@@ -293,9 +284,9 @@ class FakeRepository:
             "upload_count": 1,
             "first_upload_id": version.upload_id,
             "live_refs": 1,
-            "state": LIVE,
             "generation": 1,
             "stores": 1,
+            "saved_bytes": 0,
         }
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
         self._finish_upload(version, "stored", filename, content_type, stamp)
@@ -322,7 +313,7 @@ class FakeRepository:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file["s3_key"] == version.key:
             file_refused = FileIsThisObject(copy.deepcopy(file))
-        elif file.get("state", LIVE) not in (LIVE, LOST):  # new references only to live (or lost: adopted) content
+        elif is_tombstoned(file):  # new references only to live (or lost: adopted) content: a count above 0
             file_refused = FileChanged(copy.deepcopy(file))
         self._check(
             version,
@@ -335,6 +326,7 @@ class FakeRepository:
         self.events[version.event_key] = self._event(version, "duplicate", now)
         file["upload_count"] = file.get("upload_count", 0) + 1
         file["live_refs"] = file.get("live_refs", 0) + 1
+        file["saved_bytes"] = file.get("saved_bytes", 0) + version.size
         file["last_upload_at"] = stamp
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
         self._finish_upload(version, status, filename, content_type, stamp)
@@ -359,7 +351,7 @@ class FakeRepository:
         file_refused: CommitRefused | None = None
         if file is None:
             file_refused = FileVanished(None)
-        elif file.get("state") != TOMBSTONED or file.get("generation") != generation:
+        elif not is_tombstoned(file) or file.get("generation") != generation:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file.get("s3_key") != tombstoned.get("s3_key") or "reap_key" in file:
             file_refused = ReapPending(copy.deepcopy(file))
@@ -372,8 +364,9 @@ class FakeRepository:
         assert file is not None
         stamp = clock.iso(now)
         self.events[version.event_key] = self._event(version, "stored", now)
+        file.pop("state", None)  # a lost mark goes: this copy exists
+        file.pop("lost_at", None)
         file.update(
-            state=LIVE,
             generation=generation + 1,
             reap_key=file["s3_key"],
             reap_etag=file.get("etag", ""),
@@ -395,7 +388,7 @@ class FakeRepository:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        if file is None or file.get("state", LIVE) != LIVE:  # tombstoned or lost: no new reference
+        if file is None or is_tombstoned(file) or file.get("state") == LOST:  # no new reference: not live
             raise FileVanished(None if file is None else copy.deepcopy(file))
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
         if refused is not None:
@@ -415,10 +408,13 @@ class FakeRepository:
         }
         file["upload_count"] = file.get("upload_count", 0) + 1
         file["live_refs"] = file.get("live_refs", 0) + 1
+        file["saved_bytes"] = file.get("saved_bytes", 0) + upload.size
         file["last_upload_at"] = stamp
         ref = self.tenant_refs[(upload.tenant, upload.hash)]
         ref["upload_count"] = ref.get("upload_count", 0) + 1
         ref["last_upload_at"] = stamp
+        ref.pop("reap_shard", None)
+        ref.pop("reap_after", None)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=upload.size)
 
     def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
@@ -453,13 +449,11 @@ class FakeRepository:
             raise self.faults.pop(0)
 
     def _tenant_refused(self, tenant: TenantShare | None, digest: str) -> CommitRefused | None:
-        """The tenant reference's condition: exists when read held, absent when read not held."""
+        """The tenant reference's condition: held (the item exists with a count above 0) exactly as read."""
         if tenant is None:
             return None
         ref = self.tenant_refs.get((tenant.tenant, digest))
-        if tenant.held and ref is None:
-            return TenantRefChanged(None)
-        if not tenant.held and ref is not None:
+        if tenant.held != holds(ref):
             return TenantRefChanged(copy.deepcopy(ref))
         return None
 
@@ -482,10 +476,12 @@ class FakeRepository:
             ("created_at", stamp),
             ("first_upload_id", version.upload_id),
         ):
-            if value is not None:
-                ref.setdefault(name, value)
+            if value is not None:  # a new reference (none, or one at 0) takes them anew; a held one keeps its own
+                ref[name] = ref.get(name, value) if tenant.held else value
         ref["upload_count"] = ref.get("upload_count", 0) + 1
         ref["last_upload_at"] = stamp
+        ref.pop("reap_shard", None)
+        ref.pop("reap_after", None)
 
     def _check(
         self,

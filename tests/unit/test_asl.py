@@ -21,6 +21,7 @@ MACHINE = "ReconcileStateMachine"
 # the table behind each substitution (policy resources are shown as "<LogicalId>.Arn")
 TABLES = {
     "${FilesTable}": "FilesTable",
+    "${TenantFilesTable}": "TenantFilesTable",
     "${CountersTable}": "CountersTable",
     "${UploadsTable}": "UploadsTable",
     "${EventsTable}": "EventsTable",
@@ -187,16 +188,77 @@ def test_queries_use_the_templates_pending_index(template: dict[str, Any]) -> No
 # --------------------------------------------------------------------------------------------------------
 # Wiring in template.yaml
 # --------------------------------------------------------------------------------------------------------
-def test_the_reaper_queries_the_templates_reap_index(template: dict[str, Any]) -> None:
-    (index,) = template["Resources"]["FilesTable"]["Properties"]["GlobalSecondaryIndexes"]
+@pytest.mark.parametrize("table", ["FilesTable", "TenantFilesTable"])
+def test_the_reaper_queries_the_templates_reap_indexes(template: dict[str, Any], table: str) -> None:
+    (index,) = template["Resources"][table]["Properties"]["GlobalSecondaryIndexes"]
     keys = [k["AttributeName"] for k in index["KeySchema"]]
+    defined = {
+        a["AttributeName"]: a["AttributeType"]
+        for a in template["Resources"][table]["Properties"]["AttributeDefinitions"]
+    }
+    assert all(defined[key] == "S" for key in keys)
     queries = [state for _, state in tasks() if state["Resource"].endswith(":dynamodb:query")]
-    queries = [query for query in queries if query["Parameters"]["TableName"] == "${FilesTable}"]
+    queries = [query for query in queries if query["Parameters"]["TableName"] == "${" + table + "}"]
     assert len(queries) == 2
     for query in queries:
         params = query["Parameters"]
         assert params["IndexName"] == index["IndexName"] == "ReapIndex"
         assert params["KeyConditionExpression"] == f"{keys[0]} = :shard AND {keys[1]} < :now"
+
+
+def test_the_reaper_spends_two_calls_per_content_and_never_deletes_another_object() -> None:
+    """No listing: DeleteObject IfMatch the generation's ETag (NoSuchKey an answer: on to the record; any
+    unmodeled S3 error — a 412 — skips the content), then ONE transaction conditioned on the count still 0 at the
+    generation and key read."""
+    states = definition()["States"]["ReapItems"]["ItemProcessor"]["States"]
+    assert not [name for name, state in states.items() if state.get("Resource", "").endswith(":listObjectsV2")]
+    for name, key, etag, after in (
+        ("DeleteOlder", "$.item.reap_key.S", "$.item.reap_etag.S", "ClearOlder"),
+        ("DeleteCurrent", "$.item.s3_key.S", "$.item.etag.S", "ReapHistory"),
+    ):
+        task = states[name]
+        assert task["Parameters"] == {"Bucket": "${BucketName}", "Key.$": key, "IfMatch.$": etag}
+        catches = {tuple(c["ErrorEquals"]): c["Next"] for c in task["Catch"]}
+        assert catches == {
+            ("S3.NoSuchKeyException", "s3.NoSuchKeyException"): after,
+            ("S3.S3Exception", "s3.s3Exception"): "ReapSkipped",
+        }
+        assert task["Next"] == after
+    assert states["IsTombstoned"]["Choices"] == [
+        {"Variable": "$.item.live_refs.N", "StringEquals": "0", "Next": "DeleteCurrent"}
+    ]
+    unindex = states["Unindex"]["Parameters"]
+    assert unindex["ConditionExpression"] == "live_refs > :zero AND attribute_not_exists(reap_key)"
+    delete, counters, claim = (next(iter(i.values())) for i in states["ReapRecord"]["Parameters"]["TransactItems"])
+    # the key's claim goes too, never another content's
+    assert claim["Key"] == {"event_key": {"S.$": "States.Format('claim#${BucketName}/{}', $.item.s3_key.S)"}}
+    assert claim["ConditionExpression"] == "attribute_not_exists(event_key) OR #h = :hash"
+    older = [next(iter(i.values())) for i in states["ClearOlder"]["Parameters"]["TransactItems"]]
+    assert older[1]["Key"] == {"event_key": {"S.$": "States.Format('claim#${BucketName}/{}', $.item.reap_key.S)"}}
+    assert delete["ConditionExpression"] == (
+        "live_refs = :zero AND #gen = :gen AND s3_key = :key AND attribute_not_exists(reap_key)"
+    )
+    assert delete["ExpressionAttributeValues"][":key"] == {"S.$": "$.item.s3_key.S"}
+    history = counters["ExpressionAttributeValues"]
+    assert history[":dups"] == {"N.$": "$.history.dups"} and history[":saved"] == {"N.$": "$.history.saved"}
+    assert "States.MathAdd" in states["ReapHistory"]["Parameters"]["dups.$"]
+    assert states["SavedBytes"]["InputPath"] == "$.item.saved_bytes.N"
+
+
+def test_the_reaper_drops_tenant_references_only_at_zero() -> None:
+    states = definition()["States"]["RefItems"]["ItemProcessor"]["States"]
+    assert states["RefAtZero"]["Choices"] == [
+        {"Variable": "$.item.upload_count.N", "StringEquals": "0", "Next": "DropRef"}
+    ]
+    drop, unindex = states["DropRef"]["Parameters"], states["UnindexRef"]["Parameters"]
+    assert drop["TableName"] == unindex["TableName"] == "${TenantFilesTable}"
+    assert drop["ConditionExpression"] == "upload_count <= :zero"
+    assert unindex["ConditionExpression"] == "upload_count > :zero"
+    assert unindex["UpdateExpression"] == "REMOVE reap_shard, reap_after"
+    for name in ("DropRef", "UnindexRef"):
+        assert states[name]["Catch"][0]["ErrorEquals"] == ["DynamoDb.ConditionalCheckFailedException"]
+    route = {c["StringEquals"]: c["Next"] for c in definition()["States"]["Route"]["Choices"]}
+    assert route["reaprefs"] == "RefsPage"  # a continuation resumes the pass
 
 
 def test_state_machine_resource(machine: dict[str, Any]) -> None:
@@ -217,6 +279,7 @@ def test_substitutions_cover_every_placeholder_and_nothing_else(machine: dict[st
     described = {name: _describe(value) for name, value in substitutions.items()}
     assert described == {
         "FilesTable": "Ref(FilesTable)",
+        "TenantFilesTable": "Ref(TenantFilesTable)",
         "CountersTable": "Ref(CountersTable)",
         "UploadsTable": "Ref(UploadsTable)",
         "EventsTable": "Ref(EventsTable)",
@@ -268,6 +331,8 @@ def test_policy_grants_exactly_what_the_tasks_use() -> None:
             assert service in IAM_ACTIONS, f"{name}: no IAM action known for {service}"
             action = IAM_ACTIONS[service]
             used.add((action, IAM_RESOURCES[action]))
+            if service == "aws-sdk:s3:deleteObject" and "IfMatch.$" in state["Parameters"]:
+                used.add(("s3:GetObject", IAM_RESOURCES[action]))  # S3 authorizes IfMatch an ETag with GetObject
     granted = {(a, r) for a, r in PERMISSIONS[MACHINE] if not a.startswith("logs:")}
     assert used == granted
 
@@ -285,18 +350,21 @@ def test_policy_conditions_narrow_the_writes_listing_and_metric(machine: dict[st
     assert audit["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["audit#*"]}}
     assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == set(_as_list(audit["Action"]))
     listing = _statement(machine, "ListUploads")
-    assert _intrinsic(listing["Condition"]["StringLike"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
+    # IfExists: S3's 404 check of the reaper's DeleteObject IfMatch carries no prefix (else 403, not NoSuchKey)
+    assert _intrinsic(listing["Condition"]["StringLikeIfExists"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
     metric = _statement(machine, "DriftMetric")
     assert _describe(metric["Condition"]["StringEquals"]["cloudwatch:namespace"]) == "Ref(MetricsNamespace)"
     # the audit's writes in the ASL all target the scratch item
     for name, state in tasks():
-        if any(state["Resource"].endswith(a) for a in (":putItem", ":deleteItem")) or (
-            state["Resource"].endswith(":updateItem") and state["Parameters"]["TableName"] == "${CountersTable}"
+        if any(state["Resource"].endswith(a) for a in (":putItem", ":deleteItem", ":updateItem")) and (
+            state["Parameters"]["TableName"] == "${CountersTable}"
         ):
             params = state["Parameters"]
             key = params.get("Key") or {"counter_id": params["Item"]["counter_id"]}
             assert key["counter_id"]["S.$"] in {"$.run.audit", "$.audit"}, name
     # the reaper's counter updates (in its transaction) target the one shard its statement allows
+    claims = _statement(machine, "ReapClaims")
+    assert claims["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["claim#*"]}}
     reap = _statement(machine, "ReapCounters")
     (shard,) = reap["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
     for name, state in tasks():
@@ -365,7 +433,12 @@ def test_the_sweep_marks_a_file_lost_only_while_its_record_names_the_missing_obj
     for scan in ("ScanFilesFirst", "ScanFilesNext"):
         params = definition()["States"][scan]["Parameters"]
         projected = {params["ExpressionAttributeNames"].get(n, n) for n in params["ProjectionExpression"].split(", ")}
-        assert projected == {"size", "hash", "s3_key", "etag", "state"}
+        assert projected == {"size", "hash", "s3_key", "etag", "state", "live_refs"}
+    # a record without a live reference is the reaper's (its object may be gone legitimately): not checked
+    marked = states["FileMarked"]["Choices"]
+    zero = {"Variable": "$.file.live_refs.N", "StringEquals": "0"}
+    assert any(choice.get("And", [None, None])[1] == zero and choice["Next"] == "FileChecked" for choice in marked)
+    assert "(attribute_not_exists(live_refs) OR live_refs > :zero)" in mark["ConditionExpression"]
 
 
 # --------------------------------------------------------------------------------------------------------

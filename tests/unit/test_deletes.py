@@ -1,5 +1,6 @@
 """DeleteService on the in-memory ports: the decisions (delete, cancel, already), the retries after a concurrent
-change, the tombstone at the last reference, and the ingest of an object for a cancelled upload."""
+change, the tombstone derived from a live count of 0, a tenant reference at 0 (held no more), resurrection, and
+the ingest of an object for a cancelled upload."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 from dfd.deletes import DeleteService
 from dfd.errors import Forbidden, NotFound, ServiceUnavailable
 from dfd.events import ObjectRef
+from dfd.ids import tenant_metadata
 from dfd.ingest import Ingestor, Outcome
 from dfd.multipart import MultipartService
+from dfd.ports import content_state, holds
+from dfd.queries import Queries
 from dfd.uploads import UploadRequest, UploadService
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 from tests.unit.test_multipart import ADMIN, ALICE, BOB, CAROL, settings
@@ -50,25 +54,95 @@ def test_rules_and_the_last_reference_tombstones(world: World) -> None:
         world.deletes.delete(BOB, first)
     with pytest.raises(Forbidden):
         world.deletes.delete(CAROL, first)
+    transactions = world.repo.transactions
     assert world.deletes.delete(ALICE, first).outcome == "deleted"
+    assert world.repo.transactions == transactions + 1  # one transaction, nothing read but the upload
     assert world.deletes.delete(ALICE, first).outcome == "already"
     (digest,) = world.repo.files
-    assert world.repo.files[digest]["live_refs"] == 1 and ("acme", digest) not in world.repo.tenant_refs
+    file = world.repo.files[digest]
+    assert file["live_refs"] == 1 and content_state(file) == "live" and file["reap_after"] and file["tombstone_shard"]
+    # the tenant's reference at 0: it holds the content no more (the reaper deletes the item)
+    ref = world.repo.tenant_refs[("acme", digest)]
+    assert ref["upload_count"] == 0 and not holds(ref) and ref["reap_shard"] and ref["reap_after"]
     result = world.deletes.delete(ADMIN, second)
-    assert result.outcome == "deleted" and result.tombstoned
-    assert world.repo.files[digest]["state"] == "tombstoned" and world.repo.files[digest]["generation"] == 2
+    assert result.outcome == "deleted"
+    assert content_state(file) == "tombstoned" and file["generation"] == 1 and "state" not in file
     assert world.repo.counter_totals()["deleted_uploads"] == 2
 
 
-def test_a_concurrent_upload_between_read_and_write_is_followed(world: World) -> None:
-    """The delete read the last reference; a new upload of the content lands before its transaction: the
-    tombstone's condition fails, the delete reads again and only decrements."""
+def test_a_tenant_reference_at_zero_holds_nothing(world: World) -> None:
+    """Hash lookups 404, the precheck answers 201, and the tenant's next upload is a new reference again (its
+    first filename and dates anew, out of the reaper's index), counted as stored for the tenant."""
+    first, _ = world.upload(ALICE), world.upload(BOB)
+    (digest,) = world.repo.files
+    world.deletes.delete(ALICE, first)
+    queries = Queries(world.settings, world.repo, world.objects)
+    with pytest.raises(NotFound):
+        queries.metadata(digest, CAROL)
+    sha = UploadRequest("again.bin", len(DATA), "text/plain", digest)
+    answer = world.uploads.create(sha, CAROL)
+    assert answer.status == 201  # acme must upload the bytes again (proof of possession)
+    world.objects.put("b", answer.body["key"], DATA)
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.DUPLICATE and result.detail["upload_status"] == "stored"
+    ref = world.repo.tenant_refs[("acme", digest)]
+    assert (
+        ref["upload_count"] == 1
+        and ref["filename"] == "again.bin"
+        and ref["first_upload_id"] == answer.body["upload_id"]
+    )
+    assert "reap_shard" not in ref and "reap_after" not in ref
+    assert queries.metadata(digest, CAROL)["filename"] == "again.bin"
+    # held again: the precheck answers 409
+    assert world.uploads.create(UploadRequest("x.bin", len(DATA), "text/plain", digest), ALICE).status == 409
+
+
+def test_a_concurrent_upload_between_read_and_write_is_counted_by_both(world: World) -> None:
+    """Nothing of the content is read by the delete: a new upload landing between its read and its transaction is
+    simply one more reference, and the delete removes its own."""
     first = world.upload(ALICE)
-    world.repo.after_tenant_file = lambda: world.upload(CAROL) and None
+    read = world.repo.get_upload
+
+    def then_an_upload(upload_id: str) -> Any:
+        record = read(upload_id)
+        world.repo.get_upload = read  # type: ignore[method-assign]
+        world.upload(CAROL)
+        return record
+
+    world.repo.get_upload = then_an_upload  # type: ignore[method-assign]
     result = world.deletes.delete(ALICE, first)
-    assert result.outcome == "deleted" and not result.tombstoned and result.attempts == 2
+    assert result.outcome == "deleted" and result.attempts == 1
     (file,) = world.repo.files.values()
-    assert file["live_refs"] == 1 and file["state"] == "live"
+    assert file["live_refs"] == 1 and content_state(file) == "live"
+
+
+def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(world: World) -> None:
+    """The ingest read live content (count 1); the last reference is deleted before its transaction: its
+    `live_refs > 0` condition fails, it reads again and resurrects the content with its own bytes."""
+    first = world.upload(ALICE)
+    (digest,) = world.repo.files
+    old_key = world.repo.files[digest]["s3_key"]
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
+    world.objects.put("b", answer.body["key"], DATA)
+    world.repo.after_state = lambda: world.deletes.delete(ALICE, first) and None
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.STORED and result.detail["resurrected_generation"] == 2
+    file = world.repo.files[digest]
+    assert file["live_refs"] == 1 and file["s3_key"] == answer.body["key"] and file["reap_key"] == old_key
+    assert world.objects.exists("b", answer.body["key"], None)
+
+
+def test_a_count_not_above_zero_is_a_broken_invariant_answered_503(world: World) -> None:
+    """A content recorded before deletes existed has no live count: its delete fails the `live_refs > 0`
+    condition and answers 503 at once (logged), changing nothing."""
+    first = world.upload(ALICE)
+    (file,) = world.repo.files.values()
+    del file["live_refs"]
+    transactions = world.repo.transactions
+    with pytest.raises(ServiceUnavailable):
+        world.deletes.delete(ALICE, first)
+    assert world.repo.transactions == transactions + 1  # not retried into a wrong count
+    assert world.repo.uploads[first]["status"] == "stored"
     assert world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
 
 
@@ -87,7 +161,8 @@ def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world:
     first = world.upload(ALICE)
     (digest,) = world.repo.files
     old_key = world.repo.files[digest]["s3_key"]
-    assert world.deletes.delete(ALICE, first).tombstoned
+    assert world.deletes.delete(ALICE, first).outcome == "deleted"
+    assert content_state(world.repo.files[digest]) == "tombstoned"
     # the precheck never answers 409 for tombstoned content: the bytes must be uploaded
     answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
     assert answer.status == 201
@@ -95,9 +170,9 @@ def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world:
     assert world.uploads.create(sha, ALICE).status == 201
     world.objects.put("b", answer.body["key"], DATA)
     result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
-    assert result.outcome == Outcome.STORED and result.detail["resurrected_generation"] == 3
+    assert result.outcome == Outcome.STORED and result.detail["resurrected_generation"] == 2
     file = world.repo.files[digest]
-    assert file["state"] == "live" and file["generation"] == 3 and file["live_refs"] == 1
+    assert content_state(file) == "live" and file["generation"] == 2 and file["live_refs"] == 1
     assert file["s3_key"] == answer.body["key"] and file["reap_key"] == old_key
     assert world.repo.uploads[answer.body["upload_id"]]["status"] == "stored"
     assert world.repo.tenant_refs[("globex", digest)]["upload_count"] == 1
@@ -126,7 +201,7 @@ def test_a_lost_answer_is_retried_and_changes_nothing_more(world: World) -> None
     first, second = world.upload(ALICE), world.upload(CAROL)
     commit = world.repo.commit_delete
 
-    def lost(*args: Any, **kwargs: Any) -> bool:
+    def lost(*args: Any, **kwargs: Any) -> None:
         commit(*args, **kwargs)
         raise ServiceUnavailable("the answer was lost")
 
@@ -143,4 +218,50 @@ def test_a_throttled_transaction_is_retried(world: World) -> None:
     first = world.upload(ALICE)
     world.repo.faults.append(ServiceUnavailable("throttled"))
     result = world.deletes.delete(ALICE, first)
-    assert result.outcome == "deleted" and result.tombstoned and result.attempts == 2
+    assert result.outcome == "deleted" and result.attempts == 2
+    (file,) = world.repo.files.values()
+    assert content_state(file) == "tombstoned"
+
+
+def test_a_reference_going_to_zero_under_an_ingest_is_taken_anew(world: World) -> None:
+    """Carol's ingest read acme's reference held (count 1); Alice's delete takes it to 0 before the commit (Bob
+    still holds the content): the reference's condition fails, the ingest follows the reference it was shown (at 0:
+    not held) and takes it anew — `stored` for acme, Carol's filename."""
+    alice, _ = world.upload(ALICE), world.upload(BOB)
+    (digest,) = world.repo.files
+    answer = world.uploads.create(UploadRequest("carol.bin", len(DATA), "text/plain", None), CAROL)
+    world.objects.put("b", answer.body["key"], DATA, metadata=tenant_metadata("acme"))
+    world.repo.after_state = lambda: world.deletes.delete(ALICE, alice) and None
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.DUPLICATE and result.detail["upload_status"] == "stored"
+    assert result.attempts == 2
+    ref = world.repo.tenant_refs[("acme", digest)]
+    assert ref["upload_count"] == 1 and ref["filename"] == "carol.bin" and "reap_shard" not in ref
+    assert world.repo.files[digest]["live_refs"] == 2
+
+
+def test_a_replayed_duplicate_of_content_tombstoned_since_is_deleted_not_adopted(world: World) -> None:
+    """A duplicate committed, its bytes not yet deleted (a crash); then every reference is deleted and the reaper
+    deletes the stored object. The replay finds the content at 0: no live record needs these bytes either — they
+    are deleted, never adopted into a record the reaper is about to delete."""
+    first = world.upload(ALICE)
+    (digest,) = world.repo.files
+    stored_key = world.repo.files[digest]["s3_key"]
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
+    world.objects.put("b", answer.body["key"], DATA)
+    crash = Ingestor(
+        world.settings, world.repo, world.objects, now=lambda: NOW, sleep=lambda _: None, after_commit=_crash
+    )
+    with pytest.raises(RuntimeError):
+        crash.ingest(ObjectRef("b", answer.body["key"]))
+    world.deletes.delete(ALICE, first)
+    world.deletes.delete(BOB, answer.body["upload_id"])
+    world.objects.delete("b", stored_key, None)  # the reaper's object delete; its record delete is pending
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.REPLAY and result.deleted
+    assert not world.objects.exists("b", answer.body["key"], None)
+    assert world.repo.files[digest]["s3_key"] == stored_key and not world.repo.adopted
+
+
+def _crash(_: object) -> None:
+    raise RuntimeError("crashed between the commit and the delete")

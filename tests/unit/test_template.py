@@ -71,16 +71,12 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("s3:GetObject", OBJECTS),
     },
-    "UploadsFunction": {
+    "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes)
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "FilesTable.Arn"),
-        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
-        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
         ("s3:AbortMultipartUpload", OBJECTS),
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
@@ -122,9 +118,14 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:AbortMultipartUpload", OBJECTS),
         ("sqs:SendMessage", "IngestQueue.Arn"),
         ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
+        ("dynamodb:Query", "${TenantFilesTable.Arn}/index/ReapIndex"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:DeleteItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
+        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a reaped generation's key claim (claim#* only)
         ("s3:DeleteObject", OBJECTS),
+        ("s3:GetObject", OBJECTS),  # DeleteObject IfMatch an ETag is authorized with GetObject too
         ("cloudwatch:PutMetricData", "*"),
         (
             "states:StartExecution",

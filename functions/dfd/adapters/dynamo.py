@@ -29,9 +29,7 @@ from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
 from dfd.ids import key_claim
 from dfd.ports import COUNTER_FIELDS as COUNTER_FIELDS
 from dfd.ports import (
-    LIVE,
     LOST,
-    TOMBSTONED,
     CommitRefused,
     DeleteRaced,
     EventRecorded,
@@ -48,11 +46,13 @@ from dfd.ports import (
     PrecheckDuplicate,
     QuotaRefused,
     ReapPending,
+    ReferenceMissing,
     TenantRefChanged,
     TenantShare,
     TenantUsage,
     UploadDeletion,
     UploadTaken,
+    is_tombstoned,
 )
 from dfd.ports import IngestState as IngestState
 from dfd.ports import Item as Item
@@ -490,10 +490,12 @@ class Repository:
             raise translate(error, "UpdateItem") from error
         return True
 
-    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> bool:
-        """The upload, its tenant's reference, the content's live count and a counter shard, in ONE transaction;
-        the reference and the live count are deleted/tombstoned or decremented as read (the conditions make a
-        concurrent change cancel it: the caller reads again)."""
+    def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:
+        """The upload, its tenant's reference, the content's live count and a counter shard, in ONE transaction that
+        reads nothing first: both counts are decremented conditioned on being above 0 and marked for the reaper
+        (the content's sparse ReapIndex: `tombstone_shard`, `reap_after` = now + the grace period, so the grace
+        runs from the last delete; the reference's: `reap_shard`, `reap_after` = now). The role names order the
+        refusal: the upload's status first (a concurrent delete of the same upload: read again, `already`)."""
         stamp = clock.iso(now)
         s = self._s
         plan = _Plan()
@@ -516,61 +518,48 @@ class Repository:
             DeleteRaced,
         )
         if deletion.tenant is not None:
-            key = to_item({"tenant": deletion.tenant, "hash": deletion.hash})
-            ref: dict[str, Any]
-            if deletion.tenant_refs == 1:  # the tenant's last upload of the content: it no longer holds it
-                ref = {"Delete": {"ConditionExpression": "upload_count = :one"}}
-                ref["Delete"]["ExpressionAttributeValues"] = {":one": to_attr(1)}
-            else:
-                ref = {"Update": {"UpdateExpression": "ADD upload_count :minus"}}
-                ref["Update"]["ConditionExpression"] = "upload_count > :one"
-                ref["Update"]["ExpressionAttributeValues"] = {":one": to_attr(1), ":minus": to_attr(-1)}
-            body = next(iter(ref.values()))
-            body.update(TableName=s.tenant_files_table, Key=key)
-            plan.add("tenant", ref, DeleteRaced)
-        tombstone = deletion.live_refs == 1
-        values: dict[str, Any] = {":one": to_attr(1), ":minus": to_attr(-1)}
-        names = {"#state": "state"}
-        if tombstone:  # the last reference: the content is tombstoned; the reaper frees it after the grace period
-            update = "ADD live_refs :minus SET #state = :tomb, tombstoned_at = :now, tombstone_shard = :shard,"
-            update += " reap_after = :reap, tomb_duplicates = :dups, tomb_saved = :saved,"
-            update += " #gen = if_not_exists(#gen, :zero) + :one"
-            # its history as read (the reaper moves it into the counters: reaped_uploads, _duplicates, _saved)
-            condition = (
-                "live_refs = :one AND upload_count = :uploads AND (attribute_not_exists(#state) OR #state = :live)"
-            )
-            names["#gen"] = "generation"
-            values.update(
+            # at 0 the tenant no longer holds the content (dfd.ports.holds); the reaper deletes the item
+            plan.add(
+                "reference",
                 {
-                    ":tomb": to_attr(TOMBSTONED),
-                    ":live": to_attr(LIVE),
-                    ":now": to_attr(stamp),
-                    ":shard": to_attr(f"t#{self._rng.randrange(s.pending_shards)}"),
-                    ":zero": to_attr(0),
-                    ":reap": to_attr(clock.iso(clock.plus(now, seconds=s.delete_grace_seconds))),
-                    ":uploads": to_attr(deletion.uploads),
-                    ":dups": to_attr(deletion.uploads - deletion.stores),
-                    ":saved": to_attr((deletion.uploads - deletion.stores) * deletion.size),
-                }
+                    "Update": {
+                        "TableName": s.tenant_files_table,
+                        "Key": to_item({"tenant": deletion.tenant, "hash": deletion.hash}),
+                        "UpdateExpression": "ADD upload_count :minus"
+                        " SET reap_after = :now, reap_shard = if_not_exists(reap_shard, :shard)",
+                        "ConditionExpression": "upload_count > :zero",
+                        "ExpressionAttributeValues": {
+                            ":minus": to_attr(-1),
+                            ":zero": to_attr(0),
+                            ":now": to_attr(stamp),
+                            ":shard": to_attr(f"t#{self._rng.randrange(s.pending_shards)}"),
+                        },
+                    }
+                },
+                ReferenceMissing,
             )
-        else:
-            update, condition = "ADD live_refs :minus", "live_refs > :one"
-            names = {}
-        file: dict[str, Any] = {
-            "Update": {
-                "TableName": s.files_table,
-                "Key": to_item({"hash": deletion.hash}),
-                "UpdateExpression": update,
-                "ConditionExpression": condition,
-                "ExpressionAttributeValues": values,
-            }
-        }
-        if names:
-            file["Update"]["ExpressionAttributeNames"] = names
-        plan.add("file", file, DeleteRaced)
+        # at 0 the content is tombstoned (dfd.ports.is_tombstoned); the reaper frees it after the grace period
+        plan.add(
+            "content",
+            {
+                "Update": {
+                    "TableName": s.files_table,
+                    "Key": to_item({"hash": deletion.hash}),
+                    "UpdateExpression": "ADD live_refs :minus"
+                    " SET reap_after = :reap, tombstone_shard = if_not_exists(tombstone_shard, :shard)",
+                    "ConditionExpression": "live_refs > :zero",
+                    "ExpressionAttributeValues": {
+                        ":minus": to_attr(-1),
+                        ":zero": to_attr(0),
+                        ":reap": to_attr(clock.iso(clock.plus(now, seconds=s.delete_grace_seconds))),
+                        ":shard": to_attr(f"t#{self._rng.randrange(s.pending_shards)}"),
+                    },
+                }
+            },
+            ReferenceMissing,
+        )
         plan.add("counters", self._add_counters_item(counter_shard, {"deleted_uploads": 1}))
         self._run(plan)
-        return tombstone
 
     # ---------------------------------------------------------------- writes, continued
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
@@ -616,7 +605,9 @@ class Repository:
             "upload_count": 1,
             "first_upload_id": version.upload_id,
         }
-        record.update(live_refs=1, state=LIVE, generation=1, stores=1)  # one reference to live content (deletes)
+        # one live reference (deletes); its generations stored, and the bytes its duplicates saved (the reaper moves
+        # them into the counters' history: saved_bytes = (upload_count - stores) x size, kept as it grows)
+        record.update(live_refs=1, generation=1, stores=1, saved_bytes=0)
         plan = _Plan(identity="event")
         plan.add("event", self._put_event_item(self._committed_event(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
@@ -647,7 +638,8 @@ class Repository:
 
         plan = _Plan(identity="event")
         plan.add("event", self._put_event_item(self._committed_event(version, "duplicate", now)), EventRecorded)
-        plan.add("file", self._count_duplicate_file_item(version.hash, version.key, stamp, lost_too=True), file_changed)
+        counted = self._count_duplicate_file_item(version.hash, version.key, stamp, version.size, lost_too=True)
+        plan.add("file", counted, file_changed)
         # never delete bytes some record stores at this key
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
@@ -676,7 +668,7 @@ class Repository:
         def file_changed(item: Item | None) -> CommitRefused:
             if item is None:
                 return FileVanished(None)
-            if item.get("state") == TOMBSTONED and int(item.get("generation", 0)) == generation:
+            if is_tombstoned(item) and int(item.get("generation", 0)) == generation:
                 return ReapPending(item)
             return FileChanged(item)
 
@@ -684,17 +676,17 @@ class Repository:
             "Update": {
                 "TableName": self._s.files_table,
                 "Key": to_item({"hash": version.hash}),
-                # the tombstoned generation's object goes to the reaper (tombstone_shard/tombstoned_at stay: the
-                # reaper finds it after the grace period); this object is the new generation's canonical copy
-                "UpdateExpression": "SET #state = :live, #gen = :next, s3_key = :key, #bucket = :bucket, etag = :etag,"
+                # the tombstoned generation's object goes to the reaper (tombstone_shard/reap_after stay: the
+                # reaper finds it after the grace period); this object is the new generation's canonical copy (a
+                # `lost` mark goes: this copy exists)
+                "UpdateExpression": "SET #gen = :next, s3_key = :key, #bucket = :bucket, etag = :etag,"
                 " reap_key = :old_key, reap_etag = :old_etag, live_refs = :one, last_upload_at = :now,"
-                " stores = if_not_exists(stores, :one) + :one ADD upload_count :one",
-                "ConditionExpression": "#state = :tomb AND #gen = :gen AND s3_key = :old_key"
+                " stores = if_not_exists(stores, :one) + :one ADD upload_count :one REMOVE #state, lost_at",
+                "ConditionExpression": "live_refs = :zero AND #gen = :gen AND s3_key = :old_key"
                 " AND attribute_not_exists(reap_key)",
                 "ExpressionAttributeNames": {"#state": "state", "#gen": "generation", "#bucket": "bucket"},
                 "ExpressionAttributeValues": {
-                    ":live": to_attr(LIVE),
-                    ":tomb": to_attr(TOMBSTONED),
+                    ":zero": to_attr(0),
                     ":gen": to_attr(generation),
                     ":next": to_attr(generation + 1),
                     ":key": to_attr(version.key),
@@ -743,7 +735,7 @@ class Repository:
                 }
             },
         )
-        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp), FileVanished)
+        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp, upload.size), FileVanished)
         # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
         held = TenantShare(upload.tenant, held=True)
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
@@ -903,23 +895,26 @@ class Repository:
         plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
 
     def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: Item, stamp: str) -> dict[str, Any]:
-        """+1 upload on the tenant's reference to the content; `first` (the tenant's first filename, dates...)
-        is set only where absent. Conditioned on the reference existing or not, exactly as the caller read it."""
+        """+1 upload on the tenant's reference to the content, conditioned on the tenant holding it or not, exactly
+        as the caller read it (dfd.ports.holds: the item exists with a count above 0). A new reference — no item,
+        or an item at 0 that awaits the reaper — takes `first` (the tenant's first filename, dates...) anew; a
+        held one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
         names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
-        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp)}
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp), ":zero": to_attr(0)}
         parts = ["#last = :now"]
         for i, (name, value) in enumerate(first.items()):
             if value is None:
                 continue
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
-            parts.append(f"#d{i} = if_not_exists(#d{i}, :d{i})")
+            parts.append(f"#d{i} = :d{i}" if not tenant.held else f"#d{i} = if_not_exists(#d{i}, :d{i})")
+        condition = "attribute_exists(#h) AND #n > :zero" if tenant.held else "attribute_not_exists(#h) OR #n <= :zero"
         return {
             "Update": {
                 "TableName": self._s.tenant_files_table,
                 "Key": to_item({"tenant": tenant.tenant, "hash": digest}),
-                "UpdateExpression": "SET " + ", ".join(parts) + " ADD #n :one",
-                "ConditionExpression": "attribute_exists(#h)" if tenant.held else "attribute_not_exists(#h)",
+                "UpdateExpression": "SET " + ", ".join(parts) + " ADD #n :one REMOVE reap_shard, reap_after",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -970,17 +965,20 @@ class Repository:
         }
 
     def _count_duplicate_file_item(
-        self, digest: str, key: str | None, now: str, *, lost_too: bool = False
+        self, digest: str, key: str | None, now: str, size: int, *, lost_too: bool = False
     ) -> dict[str, Any]:
-        """+1 upload on an existing file record — never the record whose object IS this key; only LIVE content
-        (not tombstoned by its last delete: that is resurrected instead). `lost_too` (the ingest's duplicate):
-        also a content the reconcile marked lost — the ingest then adopts this upload's copy; the precheck never
-        counts one (it answers 409 only for content whose copy exists)."""
-        condition = "attribute_exists(#h) AND (attribute_not_exists(#state) OR #state = :live"
-        condition += " OR #state = :lost)" if lost_too else ")"
-        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":live": to_attr(LIVE)}
-        if lost_too:
+        """+1 upload (and +1 live reference, + `size` saved bytes) on an existing file record — never the record
+        whose object IS this key; only LIVE content: a live count above 0 (at 0 the content is tombstoned and is
+        resurrected instead; a record written before deletes has no count and is live). `lost_too` (the ingest's
+        duplicate): also a content the reconcile marked lost — the ingest then adopts this upload's copy; the
+        precheck never counts one (it answers 409 only for content whose copy exists)."""
+        condition = "attribute_exists(#h) AND (attribute_not_exists(live_refs) OR live_refs > :zero)"
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":zero": to_attr(0), ":size": to_attr(size)}
+        names = {"#h": "hash"}
+        if not lost_too:
+            condition += " AND (attribute_not_exists(#state) OR #state <> :lost)"
             values[":lost"] = to_attr(LOST)
+            names["#state"] = "state"
         if key is not None:
             condition += " AND s3_key <> :key"
             values[":key"] = to_attr(key)
@@ -988,9 +986,10 @@ class Repository:
             "Update": {
                 "TableName": self._s.files_table,
                 "Key": to_item({"hash": digest}),
-                "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
+                "UpdateExpression": "ADD upload_count :one, live_refs :one, saved_bytes :size"
+                " SET last_upload_at = :now",
                 "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#h": "hash", "#state": "state"},
+                "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }

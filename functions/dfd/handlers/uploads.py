@@ -38,7 +38,6 @@ def delete_upload(id: str) -> Any:
         extra={
             "upload_id": result.upload_id,
             "outcome": result.outcome,
-            "tombstoned": result.tombstoned,
             "attempts": result.attempts,
             "admin": caller.is_admin,
         },
