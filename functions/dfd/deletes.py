@@ -33,7 +33,7 @@ from dfd.identity import Caller
 from dfd.ids import is_upload_id
 from dfd.multipart import MultipartService
 from dfd.observability import logger
-from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion
+from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion, is_legacy
 
 MAX_ATTEMPTS = 8
 PROCESSED = ("stored", "duplicate")
@@ -79,7 +79,12 @@ class DeleteService:
                     self._remove_reference(record)
                 except ReferenceMissing:
                     # a processed upload's references are counted until this very delete (the audit checks it):
-                    # a count not above 0 is a broken invariant, or a content recorded before deletes existed
+                    # a count not above 0 is a broken invariant — or a content recorded before deletes existed,
+                    # which gets its count now (once per content: its later deletes are two calls again)
+                    file = self._repo.get_file(str(record["hash"]), consistent=True)
+                    if file is not None and is_legacy(file):
+                        self._repo.migrate_legacy_file(file)
+                        continue
                     logger.error("processed upload without its references", extra={"upload_id": upload_id})
                     raise ServiceUnavailable(f"upload {upload_id} has no reference to remove") from None
                 except (DeleteRaced, ServiceUnavailable):

@@ -51,6 +51,7 @@ from dfd.ports import (
     TenantShare,
     UploadTaken,
     holds,
+    is_legacy,
     is_tombstoned,
 )
 from dfd.views import FILE_LOST
@@ -170,15 +171,15 @@ class Ingestor:
             result.event_key, info.bucket, info.key, info.etag, info.size, result.hash, result.upload_id
         )
         state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id, info.tenant_hint)
-        if state.event is not None:
-            self._replayed(version, state.event, result, state.file)
-            return
         upload = state.upload or {}
         known = state.file
+        if state.event is not None:
+            self._replayed(version, state.event, result, known, upload)
+            return
         if upload.get("event_key") == result.event_key and not (known and known.get("s3_key") == info.key):
             # the upload is already bound to this very version: its event record has expired (TTL) while the
             # duplicate's bytes outlived it. A replay: finish the delete, count nothing.
-            self._replayed(version, {"outcome": Outcome.DUPLICATE, "bound_upload": True}, result, known)
+            self._replayed(version, {"outcome": Outcome.DUPLICATE, "bound_upload": True}, result, known, upload)
             return
         filename = upload.get("filename") or filename_from_key(info.key)
         content_type = upload.get("content_type") or info.content_type or "application/octet-stream"
@@ -204,6 +205,9 @@ class Ingestor:
                 result.outcome = Outcome.CANONICAL
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
+            if known is not None and is_legacy(known):  # written before deletes: give it its count first
+                known = self._repo.migrate_legacy_file(known)
+                continue
             duplicate = known is not None
             # tombstoned content (its live count is 0: every reference deleted) takes no new reference: this
             # upload resurrects it
@@ -234,7 +238,7 @@ class Ingestor:
                     )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
-                self._replayed(version, event or {"outcome": "unknown"}, result, known)
+                self._replayed(version, event or {"outcome": "unknown"}, result, known, upload)
                 return
             except KeyClaimed as claimed:
                 self._conflict(version, result, claimed.item)
@@ -281,7 +285,9 @@ class Ingestor:
     def _backoff(self, attempt: int) -> None:
         self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
 
-    def _replayed(self, version: ObjectVersion, event: Item, result: IngestResult, file: Item | None) -> None:
+    def _replayed(
+        self, version: ObjectVersion, event: Item, result: IngestResult, file: Item | None, upload: Item | None = None
+    ) -> None:
         """This object version was ingested before: change nothing, but finish a duplicate's delete (or a
         rejected second PUT's)."""
         result.outcome = Outcome.REPLAY
@@ -289,6 +295,13 @@ class Ingestor:
         if event.get("bound_upload"):
             result.detail["bound_upload"] = True
         if event.get("outcome") == Outcome.DUPLICATE:
+            upload = upload or {}
+            if file is None and upload.get("status") == "deleted" and upload.get("event_key") == version.event_key:
+                # the content was reaped since: every reference went, this upload's too (a file record leaves only
+                # at a live count of 0). No record needs these bytes; an upload of the content stores its own.
+                result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
+                result.detail["reason"] = "content reaped, upload deleted"
+                return
             self._delete_duplicate(version, file, result)
         elif event.get("outcome") == Outcome.REJECTED:
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)

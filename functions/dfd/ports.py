@@ -91,6 +91,13 @@ def is_live(file: Item) -> bool:
     return content_state(file) == LIVE
 
 
+def is_legacy(file: Item) -> bool:
+    """A record written before deletes existed: no live reference count yet (nor `stores`, `generation`,
+    `saved_bytes`). Every upload it counts is a live reference (nothing could be deleted then); the first write
+    that needs the count gives it one (Repository.migrate_legacy_file; `scripts/migrate` does all at once)."""
+    return "live_refs" not in file
+
+
 def holds(ref: Item | None) -> bool:
     """Whether a tenant's reference item says the tenant holds the content: it exists with a count above 0 (a
     reference at 0 — its last upload deleted — awaits the reaper and holds nothing)."""
@@ -427,6 +434,14 @@ class Repository(Protocol):
         the stored copy, in one transaction conditioned on the record still naming the lost object — the
         record's key and ETag, the key's claim moved, and the upload (if any) reading `stored`. Raises
         FileChanged (the record moved on: item is the record now) or CommitRefused."""
+        ...
+
+    def migrate_legacy_file(self, file: Item) -> Item | None:
+        """Give a record written before deletes existed (`file` as read, dfd.ports.is_legacy) what every newer
+        record carries: `live_refs` = its `upload_count` (each counted upload is a live reference), `stores` 1,
+        `generation` 1 and `saved_bytes` = its duplicates x size — conditioned on the record being as read
+        (still without a count, the same upload_count). Returns the record as it is now (migrated by this call or
+        by another writer, or changed meanwhile: the caller decides again on it), None when it is gone."""
         ...
 
     # ------------------------------------------------------------------ deletes (dfd.deletes)

@@ -55,6 +55,7 @@ from dfd.ports import (
     UploadDeletion,
     UploadTaken,
     holds,
+    is_legacy,
     is_tombstoned,
 )
 
@@ -99,6 +100,15 @@ class FakeRepository:
 
     def get_upload(self, upload_id: str) -> Item | None:
         return copy.deepcopy(self.uploads.get(upload_id))
+
+    def migrate_legacy_file(self, file: Item) -> Item | None:
+        now = self.files.get(str(file["hash"]))
+        if now is None or not is_legacy(now) or now.get("upload_count") != file.get("upload_count"):
+            return copy.deepcopy(now)
+        count, stores = int(now.get("upload_count", 0)), int(now.get("stores", 1))
+        now.update(live_refs=count, stores=stores, saved_bytes=max(0, count - stores) * int(now.get("size", 0)))
+        now.setdefault("generation", 1)
+        return copy.deepcopy(now)
 
     def get_event(self, event_key: str) -> Item | None:
         return copy.deepcopy(self.events.get(event_key))
@@ -313,8 +323,8 @@ class FakeRepository:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file["s3_key"] == version.key:
             file_refused = FileIsThisObject(copy.deepcopy(file))
-        elif is_tombstoned(file):  # new references only to live (or lost: adopted) content: a count above 0
-            file_refused = FileChanged(copy.deepcopy(file))
+        elif is_tombstoned(file) or is_legacy(file):  # new references only to live (or lost: adopted) content:
+            file_refused = FileChanged(copy.deepcopy(file))  # a count above 0 (a record without one: migrated first)
         self._check(
             version,
             claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
@@ -388,7 +398,8 @@ class FakeRepository:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        if file is None or is_tombstoned(file) or file.get("state") == LOST:  # no new reference: not live
+        # no new reference: not live (a record without a count, written before deletes, fails `live_refs > 0`)
+        if file is None or is_tombstoned(file) or is_legacy(file) or file.get("state") == LOST:
             raise FileVanished(None if file is None else copy.deepcopy(file))
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
         if refused is not None:

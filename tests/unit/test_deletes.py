@@ -133,17 +133,102 @@ def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(world: World) -> 
 
 
 def test_a_count_not_above_zero_is_a_broken_invariant_answered_503(world: World) -> None:
-    """A content recorded before deletes existed has no live count: its delete fails the `live_refs > 0`
-    condition and answers 503 at once (logged), changing nothing."""
+    """A processed upload whose content's live count is already 0 (a broken invariant): its delete fails the
+    `live_refs > 0` condition and answers 503 at once (logged), changing nothing."""
     first = world.upload(ALICE)
     (file,) = world.repo.files.values()
-    del file["live_refs"]
+    file["live_refs"] = 0
     transactions = world.repo.transactions
     with pytest.raises(ServiceUnavailable):
         world.deletes.delete(ALICE, first)
     assert world.repo.transactions == transactions + 1  # not retried into a wrong count
     assert world.repo.uploads[first]["status"] == "stored"
     assert world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
+
+
+def _make_legacy(file: dict[str, Any]) -> None:
+    """As a release before deletes wrote it: no live count, stores, generation nor saved bytes."""
+    for name in ("live_refs", "stores", "generation", "saved_bytes"):
+        del file[name]
+
+
+def test_a_content_recorded_before_deletes_gets_its_count_at_its_first_delete(world: World) -> None:
+    first, second, third = world.upload(ALICE), world.upload(ALICE), world.upload(ALICE)
+    (file,) = world.repo.files.values()
+    _make_legacy(file)
+    assert world.deletes.delete(ALICE, second).outcome == "deleted"
+    assert file["live_refs"] == 2 and file["stores"] == 1 and file["generation"] == 1
+    assert file["saved_bytes"] == 2 * len(DATA)  # its two duplicates, as counted in total_s3_size_saved
+    transactions = world.repo.transactions
+    assert world.deletes.delete(ALICE, first).outcome == "deleted"  # migrated once: two calls again
+    assert world.repo.transactions == transactions + 1 and file["live_refs"] == 1
+    assert world.deletes.delete(ALICE, third).outcome == "deleted"
+    assert content_state(file) == "tombstoned"
+
+
+def test_a_duplicate_of_content_recorded_before_deletes_counts_every_older_upload(world: World) -> None:
+    """A record without a count refuses the duplicate's `live_refs > 0`; the ingest migrates it (count = its
+    uploads) and counts the duplicate on top: deleting this one upload does not tombstone the older ones."""
+    world.upload(ALICE)
+    world.upload(ALICE)
+    (file,) = world.repo.files.values()
+    _make_legacy(file)
+    newest = world.upload(BOB)
+    assert file["live_refs"] == 3 and file["upload_count"] == 3 and file["saved_bytes"] == 2 * len(DATA)
+    world.deletes.delete(BOB, newest)
+    assert file["live_refs"] == 2 and content_state(file) == "live"
+
+
+def test_a_precheck_of_content_recorded_before_deletes_migrates_it_and_answers_409(world: World) -> None:
+    world.upload(ALICE)
+    (file,) = world.repo.files.values()
+    _make_legacy(file)
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", file["hash"]), CAROL)
+    assert answer.status == 409 and file["live_refs"] == 2 and file["upload_count"] == 2
+
+
+def test_a_duplicate_replayed_after_its_content_was_reaped_is_deleted(world: World) -> None:
+    """A duplicate whose bytes' delete never happened (a crash after the commit); then every upload of the
+    content is deleted and the reaper removes the record. The replay finds no record and its own upload deleted:
+    no record needs the bytes, they go (before: kept as "no stored copy recorded", a leak)."""
+    first = world.upload(ALICE)
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
+    key = answer.body["key"]
+    world.objects.put("b", key, DATA)
+
+    def crash(_: Any) -> None:
+        raise RuntimeError("crashed between the commit and the delete")
+
+    crashing = Ingestor(world.settings, world.repo, world.objects, now=lambda: NOW, after_commit=crash)
+    with pytest.raises(RuntimeError):
+        crashing.ingest(ObjectRef("b", key))
+    for upload_id in (first, answer.body["upload_id"]):
+        world.deletes.delete(ALICE, upload_id)
+    (digest,) = world.repo.files
+    stored_key = world.repo.files.pop(digest)["s3_key"]  # the reaper: the object, then the record
+    world.objects.delete("b", stored_key, None)
+    result = world.ingestor.ingest(ObjectRef("b", key))
+    assert result.outcome == Outcome.REPLAY and result.deleted
+    assert not world.objects.exists("b", key, None)
+
+
+def test_a_replayed_duplicate_with_no_record_and_a_live_upload_is_kept(world: World) -> None:
+    """No record but the upload not deleted: never the case while the invariants hold — kept, never deleted."""
+    world.upload(ALICE)
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
+    key = answer.body["key"]
+    world.objects.put("b", key, DATA)
+
+    def crash(_: Any) -> None:
+        raise RuntimeError("crashed between the commit and the delete")
+
+    crashing = Ingestor(world.settings, world.repo, world.objects, now=lambda: NOW, after_commit=crash)
+    with pytest.raises(RuntimeError):
+        crashing.ingest(ObjectRef("b", key))
+    world.repo.files.clear()
+    result = world.ingestor.ingest(ObjectRef("b", key))
+    assert result.outcome == Outcome.REPLAY and not result.deleted
+    assert result.detail["kept"] == "no stored copy recorded" and world.objects.exists("b", key, None)
 
 
 def test_a_cancelled_upload_s_object_is_deleted_and_counted_nowhere(world: World) -> None:

@@ -468,6 +468,32 @@ class Repository:
             raise translate(error, "UpdateItem") from error
         return True
 
+    def migrate_legacy_file(self, file: Item) -> Item | None:
+        count = int(file.get("upload_count", 0))
+        stores = int(file.get("stores", 1))
+        try:
+            response = self._db.update_item(
+                TableName=self._s.files_table,
+                Key=to_item({"hash": file["hash"]}),
+                UpdateExpression="SET live_refs = :count, stores = :stores, #gen = if_not_exists(#gen, :one),"
+                " saved_bytes = :saved",
+                ConditionExpression="attribute_exists(#h) AND attribute_not_exists(live_refs)"
+                " AND upload_count = :count",
+                ExpressionAttributeNames={"#h": "hash", "#gen": "generation"},
+                ExpressionAttributeValues={
+                    ":count": to_attr(count),
+                    ":stores": to_attr(stores),
+                    ":one": to_attr(1),
+                    ":saved": to_attr(max(0, count - stores) * int(file.get("size", 0))),
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if _condition_failed(error):  # migrated by another writer, changed or gone: as it is now
+                return self.get_file(str(file["hash"]), consistent=True)
+            raise translate(error, "UpdateItem") from error
+        return from_item(response["Attributes"])
+
     # ---------------------------------------------------------------- deletes (dfd.deletes)
     def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
         """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
@@ -969,10 +995,11 @@ class Repository:
     ) -> dict[str, Any]:
         """+1 upload (and +1 live reference, + `size` saved bytes) on an existing file record — never the record
         whose object IS this key; only LIVE content: a live count above 0 (at 0 the content is tombstoned and is
-        resurrected instead; a record written before deletes has no count and is live). `lost_too` (the ingest's
-        duplicate): also a content the reconcile marked lost — the ingest then adopts this upload's copy; the
-        precheck never counts one (it answers 409 only for content whose copy exists)."""
-        condition = "attribute_exists(#h) AND (attribute_not_exists(live_refs) OR live_refs > :zero)"
+        resurrected instead; a record written before deletes has no count: migrated first, dfd.ports.is_legacy).
+        `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the ingest then adopts this
+        upload's copy; the precheck never counts one (it answers 409 only for content whose copy exists)."""
+        # a record written before deletes has no count: refused (FileChanged), the caller migrates it and decides again
+        condition = "attribute_exists(#h) AND live_refs > :zero"
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":zero": to_attr(0), ":size": to_attr(size)}
         names = {"#h": "hash"}
         if not lost_too:
