@@ -54,6 +54,7 @@ from dfd.ports import (
     TenantUsage,
     UploadDeletion,
     UploadTaken,
+    counts_stored,
     holds,
     is_tombstoned,
 )
@@ -390,7 +391,7 @@ class FakeRepository:
         # the adapter's order: upload (a fresh id: never refused), file, tenant
         if file is None or is_tombstoned(file) or file.get("state") == LOST:  # no new reference: not live
             raise FileVanished(None if file is None else copy.deepcopy(file))
-        refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
+        refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:
             raise refused
         stamp = clock.iso(now)
@@ -441,6 +442,25 @@ class FakeRepository:
             upload["status"] = "stored"
         self.adopted.append((version.hash, version.key))
 
+    # ---------------------------------------------------------------- the reconcile's reference pass (ASL)
+    def reap_references(self, now: datetime) -> int:
+        """The reconcile workflow's `reaprefs` pass (statemachine/reconcile.asl.json, RefItems): each reference
+        marked by a delete before `now` is deleted at 0 — its size released from its tenant's `stored_bytes` and
+        `used_bytes` in the same transaction — or, counted again, leaves the reaper's index. The number deleted."""
+        stamp, dropped = clock.iso(now), 0
+        for key, ref in list(self.tenant_refs.items()):
+            if not ref.get("reap_shard") or str(ref.get("reap_after", "")) >= stamp:
+                continue
+            if int(ref.get("upload_count", 0)) <= 0:
+                del self.tenant_refs[key]
+                if "size" in ref:
+                    self._move(key[0], stored_bytes=-int(ref["size"]), used_bytes=-int(ref["size"]))
+                dropped += 1
+            else:
+                ref.pop("reap_shard", None)
+                ref.pop("reap_after", None)
+        return dropped
+
     # ---------------------------------------------------------------- the model's rules
     def _begin(self, counter_shard: int) -> None:
         self.transactions += 1
@@ -449,11 +469,12 @@ class FakeRepository:
             raise self.faults.pop(0)
 
     def _tenant_refused(self, tenant: TenantShare | None, digest: str) -> CommitRefused | None:
-        """The tenant reference's condition: held (the item exists with a count above 0) exactly as read."""
+        """The tenant reference's condition: absent, at 0 or held (the item exists with a count above 0) exactly as
+        read or assumed."""
         if tenant is None:
             return None
         ref = self.tenant_refs.get((tenant.tenant, digest))
-        if tenant.held != holds(ref):
+        if (tenant.held, tenant.counted) != (holds(ref), counts_stored(ref)):
             return TenantRefChanged(copy.deepcopy(ref))
         return None
 
@@ -462,7 +483,7 @@ class FakeRepository:
     ) -> None:
         if tenant is None:
             return
-        stored = 0 if tenant.held else version.size  # the adapter's _add_usage_moves
+        stored = 0 if tenant.counted else version.size  # the adapter's _add_usage_moves: a reference item created
         if tenant.pending_bytes:
             self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
         self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)

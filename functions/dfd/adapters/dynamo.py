@@ -370,11 +370,13 @@ class Repository:
 
     def _add_usage_moves(self, plan: _Plan, tenant: TenantShare | None, version: ObjectVersion) -> None:
         """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
-        the tenant did not hold the content, its size joins `stored` (a content counts once per tenant). Never
-        conditioned: an object already uploaded is never refused for a quota."""
+        the commit creates the tenant's reference item, its size joins `stored` (stored_bytes = the sizes of the
+        tenant's reference items that exist: a content counts once per tenant; a reference at 0 taken over is
+        counted already, the reaper subtracts it when it deletes one). Never conditioned: an object already
+        uploaded is never refused for a quota (the reference's own condition says whether it is created)."""
         if tenant is None:
             return
-        stored = 0 if tenant.held else version.size
+        stored = 0 if tenant.counted else version.size
         deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
         if tenant.pending_bytes:
             deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
@@ -704,8 +706,9 @@ class Repository:
         plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
         plan.add("file", file, file_changed)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        self._add_usage_moves(plan, tenant, version)
         plan.add("counters", self._add_counters_item(counter_shard, {"total_uploads": 1}))
         self._run(plan)
 
@@ -737,7 +740,7 @@ class Repository:
         )
         plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp, upload.size), FileVanished)
         # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
-        held = TenantShare(upload.tenant, held=True)
+        held = TenantShare(upload.tenant, held=True, counted=True)
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
@@ -895,10 +898,12 @@ class Repository:
         plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
 
     def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: Item, stamp: str) -> dict[str, Any]:
-        """+1 upload on the tenant's reference to the content, conditioned on the tenant holding it or not, exactly
-        as the caller read it (dfd.ports.holds: the item exists with a count above 0). A new reference — no item,
-        or an item at 0 that awaits the reaper — takes `first` (the tenant's first filename, dates...) anew; a
-        held one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
+        """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller
+        read (or assumed) it: absent (`attribute_not_exists`), at 0 (exists, count <= 0: awaiting the reaper, still
+        counted in the tenant's `stored_bytes`) or held (count above 0) — so a race (a reference created, taken over
+        or reaped meanwhile) is a TenantRefChanged and a new decision, never a size counted twice or not at all. A
+        new reference (absent or at 0) takes `first` (the tenant's first filename, its `size`, dates...) anew; a held
+        one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
         names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp), ":zero": to_attr(0)}
         parts = ["#last = :now"]
@@ -908,7 +913,12 @@ class Repository:
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
             parts.append(f"#d{i} = :d{i}" if not tenant.held else f"#d{i} = if_not_exists(#d{i}, :d{i})")
-        condition = "attribute_exists(#h) AND #n > :zero" if tenant.held else "attribute_not_exists(#h) OR #n <= :zero"
+        if tenant.held:
+            condition = "attribute_exists(#h) AND #n > :zero"
+        elif tenant.counted:
+            condition = "attribute_exists(#h) AND #n <= :zero"
+        else:
+            condition = "attribute_not_exists(#h)"
         return {
             "Update": {
                 "TableName": self._s.tenant_files_table,
