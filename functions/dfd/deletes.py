@@ -119,7 +119,9 @@ class DeleteService:
             except Conflict:  # completed or no longer pending meanwhile: read again
                 return False
             return True
-        return self._repo.cancel_upload(upload_id, str(record["status"]), self._now())
+        tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
+        quota = int(record.get("quota_bytes") or 0)  # a pending upload's bytes counted against its tenant's quota
+        return self._repo.cancel_upload(upload_id, str(record["status"]), self._now(), tenant=tenant, quota_bytes=quota)
 
     def _backoff(self, attempt: int) -> None:
         self._sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))

@@ -436,8 +436,12 @@ class Repository(Protocol):
         """Note when CompleteMultipartUpload succeeded (kept from the first success)."""
         ...
 
-    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
-        """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
+    def end_pending_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending. With its
+        `tenant` and the `quota_bytes` its record holds, in the same transaction, those bytes are released from the
+        tenant's pending usage (conditioned on the record still holding them: False otherwise)."""
         ...
 
     def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
@@ -448,9 +452,12 @@ class Repository(Protocol):
         ...
 
     # ------------------------------------------------------------------ deletes (dfd.deletes)
-    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def cancel_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         """An upload that holds no reference (pending, expired, failed) becomes `deleted` with `deleted_at`,
-        conditioned on its status still being `status`; False when it is not."""
+        conditioned on its status still being `status`; False when it is not. A pending one releases its
+        `quota_bytes` as end_pending_upload does."""
         ...
 
     def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:

@@ -217,11 +217,12 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], uploads: list[dict[str, Any]]) -> Check:
     """Quotas (docs/design.md, "Quotas"): each tenant's usage item `usage#<tenant>` against a recount —
-    `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
-    the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
-    `quota_bytes` (registered, not yet ingested, expired or failed), `used_bytes` = pending + stored. Every write
-    of these is in one transaction with the items it counts, so the recount is exact once nothing is in flight
-    (read while ingests commit, it may see one side only: the storm tests wait for it to hold)."""
+        `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
+        the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
+        `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
+    with the same write), `used_bytes` = pending + stored. Every write
+        of these is in one transaction with the items it counts, so the recount is exact once nothing is in flight
+        (read while ingests commit, it may see one side only: the storm tests wait for it to hold)."""
     check = Check("quotas: each tenant's usage = its reference items' sizes + its pending uploads' quota_bytes", True)
     stored: dict[str, int] = {}
     for ref in refs:
@@ -230,6 +231,8 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], upl
     for upload in uploads:
         if upload.get("tenant") and "quota_bytes" in upload:
             pending.setdefault(str(upload["tenant"]), []).append(int(upload["quota_bytes"]))
+            if upload.get("status") != "pending":  # ingested, expired, failed or cancelled: released with it
+                check.problems.append(f"upload {upload['upload_id']} is {upload.get('status')} yet holds quota_bytes")
     items = {
         str(item["counter_id"]).removeprefix("usage#"): item
         for item in counters

@@ -202,9 +202,13 @@ class FakeRepository:
         if upload_id in self.uploads:
             self.uploads[upload_id].setdefault("completed_at", clock.iso(now))
 
-    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def end_pending_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         record = self.uploads.get(upload_id)
         if record is None or record.get("status") != "pending":
+            return False
+        if not self._released(record, tenant, quota_bytes):
             return False
         record.update(status=status, ended_at=clock.iso(now))
         if status == "deleted":
@@ -213,9 +217,13 @@ class FakeRepository:
         return True
 
     # ---------------------------------------------------------------- deletes
-    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def cancel_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         record = self.uploads.get(upload_id)
         if record is None or record.get("status") != status:
+            return False
+        if not self._released(record, tenant, quota_bytes):
             return False
         record.update(status="deleted", deleted_at=clock.iso(now))
         record.pop("pending", None)
@@ -462,6 +470,17 @@ class FakeRepository:
         return dropped
 
     # ---------------------------------------------------------------- the model's rules
+    def _released(self, record: Item, tenant: str | None, quota_bytes: int) -> bool:
+        """The adapter's _end_upload: with a tenant and quota bytes, the record must still hold exactly those
+        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together."""
+        if tenant is None or quota_bytes <= 0:
+            return True
+        if record.get("quota_bytes") != quota_bytes:
+            return False
+        del record["quota_bytes"]
+        self._move(tenant, pending_count=-1, pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
+        return True
+
     def _begin(self, counter_shard: int) -> None:
         self.transactions += 1
         assert 0 <= counter_shard < self.settings.counter_shards, counter_shard

@@ -355,3 +355,36 @@ def test_a_takeover_racing_the_reference_pass_is_not_counted_twice(world: World)
     assert result.outcome == Outcome.DUPLICATE and result.attempts == 2 and result.detail["upload_status"] == "stored"
     assert world.repo.tenant_usage("acme").stored_bytes == len(DATA)
     _usage_is_exact(world.repo)
+
+
+def test_a_cancel_gives_the_pending_bytes_back_with_its_status(world: World) -> None:
+    answer = world.uploads.create(UploadRequest("f.bin", len(DATA), "text/plain", None), ALICE)
+    assert world.repo.tenant_usage("acme").pending_bytes == len(DATA)
+    assert world.deletes.delete(ALICE, answer.body["upload_id"]).outcome == "cancelled"
+    assert world.repo.tenant_usage("acme").as_dict() == dict.fromkeys(
+        ("pending_count", "pending_bytes", "stored_bytes", "used_bytes"), 0
+    )
+    assert "quota_bytes" not in world.repo.uploads[answer.body["upload_id"]]
+    assert world.deletes.delete(ALICE, answer.body["upload_id"]).outcome == "already"
+    _usage_is_exact(world.repo)
+
+
+def test_a_cancel_racing_the_reconcile_s_release_reads_again(world: World) -> None:
+    """The reconcile expired the upload (releasing its bytes) between the delete's read and its write: the cancel's
+    condition fails, the delete reads `expired` and cancels that — releasing nothing twice."""
+    answer = world.uploads.create(UploadRequest("f.bin", len(DATA), "text/plain", None), ALICE)
+    upload_id = answer.body["upload_id"]
+    read = world.repo.get_upload
+
+    def then_expired(wanted: str) -> Any:
+        record = read(wanted)
+        world.repo.get_upload = read  # type: ignore[method-assign]
+        assert world.repo.end_pending_upload(upload_id, "expired", NOW, tenant="acme", quota_bytes=len(DATA))
+        return record
+
+    world.repo.get_upload = then_expired  # type: ignore[method-assign]
+    result = world.deletes.delete(ALICE, upload_id)
+    assert result.outcome == "cancelled" and result.attempts == 2
+    assert world.repo.uploads[upload_id]["status"] == "deleted"
+    assert world.repo.tenant_usage("acme").pending_count == 0 and world.repo.tenant_usage("acme").used_bytes == 0
+    _usage_is_exact(world.repo)

@@ -446,51 +446,72 @@ class Repository:
             if not _condition_failed(error):  # the record is gone (TTL): nothing to note
                 raise translate(error, "UpdateItem") from error
 
-    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def end_pending_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         """status = `status`, out of the pending index (the TTL stays: the record ages out as usual)."""
+        # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
+        update = "SET #status = :status, ended_at = :now" + (", deleted_at = :now" if status == "deleted" else "")
+        return self._end_upload(upload_id, update, "pending", status, now, tenant, quota_bytes)
+
+    # ---------------------------------------------------------------- deletes (dfd.deletes)
+    def cancel_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
+        return self._end_upload(
+            upload_id, "SET #status = :status, deleted_at = :now", status, "deleted", now, tenant, quota_bytes
+        )
+
+    def _end_upload(
+        self, upload_id: str, update: str, read: str, status: str, now: datetime, tenant: str | None, quota_bytes: int
+    ) -> bool:
+        """An upload that holds no reference ends (`update`, conditioned on its status still `read`, out of the
+        pending index). One still counted against its tenant's quota (`tenant`, `quota_bytes` > 0: as read from its
+        record) releases those bytes in the same transaction, conditioned on the record still holding them (as
+        the reconcile's expire does); False when a condition fails (the caller reads again)."""
+        request: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "Key": to_item({"upload_id": upload_id}),
+            "UpdateExpression": update + " REMOVE pending_shard",
+            "ConditionExpression": "#status = :read",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":status": to_attr(status),
+                ":now": to_attr(clock.iso(now)),
+                ":read": to_attr(read),
+            },
+        }
+        if tenant is not None and quota_bytes > 0:
+            request["UpdateExpression"] += ", quota_bytes"
+            request["ConditionExpression"] += " AND quota_bytes = :quota"
+            request["ExpressionAttributeValues"][":quota"] = to_attr(quota_bytes)
+            plan = _Plan()
+            plan.add("upload", {"Update": request})
+            plan.add("usage", self._release_pending_item(tenant, quota_bytes))
+            try:
+                self._run(plan)
+            except CommitRefused:
+                return False
+            return True
         try:
-            self._db.update_item(
-                TableName=self._s.uploads_table,
-                Key=to_item({"upload_id": upload_id}),
-                # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
-                UpdateExpression="SET #status = :status, ended_at = :now"
-                + (", deleted_at = :now" if status == "deleted" else "")
-                + " REMOVE pending_shard",
-                ConditionExpression="#status = :pending",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":status": to_attr(status),
-                    ":now": to_attr(clock.iso(now)),
-                    ":pending": to_attr("pending"),
-                },
-            )
+            self._db.update_item(**request)
         except (ClientError, BotoCoreError) as error:
             if _condition_failed(error):
                 return False
             raise translate(error, "UpdateItem") from error
         return True
 
-    # ---------------------------------------------------------------- deletes (dfd.deletes)
-    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
-        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
-        try:
-            self._db.update_item(
-                TableName=self._s.uploads_table,
-                Key=to_item({"upload_id": upload_id}),
-                UpdateExpression="SET #status = :deleted, deleted_at = :now REMOVE pending_shard",
-                ConditionExpression="#status = :read",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":deleted": to_attr("deleted"),
-                    ":now": to_attr(clock.iso(now)),
-                    ":read": to_attr(status),
-                },
-            )
-        except (ClientError, BotoCoreError) as error:
-            if _condition_failed(error):
-                return False
-            raise translate(error, "UpdateItem") from error
-        return True
+    def _release_pending_item(self, tenant: str, quota_bytes: int) -> dict[str, Any]:
+        """-1 pending upload of `quota_bytes` on the tenant's usage item (never conditioned)."""
+        return {
+            "Update": {
+                "TableName": self._s.counters_table,
+                "Key": to_item(usage_key(tenant)),
+                "UpdateExpression": "ADD pending_count :minus, pending_bytes :release, used_bytes :release",
+                "ExpressionAttributeValues": {":minus": to_attr(-1), ":release": to_attr(-quota_bytes)},
+            }
+        }
 
     def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:
         """The upload, its tenant's reference, the content's live count and a counter shard, in ONE transaction that
