@@ -11,8 +11,9 @@
   delete of the same upload) reads again and answers `already`. A count that is not above 0 is a broken
   invariant (or a record written before deletes): 503, logged — never retried into a wrong count.
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
-  counted; a pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still
-  arrives for it is deleted by the ingest and counted nowhere.
+  counted; a pending one's `quota_bytes` are released from its tenant's usage in the same transaction; a
+  pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still arrives for it
+  is deleted by the ingest and counted nowhere.
 * Repeating a delete answers the same and changes nothing (the upload is `deleted` already).
 * Who: the upload's owner or an admin; another tenant's (or an unknown) id → 404; another user of the same
   tenant → 403 `not_owner`.
