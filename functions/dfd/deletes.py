@@ -11,8 +11,9 @@
   delete of the same upload) reads again and answers `already`. A count that is not above 0 is a broken
   invariant (or a record written before deletes): 503, logged — never retried into a wrong count.
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
-  counted; a pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still
-  arrives for it is deleted by the ingest and counted nowhere.
+  counted; a pending one's `quota_bytes` are released from its tenant's usage in the same transaction; a
+  pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still arrives for it
+  is deleted by the ingest and counted nowhere.
 * Repeating a delete answers the same and changes nothing (the upload is `deleted` already).
 * Who: the upload's owner or an admin; another tenant's (or an unknown) id → 404; another user of the same
   tenant → 403 `not_owner`.
@@ -124,7 +125,9 @@ class DeleteService:
             except Conflict:  # completed or no longer pending meanwhile: read again
                 return False
             return True
-        return self._repo.cancel_upload(upload_id, str(record["status"]), self._now())
+        tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
+        quota = int(record.get("quota_bytes") or 0)  # a pending upload's bytes counted against its tenant's quota
+        return self._repo.cancel_upload(upload_id, str(record["status"]), self._now(), tenant=tenant, quota_bytes=quota)
 
     def _backoff(self, attempt: int) -> None:
         self._sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))

@@ -50,7 +50,6 @@ from dfd.ports import (
     TenantRefChanged,
     TenantShare,
     UploadTaken,
-    holds,
     is_legacy,
     is_tombstoned,
 )
@@ -193,9 +192,11 @@ class Ingestor:
             result.detail["reason"] = "upload deleted"
             self._rejected(version, result)
             return
-        held: bool | None = None  # known from the first read (a right hint) or a TenantRefChanged conflict
+        # the tenant's reference as known from the first read (a right hint) or a TenantRefChanged conflict;
+        # unknown (False): assumed from the content
+        ref_known, ref = False, None
         if tenant is not None and tenant == info.tenant_hint:
-            held = holds(state.tenant_ref)
+            ref_known, ref = True, state.tenant_ref
         pending = int(upload.get("quota_bytes") or 0)  # held against the tenant's quota: released by the commit
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
@@ -213,7 +214,13 @@ class Ingestor:
             # upload resurrects it
             resurrect = known is not None and is_tombstoned(known)
             duplicate = duplicate and not resurrect
-            share = None if tenant is None else TenantShare(tenant, duplicate if held is None else held, pending)
+            share = None
+            if tenant is not None:  # assumed: new content → no reference yet; a duplicate → the tenant holds it
+                share = (
+                    TenantShare.of(tenant, ref, pending)
+                    if ref_known
+                    else TenantShare(tenant, duplicate, duplicate, pending)
+                )
             commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
             try:
                 if resurrect:
@@ -247,7 +254,7 @@ class Ingestor:
                 # new: the file appeared (lost a race) → redo as duplicate; duplicate: the file vanished
                 # (→ new) or is this very object (→ canonical). The next attempt follows what is there now.
                 known = changed.item or self._repo.get_file(version.hash, consistent=True)
-                held = None  # what the first read said of the tenant's reference is as stale: assume again
+                ref_known = False  # what the first read said of the tenant's reference is as stale: assume again
                 continue
             except UploadTaken:
                 self._rejected(version, result)
@@ -256,7 +263,9 @@ class Ingestor:
                 pending = 0  # the reconcile released the quota bytes meanwhile: do not release them twice
                 continue
             except TenantRefChanged as changed:
-                held = holds(changed.item)  # the tenant's reference appeared / went to 0: follow it
+                # the tenant's reference appeared, went to 0, was reaped or taken over: follow it (absent, at 0 —
+                # still counted in its usage — or held)
+                ref_known, ref = True, changed.item
                 continue
             except CommitRefused:
                 self._backoff(attempt)

@@ -258,7 +258,9 @@ class MultipartService:
         record = self._pending(caller, upload_id)
         if record.get("s3_upload_id"):
             self._objects.abort_multipart(record["bucket"], record["s3_key"], record["s3_upload_id"])
-        if not self._repo.end_pending_upload(upload_id, "deleted", self._now()):
+        tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
+        quota = int(record.get("quota_bytes") or 0)  # released from its tenant's pending usage, in the same write
+        if not self._repo.end_pending_upload(upload_id, "deleted", self._now(), tenant=tenant, quota_bytes=quota):
             raise _not_pending(self._repo.get_upload(upload_id) or record)
         return {"upload_id": upload_id, "status": "deleted"}
 

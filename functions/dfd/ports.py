@@ -94,7 +94,7 @@ def is_live(file: Item) -> bool:
 def is_legacy(file: Item) -> bool:
     """A record written before deletes existed: no live reference count yet (nor `stores`, `generation`,
     `saved_bytes`). Every upload it counts is a live reference (nothing could be deleted then); the first write
-    that needs the count gives it one (Repository.migrate_legacy_file; `scripts/migrate` does all at once)."""
+    that needs the count gives it one (Repository.migrate_legacy_file: no upgrade step is needed)."""
     return "live_refs" not in file
 
 
@@ -102,6 +102,12 @@ def holds(ref: Item | None) -> bool:
     """Whether a tenant's reference item says the tenant holds the content: it exists with a count above 0 (a
     reference at 0 — its last upload deleted — awaits the reaper and holds nothing)."""
     return ref is not None and int(ref.get("upload_count", 0)) > 0
+
+
+def counts_stored(ref: Item | None) -> bool:
+    """Whether a tenant's reference item counts in the tenant's `stored_bytes`: it exists, at any count (a
+    reference at 0 is counted until the reaper deletes it and releases its size: docs/design.md, "Quotas")."""
+    return ref is not None
 
 
 @dataclass(frozen=True)
@@ -161,15 +167,26 @@ class PrecheckDuplicate:
 
 @dataclass(frozen=True)
 class TenantShare:
-    """Whose upload an ingest records: the uploader's tenant, and whether the ingest read that tenant as
-    already holding the content (its reference item exists with a count above 0: :func:`holds`). The commit is
-    conditioned on exactly that."""
+    """Whose upload an ingest records: the uploader's tenant, and its reference to the content as the ingest read
+    (or assumed) it — `held`: the item exists with a count above 0 (:func:`holds`); `counted`: the item exists at
+    all, at any count (:func:`counts_stored`: its size is in the tenant's `stored_bytes`). A reference at 0 is counted
+    and not held; a held one is always counted. The commit is conditioned on exactly that: absent, at 0, or held."""
 
     tenant: str
     held: bool
+    counted: bool
     # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
     # releases them (0: nothing pending to release, e.g. an upload registered before quotas)
     pending_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.held and not self.counted:
+            raise ValueError("a held reference exists: it is counted")
+
+    @classmethod
+    def of(cls, tenant: str, ref: Item | None, pending_bytes: int = 0) -> TenantShare:
+        """The share as the tenant's reference item read says (None: absent)."""
+        return cls(tenant, held=holds(ref), counted=counts_stored(ref), pending_bytes=pending_bytes)
 
 
 USAGE_FIELDS = ("pending_count", "pending_bytes", "stored_bytes", "used_bytes")
@@ -178,8 +195,9 @@ USAGE_FIELDS = ("pending_count", "pending_bytes", "stored_bytes", "used_bytes")
 @dataclass(frozen=True)
 class TenantUsage:
     """A tenant's quota usage (docs/design.md, "Quotas"): uploads pending and their declared bytes, the bytes of
-    the distinct contents the tenant holds (`stored_bytes`: a content counts once however often the tenant
-    uploaded it), and `used_bytes` = pending + stored (what TenantQuotaBytes limits)."""
+    the distinct contents the tenant references (`stored_bytes`: the `size` of each of its reference items that
+    exists, at any count — a content counts once however often the tenant uploaded it, and until the reaper deletes
+    a reference at 0), and `used_bytes` = pending + stored (what TenantQuotaBytes limits)."""
 
     pending_count: int = 0
     pending_bytes: int = 0
@@ -280,8 +298,8 @@ class PendingReleased(CommitRefused):
 
 
 class TenantRefChanged(CommitRefused):
-    """The tenant's reference to the content is not as the write assumed: it exists although read absent
-    (item: the reference), or is absent although read present (item: None)."""
+    """The tenant's reference to the content is not as the write assumed (absent, at 0, or held): item is the
+    reference as it is now (None: absent); the ingest decides again from it (TenantShare.of)."""
 
 
 class DeleteRaced(CommitRefused):
@@ -425,8 +443,12 @@ class Repository(Protocol):
         """Note when CompleteMultipartUpload succeeded (kept from the first success)."""
         ...
 
-    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
-        """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending."""
+    def end_pending_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending. With its
+        `tenant` and the `quota_bytes` its record holds, in the same transaction, those bytes are released from the
+        tenant's pending usage (conditioned on the record still holding them: False otherwise)."""
         ...
 
     def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
@@ -445,9 +467,12 @@ class Repository(Protocol):
         ...
 
     # ------------------------------------------------------------------ deletes (dfd.deletes)
-    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def cancel_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         """An upload that holds no reference (pending, expired, failed) becomes `deleted` with `deleted_at`,
-        conditioned on its status still being `status`; False when it is not."""
+        conditioned on its status still being `status`; False when it is not. A pending one releases its
+        `quota_bytes` as end_pending_upload does."""
         ...
 
     def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:

@@ -208,9 +208,51 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     c7.counts = states
     c7.holds = not c7.problems
     checks.append(c7)
-    checks += _tenant_checks(list(_scan(ddb, settings.tenant_files_table)), uploads, hashes)
+    refs = list(_scan(ddb, settings.tenant_files_table))
+    checks += _tenant_checks(refs, uploads, hashes)
     checks.append(_live_check(files, uploads, events))
+    checks.append(_usage_check(shards, refs, uploads))
     return Report(checks)
+
+
+def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], uploads: list[dict[str, Any]]) -> Check:
+    """Quotas (docs/design.md, "Quotas"): each tenant's usage item `usage#<tenant>` against a recount —
+        `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
+        the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
+        `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
+    with the same write), `used_bytes` = pending + stored. Every write
+        of these is in one transaction with the items it counts, so the recount is exact once nothing is in flight
+        (read while ingests commit, it may see one side only: the storm tests wait for it to hold)."""
+    check = Check("quotas: each tenant's usage = its reference items' sizes + its pending uploads' quota_bytes", True)
+    stored: dict[str, int] = {}
+    for ref in refs:
+        stored[str(ref["tenant"])] = stored.get(str(ref["tenant"]), 0) + int(ref.get("size", 0))
+    pending: dict[str, list[int]] = {}
+    for upload in uploads:
+        if upload.get("tenant") and "quota_bytes" in upload:
+            pending.setdefault(str(upload["tenant"]), []).append(int(upload["quota_bytes"]))
+            if upload.get("status") != "pending":  # ingested, expired, failed or cancelled: released with it
+                check.problems.append(f"upload {upload['upload_id']} is {upload.get('status')} yet holds quota_bytes")
+    items = {
+        str(item["counter_id"]).removeprefix("usage#"): item
+        for item in counters
+        if str(item.get("counter_id", "")).startswith("usage#")
+    }
+    for tenant in sorted(set(stored) | set(pending) | set(items)):
+        item = items.get(tenant, {})
+        held = pending.get(tenant, [])
+        expected = {
+            "stored_bytes": stored.get(tenant, 0),
+            "pending_count": len(held),
+            "pending_bytes": sum(held),
+            "used_bytes": stored.get(tenant, 0) + sum(held),
+        }
+        for name, value in expected.items():
+            if int(item.get(name, 0)) != value:
+                check.problems.append(f"tenant {tenant}: {name} {int(item.get(name, 0))}, recounted {value}")
+    check.counts = {"tenants": len(set(stored) | set(pending) | set(items)), "usage_items": len(items)}
+    check.holds = not check.problems
+    return check
 
 
 def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], events: list[dict[str, Any]]) -> Check:

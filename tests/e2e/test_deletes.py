@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.e2e.e2e_helpers import RunningStack, wait_until
+from tests.e2e.test_storm import settled
 from tests.e2e.test_tools import tool
 
 pytestmark = pytest.mark.e2e
@@ -62,3 +63,38 @@ def test_upload_tool_deletes_and_lists(stack: RunningStack) -> None:
     assert any(line.startswith(upload_id) and " deleted " in line for line in deleted.stdout.splitlines())
     refused = tool(stack, "upload", "--delete", upload_id, "--api", stack.api_url, "--token", stack.token("carol"))
     assert refused.returncode == 1 and "not_owner" in refused.stdout
+
+
+def _usage(stack: RunningStack, user: str) -> dict[str, int]:
+    answer = requests.get(f"{stack.api_url}/me", headers=stack.auth(user), timeout=10)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["usage"])
+
+
+def _nothing_at_zero(stack: RunningStack, tenant: str) -> bool:
+    """No reference of `tenant` awaits the reaper (it would give its size back while the test measures)."""
+    pages = stack.client("dynamodb").get_paginator("scan")
+    scan = pages.paginate(TableName=stack.tenant_files_table, ConsistentRead=True)
+    return not any(
+        item["tenant"]["S"] == tenant and item.get("upload_count", {}).get("N") == "0"
+        for page in scan
+        for item in page["Items"]
+    )
+
+
+def test_a_delete_gives_the_tenant_its_quota_back_after_the_reconcile(stack: RunningStack) -> None:
+    """GET /me before, after an upload (its size joins stored_bytes), after its delete and a reconcile pass (the
+    reference at 0 is reaped and its size released: stored_bytes back where it was)."""
+    wait_until(lambda: settled(stack) and _nothing_at_zero(stack, "globex"), timeout=150)
+    before = _usage(stack, "bob")["stored_bytes"]
+    data = f"{uuid.uuid4()} quota given back\n".encode() * 40
+    upload_id = processed(stack, data, "bob")
+    assert _usage(stack, "bob")["stored_bytes"] == before + len(data)
+    deleted = requests.delete(f"{stack.api_url}/uploads/{upload_id}", headers=stack.auth("bob"), timeout=10)
+    assert deleted.status_code == 204
+    # counted until the reaper deletes the reference (a scheduled run may already have)
+    assert _usage(stack, "bob")["stored_bytes"] in (before + len(data), before)
+    run = tool(stack, "reconcile", "--endpoint-url", stack.aws_url)
+    assert run.returncode == 0, run.stdout + run.stderr
+    wait_until(lambda: _usage(stack, "bob")["stored_bytes"] == before, timeout=120)
+    wait_until(lambda: settled(stack), timeout=60)  # scripts/audit's quota recount holds

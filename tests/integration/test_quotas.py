@@ -12,6 +12,7 @@ import pytest
 from dfd import deps
 from dfd.handlers import me, upload
 from tests.integration.conftest import Aws
+from tests.integration.test_deletes import delete
 from tests.integration.test_flow import deliver, put
 from tests.support import ALICE, BOB, CAROL, ApiUser, api_event, call
 
@@ -177,3 +178,41 @@ def test_multipart_uploads_count_against_the_quota(aws: Aws, monkeypatch: pytest
     assert usage() == {"pending_count": 1, "pending_bytes": 10 * mib, "stored_bytes": 0, "used_bytes": 10 * mib}
     status, refused = post(5 * mib, multipart=True)
     assert status == 403 and refused["error"]["details"] == {"limit": 12 * mib, "usage": 10 * mib, "kind": "bytes"}
+
+
+def test_a_cancelled_upload_gives_its_pending_bytes_back(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DELETE /uploads/{id} of a pending upload (single PUT, or multipart: aborted) releases its quota bytes in
+    the same transaction as its status: the tenant can use them again at once, and its pending count too."""
+    mib = 1024**2
+    monkeypatch.setenv("TENANT_QUOTA_BYTES", str(12 * mib))
+    monkeypatch.setenv("TENANT_PENDING_LIMIT", "2")
+    deps.reset()
+    single = post(6 * mib)[1]
+    multi = post(6 * mib, multipart=True)[1]
+    assert usage() == {"pending_count": 2, "pending_bytes": 12 * mib, "stored_bytes": 0, "used_bytes": 12 * mib}
+    assert post(1)[0] == 403
+    assert delete(single["upload_id"])[0] == 204
+    assert usage() == {"pending_count": 1, "pending_bytes": 6 * mib, "stored_bytes": 0, "used_bytes": 6 * mib}
+    assert delete(multi["upload_id"])[0] == 204
+    assert delete(multi["upload_id"])[0] == 204  # repeated: nothing released twice
+    assert usage() == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 0, "used_bytes": 0}
+    for answer in (single, multi):
+        record = aws.ddb.get_item(TableName=aws.settings.uploads_table, Key={"upload_id": {"S": answer["upload_id"]}})
+        assert record["Item"]["status"] == {"S": "deleted"} and "quota_bytes" not in record["Item"]
+    assert post(12 * mib)[0] == 201
+    aws.assert_invariants(settled=False)  # nothing was ever PUT
+
+
+def test_a_delete_frees_stored_bytes_only_when_the_reaper_drops_the_reference(quotas: Aws) -> None:
+    """Deleting one of two uploads of a content frees nothing (the tenant still holds it); deleting the last
+    leaves the reference at 0, still counted, until the reconcile's reference pass (test_reaper) releases it."""
+    data = b"d" * 200
+    first, second = post(len(data))[1], post(len(data))[1]
+    for answer in (first, second):
+        assert put(answer, data).status_code == 200
+    assert deliver(quotas) == {"batchItemFailures": []}
+    assert usage() == {"pending_count": 0, "pending_bytes": 0, "stored_bytes": 200, "used_bytes": 200}
+    assert delete(first["upload_id"])[0] == 204
+    assert usage()["stored_bytes"] == 200
+    assert delete(second["upload_id"])[0] == 204
+    assert usage()["stored_bytes"] == 200  # the reference at 0 awaits the reaper

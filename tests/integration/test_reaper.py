@@ -11,11 +11,12 @@ from typing import Any
 
 import requests
 
-from dfd.handlers import admin_stats, download, upload
+from dfd import deps
+from dfd.handlers import admin_stats, download, me, upload
 from dfd.ids import key_claim
 from tests.integration.test_deletes import delete
 from tests.integration.test_reconcile import Local, emulator, later, local
-from tests.support import BOB, CAROL, api_event, call
+from tests.support import ALICE, BOB, CAROL, api_event, call
 
 __all__ = ["emulator", "local"]  # the fixtures
 
@@ -166,4 +167,75 @@ def test_an_upload_after_the_object_went_resurrects_with_its_own_bytes(local: Lo
     item = file_item(local)
     assert item is not None and item["live_refs"] == "1" and item["s3_key"] == again["key"]
     assert keys(local) == {again["key"]} and totals()["total_files"] == 1
+    local.assert_invariants()
+
+
+# ---------------------------------------------------------------------------------------------- quota usage
+def usage(user: Any = ALICE) -> dict[str, int]:
+    """GET /me's usage of the caller's tenant."""
+    status, answer = call(me.handler, api_event("GET", "/me", user=user))
+    assert status == 200, answer
+    return dict(answer["usage"])
+
+
+def holding(stored_bytes: int) -> dict[str, int]:
+    return {"pending_count": 0, "pending_bytes": 0, "stored_bytes": stored_bytes, "used_bytes": stored_bytes}
+
+
+def test_a_delete_gives_the_tenant_its_quota_back_at_the_next_run(local: Local) -> None:
+    """The tenant's last upload of a content deleted: its reference at 0 is still counted (it exists) until the
+    reference pass deletes it and releases its size in the same transaction — the next run, references need no
+    grace (the content's bytes wait for DeleteGraceSeconds)."""
+    answer = stored(local)
+    assert usage() == holding(len(DATA))
+    assert delete(answer["upload_id"])[0] == 204
+    assert usage() == holding(len(DATA))
+    local.assert_invariants()
+    local.run(now=later(minutes=1))  # within the content's grace period
+    assert refs(local) == [] and usage() == holding(0)
+    assert file_item(local) is not None and answer["key"] in keys(local)
+    local.assert_invariants()
+    local.run(now=later(hours=2))
+    assert file_item(local) is None and usage() == holding(0)
+    local.assert_invariants()
+
+
+def test_delete_then_upload_again_before_the_run_is_counted_once(local: Local) -> None:
+    """Upload, delete, upload again before the reaper (the content resurrected with the new bytes): the new upload
+    takes the reference at 0 over — counted already, nothing added — and the run only unindexes it."""
+    first = stored(local)
+    assert delete(first["upload_id"])[0] == 204
+    stored(local, CAROL)
+    assert usage() == holding(len(DATA))
+    local.run(now=later(hours=2))
+    (ref,) = refs(local)
+    assert ref["upload_count"] == "1" and "reap_shard" not in ref
+    assert usage() == holding(len(DATA)) and usage(CAROL) == holding(len(DATA))
+    local.assert_invariants()
+
+
+def test_the_reference_pass_between_an_ingest_s_read_and_its_commit(local: Local, monkeypatch: Any) -> None:
+    """Carol's ingest reads acme's reference at 0 (counted: it would add nothing); the reference pass deletes it and
+    releases its size before the commit: the commit's condition (exists at 0) fails, the ingest follows the
+    reference it is shown (absent) and creates it, adding the size — counted exactly once."""
+    alice = stored(local)
+    stored(local, BOB)  # the content stays live: Carol's upload is a duplicate
+    assert delete(alice["upload_id"])[0] == 204
+    _upload_as(local, CAROL)
+    repo = deps.repository()
+    read = repo.ingest_state
+
+    def read_then_reap(*args: Any, **kwargs: Any) -> Any:
+        state = read(*args, **kwargs)
+        monkeypatch.setattr(repo, "ingest_state", read)  # once
+        assert state.tenant_ref is not None and state.tenant_ref["upload_count"] == 0
+        local.run(now=later(minutes=1))
+        assert [r for r in refs(local) if r["tenant"] == "acme"] == []
+        return state
+
+    monkeypatch.setattr(repo, "ingest_state", read_then_reap)
+    local.deliver()
+    (acme,) = [r for r in refs(local) if r["tenant"] == "acme"]
+    assert acme["upload_count"] == "1" and "reap_shard" not in acme
+    assert usage(CAROL) == holding(len(DATA))
     local.assert_invariants()

@@ -54,6 +54,7 @@ from dfd.ports import (
     TenantUsage,
     UploadDeletion,
     UploadTaken,
+    counts_stored,
     holds,
     is_legacy,
     is_tombstoned,
@@ -211,9 +212,13 @@ class FakeRepository:
         if upload_id in self.uploads:
             self.uploads[upload_id].setdefault("completed_at", clock.iso(now))
 
-    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def end_pending_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         record = self.uploads.get(upload_id)
         if record is None or record.get("status") != "pending":
+            return False
+        if not self._released(record, tenant, quota_bytes):
             return False
         record.update(status=status, ended_at=clock.iso(now))
         if status == "deleted":
@@ -222,9 +227,13 @@ class FakeRepository:
         return True
 
     # ---------------------------------------------------------------- deletes
-    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def cancel_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         record = self.uploads.get(upload_id)
         if record is None or record.get("status") != status:
+            return False
+        if not self._released(record, tenant, quota_bytes):
             return False
         record.update(status="deleted", deleted_at=clock.iso(now))
         record.pop("pending", None)
@@ -401,7 +410,7 @@ class FakeRepository:
         # no new reference: not live (a record without a count, written before deletes, fails `live_refs > 0`)
         if file is None or is_tombstoned(file) or is_legacy(file) or file.get("state") == LOST:
             raise FileVanished(None if file is None else copy.deepcopy(file))
-        refused = self._tenant_refused(TenantShare(upload.tenant, held=True), upload.hash)
+        refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:
             raise refused
         stamp = clock.iso(now)
@@ -452,7 +461,37 @@ class FakeRepository:
             upload["status"] = "stored"
         self.adopted.append((version.hash, version.key))
 
+    # ---------------------------------------------------------------- the reconcile's reference pass (ASL)
+    def reap_references(self, now: datetime) -> int:
+        """The reconcile workflow's `reaprefs` pass (statemachine/reconcile.asl.json, RefItems): each reference
+        marked by a delete before `now` is deleted at 0 — its size released from its tenant's `stored_bytes` and
+        `used_bytes` in the same transaction — or, counted again, leaves the reaper's index. The number deleted."""
+        stamp, dropped = clock.iso(now), 0
+        for key, ref in list(self.tenant_refs.items()):
+            if not ref.get("reap_shard") or str(ref.get("reap_after", "")) >= stamp:
+                continue
+            if int(ref.get("upload_count", 0)) <= 0:
+                del self.tenant_refs[key]
+                if "size" in ref:
+                    self._move(key[0], stored_bytes=-int(ref["size"]), used_bytes=-int(ref["size"]))
+                dropped += 1
+            else:
+                ref.pop("reap_shard", None)
+                ref.pop("reap_after", None)
+        return dropped
+
     # ---------------------------------------------------------------- the model's rules
+    def _released(self, record: Item, tenant: str | None, quota_bytes: int) -> bool:
+        """The adapter's _end_upload: with a tenant and quota bytes, the record must still hold exactly those
+        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together."""
+        if tenant is None or quota_bytes <= 0:
+            return True
+        if record.get("quota_bytes") != quota_bytes:
+            return False
+        del record["quota_bytes"]
+        self._move(tenant, pending_count=-1, pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
+        return True
+
     def _begin(self, counter_shard: int) -> None:
         self.transactions += 1
         assert 0 <= counter_shard < self.settings.counter_shards, counter_shard
@@ -460,11 +499,12 @@ class FakeRepository:
             raise self.faults.pop(0)
 
     def _tenant_refused(self, tenant: TenantShare | None, digest: str) -> CommitRefused | None:
-        """The tenant reference's condition: held (the item exists with a count above 0) exactly as read."""
+        """The tenant reference's condition: absent, at 0 or held (the item exists with a count above 0) exactly as
+        read or assumed."""
         if tenant is None:
             return None
         ref = self.tenant_refs.get((tenant.tenant, digest))
-        if tenant.held != holds(ref):
+        if (tenant.held, tenant.counted) != (holds(ref), counts_stored(ref)):
             return TenantRefChanged(copy.deepcopy(ref))
         return None
 
@@ -473,7 +513,7 @@ class FakeRepository:
     ) -> None:
         if tenant is None:
             return
-        stored = 0 if tenant.held else version.size  # the adapter's _add_usage_moves
+        stored = 0 if tenant.counted else version.size  # the adapter's _add_usage_moves: a reference item created
         if tenant.pending_bytes:
             self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
         self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)

@@ -248,8 +248,10 @@ def test_the_reaper_spends_two_calls_per_content_and_never_deletes_another_objec
 def test_the_reaper_drops_tenant_references_only_at_zero() -> None:
     states = definition()["States"]["RefItems"]["ItemProcessor"]["States"]
     assert states["RefAtZero"]["Choices"] == [
-        {"Variable": "$.item.upload_count.N", "StringEquals": "0", "Next": "DropRef"}
+        {"Variable": "$.item.upload_count.N", "StringEquals": "0", "Next": "RefSized"}
     ]
+    assert states["RefSized"]["Choices"] == [{"Variable": "$.item.size.N", "IsPresent": True, "Next": "ReleaseRef"}]
+    assert states["RefSized"]["Default"] == "DropRef"
     drop, unindex = states["DropRef"]["Parameters"], states["UnindexRef"]["Parameters"]
     assert drop["TableName"] == unindex["TableName"] == "${TenantFilesTable}"
     assert drop["ConditionExpression"] == "upload_count <= :zero"
@@ -259,6 +261,29 @@ def test_the_reaper_drops_tenant_references_only_at_zero() -> None:
         assert states[name]["Catch"][0]["ErrorEquals"] == ["DynamoDb.ConditionalCheckFailedException"]
     route = {c["StringEquals"]: c["Next"] for c in definition()["States"]["Route"]["Choices"]}
     assert route["reaprefs"] == "RefsPage"  # a continuation resumes the pass
+
+
+def test_a_reaped_reference_releases_its_size_from_its_tenant_s_usage_in_the_same_transaction() -> None:
+    """docs/design.md, "Quotas": stored_bytes = the sizes of the tenant's reference items. The item's delete
+    (still at 0: a takeover meanwhile cancels the whole transaction) and the release on `usage#<tenant>` are ONE
+    TransactWriteItems — one call per reference, as the DeleteItem was."""
+    states = definition()["States"]["RefItems"]["ItemProcessor"]["States"]
+    release = states["ReleaseRef"]
+    assert release["Resource"].endswith(":dynamodb:transactWriteItems")
+    delete, usage = (next(iter(entry.values())) for entry in release["Parameters"]["TransactItems"])
+    assert [next(iter(entry)) for entry in release["Parameters"]["TransactItems"]] == ["Delete", "Update"]
+    assert delete["TableName"] == "${TenantFilesTable}"
+    assert delete["Key"] == states["DropRef"]["Parameters"]["Key"]
+    assert delete["ConditionExpression"] == "upload_count <= :zero"
+    assert usage["TableName"] == "${CountersTable}"
+    assert usage["Key"] == {"counter_id": {"S.$": "States.Format('usage#{}', $.item.tenant.S)"}}
+    assert usage["UpdateExpression"] == "ADD stored_bytes :release, used_bytes :release"
+    assert usage["ExpressionAttributeValues"] == {":release": {"N.$": "States.Format('-{}', $.item.size.N)"}}
+    assert "ConditionExpression" not in usage  # a release is never refused
+    assert release["Catch"] == [
+        {"ErrorEquals": ["DynamoDb.TransactionCanceledException"], "ResultPath": None, "Next": "RefSkipped"}
+    ]
+    assert release["Next"] == "RefDropped"
 
 
 def test_state_machine_resource(machine: dict[str, Any]) -> None:

@@ -350,3 +350,126 @@ def test_a_replayed_duplicate_of_content_tombstoned_since_is_deleted_not_adopted
 
 def _crash(_: object) -> None:
     raise RuntimeError("crashed between the commit and the delete")
+
+
+# ---------------------------------------------------------------------------------------------- quota usage
+def _usage_is_exact(repo: FakeRepository) -> None:
+    """docs/design.md, "Quotas": stored_bytes = the sizes of the tenant's reference items (at any count, 0
+    included), pending = its uploads still holding `quota_bytes`, used = pending + stored (scripts/audit's rule)."""
+    tenants = {t for t, _ in repo.tenant_refs} | set(repo.usage)
+    for tenant in tenants:
+        usage = repo.tenant_usage(tenant)
+        stored = sum(int(ref["size"]) for (t, _), ref in repo.tenant_refs.items() if t == tenant)
+        pending = [u for u in repo.uploads.values() if u.get("tenant") == tenant and "quota_bytes" in u]
+        assert usage.stored_bytes == stored, tenant
+        assert (usage.pending_count, usage.pending_bytes) == (len(pending), sum(u["quota_bytes"] for u in pending))
+        assert usage.used_bytes == usage.stored_bytes + usage.pending_bytes, tenant
+
+
+LATER = datetime(2026, 3, 1, 12, 0, 1, tzinfo=UTC)  # the reconcile's next run (references need no grace)
+
+
+def test_a_delete_frees_its_tenant_s_quota_at_the_reference_pass(world: World) -> None:
+    first = world.upload(ALICE)
+    assert world.repo.tenant_usage("acme").as_dict() == dict.fromkeys(("pending_count", "pending_bytes"), 0) | {
+        "stored_bytes": len(DATA),
+        "used_bytes": len(DATA),
+    }
+    world.deletes.delete(ALICE, first)
+    # the reference at 0 is still counted: the reaper's pass deletes it and releases its size in one transaction
+    assert world.repo.tenant_usage("acme").used_bytes == len(DATA)
+    _usage_is_exact(world.repo)
+    assert world.repo.reap_references(NOW) == 0  # marked at NOW: due strictly after
+    assert world.repo.reap_references(LATER) == 1
+    assert world.repo.tenant_usage("acme").as_dict() == dict.fromkeys(
+        ("pending_count", "pending_bytes", "stored_bytes", "used_bytes"), 0
+    )
+    _usage_is_exact(world.repo)
+
+
+@pytest.mark.parametrize("others", [False, True], ids=["resurrected", "duplicate"])
+def test_a_reference_at_zero_taken_over_before_the_reaper_is_counted_once(world: World, others: bool) -> None:
+    """Delete then upload again before the reference pass: the upload takes the reference at 0 over (its size is
+    counted already) and releases its pending bytes — whether the content is still live (another tenant holds
+    it: a duplicate) or tombstoned (resurrected with its own bytes). The pass then only unindexes it."""
+    first = world.upload(ALICE)
+    if others:
+        world.upload(BOB)
+    world.deletes.delete(ALICE, first)
+    world.upload(CAROL)
+    (digest,) = world.repo.files
+    assert world.repo.tenant_refs[("acme", digest)]["upload_count"] == 1
+    assert world.repo.tenant_usage("acme").as_dict() == {
+        "pending_count": 0,
+        "pending_bytes": 0,
+        "stored_bytes": len(DATA),
+        "used_bytes": len(DATA),
+    }
+    _usage_is_exact(world.repo)
+    assert world.repo.reap_references(LATER) == 0  # counted again: it leaves the index, its size stays
+    assert "reap_shard" not in world.repo.tenant_refs[("acme", digest)]
+    assert world.repo.tenant_usage("acme").stored_bytes == len(DATA)
+    _usage_is_exact(world.repo)
+
+
+def test_the_reference_pass_racing_a_takeover_makes_the_ingest_count_it_anew(world: World) -> None:
+    """The ingest read acme's reference at 0 (counted, nothing to add); the reaper deletes it and releases its size
+    before the commit: the reference's condition (exists at 0) fails, the ingest follows what it was shown (absent)
+    and creates the reference, adding the size — counted once, never zero times."""
+    alice, _ = world.upload(ALICE), world.upload(BOB)
+    (digest,) = world.repo.files
+    world.deletes.delete(ALICE, alice)
+    answer = world.uploads.create(UploadRequest("carol.bin", len(DATA), "text/plain", None), CAROL)
+    world.objects.put("b", answer.body["key"], DATA, metadata=tenant_metadata("acme"))
+    world.repo.after_state = lambda: world.repo.reap_references(LATER) and None
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.DUPLICATE and result.attempts == 2
+    assert world.repo.tenant_refs[("acme", digest)]["upload_count"] == 1
+    assert world.repo.tenant_usage("acme").stored_bytes == len(DATA)
+    _usage_is_exact(world.repo)
+
+
+def test_a_takeover_racing_the_reference_pass_is_not_counted_twice(world: World) -> None:
+    """The ingest assumed acme holds the content (no tenant hint): its reference is at 0, so the condition fails
+    and shows it; the retry takes it over conditioned on it still existing at 0 and adds no size."""
+    alice, _ = world.upload(ALICE), world.upload(BOB)
+    world.deletes.delete(ALICE, alice)
+    answer = world.uploads.create(UploadRequest("carol.bin", len(DATA), "text/plain", None), CAROL)
+    world.objects.put("b", answer.body["key"], DATA)  # no hint: the ingest assumes
+    result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
+    assert result.outcome == Outcome.DUPLICATE and result.attempts == 2 and result.detail["upload_status"] == "stored"
+    assert world.repo.tenant_usage("acme").stored_bytes == len(DATA)
+    _usage_is_exact(world.repo)
+
+
+def test_a_cancel_gives_the_pending_bytes_back_with_its_status(world: World) -> None:
+    answer = world.uploads.create(UploadRequest("f.bin", len(DATA), "text/plain", None), ALICE)
+    assert world.repo.tenant_usage("acme").pending_bytes == len(DATA)
+    assert world.deletes.delete(ALICE, answer.body["upload_id"]).outcome == "cancelled"
+    assert world.repo.tenant_usage("acme").as_dict() == dict.fromkeys(
+        ("pending_count", "pending_bytes", "stored_bytes", "used_bytes"), 0
+    )
+    assert "quota_bytes" not in world.repo.uploads[answer.body["upload_id"]]
+    assert world.deletes.delete(ALICE, answer.body["upload_id"]).outcome == "already"
+    _usage_is_exact(world.repo)
+
+
+def test_a_cancel_racing_the_reconcile_s_release_reads_again(world: World) -> None:
+    """The reconcile expired the upload (releasing its bytes) between the delete's read and its write: the cancel's
+    condition fails, the delete reads `expired` and cancels that — releasing nothing twice."""
+    answer = world.uploads.create(UploadRequest("f.bin", len(DATA), "text/plain", None), ALICE)
+    upload_id = answer.body["upload_id"]
+    read = world.repo.get_upload
+
+    def then_expired(wanted: str) -> Any:
+        record = read(wanted)
+        world.repo.get_upload = read  # type: ignore[method-assign]
+        assert world.repo.end_pending_upload(upload_id, "expired", NOW, tenant="acme", quota_bytes=len(DATA))
+        return record
+
+    world.repo.get_upload = then_expired  # type: ignore[method-assign]
+    result = world.deletes.delete(ALICE, upload_id)
+    assert result.outcome == "cancelled" and result.attempts == 2
+    assert world.repo.uploads[upload_id]["status"] == "deleted"
+    assert world.repo.tenant_usage("acme").pending_count == 0 and world.repo.tenant_usage("acme").used_bytes == 0
+    _usage_is_exact(world.repo)

@@ -370,11 +370,13 @@ class Repository:
 
     def _add_usage_moves(self, plan: _Plan, tenant: TenantShare | None, version: ObjectVersion) -> None:
         """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
-        the tenant did not hold the content, its size joins `stored` (a content counts once per tenant). Never
-        conditioned: an object already uploaded is never refused for a quota."""
+        the commit creates the tenant's reference item, its size joins `stored` (stored_bytes = the sizes of the
+        tenant's reference items that exist: a content counts once per tenant; a reference at 0 taken over is
+        counted already, the reaper subtracts it when it deletes one). Never conditioned: an object already
+        uploaded is never refused for a quota (the reference's own condition says whether it is created)."""
         if tenant is None:
             return
-        stored = 0 if tenant.held else version.size
+        stored = 0 if tenant.counted else version.size
         deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
         if tenant.pending_bytes:
             deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
@@ -444,24 +446,56 @@ class Repository:
             if not _condition_failed(error):  # the record is gone (TTL): nothing to note
                 raise translate(error, "UpdateItem") from error
 
-    def end_pending_upload(self, upload_id: str, status: str, now: datetime) -> bool:
+    def end_pending_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
         """status = `status`, out of the pending index (the TTL stays: the record ages out as usual)."""
+        # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
+        update = "SET #status = :status, ended_at = :now" + (", deleted_at = :now" if status == "deleted" else "")
+        return self._end_upload(upload_id, update, "pending", status, now, tenant, quota_bytes)
+
+    # ---------------------------------------------------------------- deletes (dfd.deletes)
+    def cancel_upload(
+        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
+        return self._end_upload(
+            upload_id, "SET #status = :status, deleted_at = :now", status, "deleted", now, tenant, quota_bytes
+        )
+
+    def _end_upload(
+        self, upload_id: str, update: str, read: str, status: str, now: datetime, tenant: str | None, quota_bytes: int
+    ) -> bool:
+        """An upload that holds no reference ends (`update`, conditioned on its status still `read`, out of the
+        pending index). One still counted against its tenant's quota (`tenant`, `quota_bytes` > 0: as read from its
+        record) releases those bytes in the same transaction, conditioned on the record still holding them (as
+        the reconcile's expire does); False when a condition fails (the caller reads again)."""
+        request: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "Key": to_item({"upload_id": upload_id}),
+            "UpdateExpression": update + " REMOVE pending_shard",
+            "ConditionExpression": "#status = :read",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":status": to_attr(status),
+                ":now": to_attr(clock.iso(now)),
+                ":read": to_attr(read),
+            },
+        }
+        if tenant is not None and quota_bytes > 0:
+            request["UpdateExpression"] += ", quota_bytes"
+            request["ConditionExpression"] += " AND quota_bytes = :quota"
+            request["ExpressionAttributeValues"][":quota"] = to_attr(quota_bytes)
+            plan = _Plan()
+            plan.add("upload", {"Update": request})
+            plan.add("usage", self._release_pending_item(tenant, quota_bytes))
+            try:
+                self._run(plan)
+            except CommitRefused:
+                return False
+            return True
         try:
-            self._db.update_item(
-                TableName=self._s.uploads_table,
-                Key=to_item({"upload_id": upload_id}),
-                # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
-                UpdateExpression="SET #status = :status, ended_at = :now"
-                + (", deleted_at = :now" if status == "deleted" else "")
-                + " REMOVE pending_shard",
-                ConditionExpression="#status = :pending",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":status": to_attr(status),
-                    ":now": to_attr(clock.iso(now)),
-                    ":pending": to_attr("pending"),
-                },
-            )
+            self._db.update_item(**request)
         except (ClientError, BotoCoreError) as error:
             if _condition_failed(error):
                 return False
@@ -494,27 +528,16 @@ class Repository:
             raise translate(error, "UpdateItem") from error
         return from_item(response["Attributes"])
 
-    # ---------------------------------------------------------------- deletes (dfd.deletes)
-    def cancel_upload(self, upload_id: str, status: str, now: datetime) -> bool:
-        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
-        try:
-            self._db.update_item(
-                TableName=self._s.uploads_table,
-                Key=to_item({"upload_id": upload_id}),
-                UpdateExpression="SET #status = :deleted, deleted_at = :now REMOVE pending_shard",
-                ConditionExpression="#status = :read",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":deleted": to_attr("deleted"),
-                    ":now": to_attr(clock.iso(now)),
-                    ":read": to_attr(status),
-                },
-            )
-        except (ClientError, BotoCoreError) as error:
-            if _condition_failed(error):
-                return False
-            raise translate(error, "UpdateItem") from error
-        return True
+    def _release_pending_item(self, tenant: str, quota_bytes: int) -> dict[str, Any]:
+        """-1 pending upload of `quota_bytes` on the tenant's usage item (never conditioned)."""
+        return {
+            "Update": {
+                "TableName": self._s.counters_table,
+                "Key": to_item(usage_key(tenant)),
+                "UpdateExpression": "ADD pending_count :minus, pending_bytes :release, used_bytes :release",
+                "ExpressionAttributeValues": {":minus": to_attr(-1), ":release": to_attr(-quota_bytes)},
+            }
+        }
 
     def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:
         """The upload, its tenant's reference, the content's live count and a counter shard, in ONE transaction that
@@ -730,8 +753,9 @@ class Repository:
         plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
         plan.add("file", file, file_changed)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp)
+        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
+        self._add_usage_moves(plan, tenant, version)
         plan.add("counters", self._add_counters_item(counter_shard, {"total_uploads": 1}))
         self._run(plan)
 
@@ -763,7 +787,7 @@ class Repository:
         )
         plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp, upload.size), FileVanished)
         # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
-        held = TenantShare(upload.tenant, held=True)
+        held = TenantShare(upload.tenant, held=True, counted=True)
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
@@ -921,10 +945,12 @@ class Repository:
         plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
 
     def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: Item, stamp: str) -> dict[str, Any]:
-        """+1 upload on the tenant's reference to the content, conditioned on the tenant holding it or not, exactly
-        as the caller read it (dfd.ports.holds: the item exists with a count above 0). A new reference — no item,
-        or an item at 0 that awaits the reaper — takes `first` (the tenant's first filename, dates...) anew; a
-        held one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
+        """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller
+        read (or assumed) it: absent (`attribute_not_exists`), at 0 (exists, count <= 0: awaiting the reaper, still
+        counted in the tenant's `stored_bytes`) or held (count above 0) — so a race (a reference created, taken over
+        or reaped meanwhile) is a TenantRefChanged and a new decision, never a size counted twice or not at all. A
+        new reference (absent or at 0) takes `first` (the tenant's first filename, its `size`, dates...) anew; a held
+        one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
         names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp), ":zero": to_attr(0)}
         parts = ["#last = :now"]
@@ -934,7 +960,12 @@ class Repository:
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
             parts.append(f"#d{i} = :d{i}" if not tenant.held else f"#d{i} = if_not_exists(#d{i}, :d{i})")
-        condition = "attribute_exists(#h) AND #n > :zero" if tenant.held else "attribute_not_exists(#h) OR #n <= :zero"
+        if tenant.held:
+            condition = "attribute_exists(#h) AND #n > :zero"
+        elif tenant.counted:
+            condition = "attribute_exists(#h) AND #n <= :zero"
+        else:
+            condition = "attribute_not_exists(#h)"
         return {
             "Update": {
                 "TableName": self._s.tenant_files_table,
