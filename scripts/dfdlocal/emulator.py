@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from dfdlocal import s3store
 from dfdlocal.names import CREDENTIALS, REGION
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
@@ -51,6 +52,8 @@ def prepare_environment(endpoint: str, port: int) -> None:
     # The Step Functions executor calls back to localhost:$MOTO_PORT.
     os.environ["MOTO_PORT"] = str(port)
     os.environ.setdefault("MOTO_DISABLE_GLOBAL_CORS", "true")
+    # parts and objects up to 64 MiB in memory (moto's default, 5 MiB, sent every part to a temporary file)
+    os.environ.setdefault(s3store.ENVIRONMENT, str(s3store.KEY_BUFFER_BYTES))
 
 
 class SerializeDynamoDB:
@@ -111,6 +114,7 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
 
     from dfdlocal.cognito import CognitoCors
 
+    s3store.install()
     dispatcher = DomainDispatcherApplication(create_backend_app)
     app = CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher)))
     host, port = sock.getsockname()[:2]

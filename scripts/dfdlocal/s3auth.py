@@ -10,14 +10,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import tempfile
+import io
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
-SPOOL_BYTES = 64 * 1024 * 1024
+READ_BYTES = 64 * 1024 * 1024  # a PUT body up to this size (any part of an upload up to ~600 GB) is one read
 
 
 class Refused(Exception):
@@ -153,7 +153,10 @@ class PresignedS3Guard:
     def _check_body(environ: dict[str, Any], claimed: str | None) -> None:
         """A PUT body must be exactly Content-Length bytes (S3: 411 MissingContentLength without one, 400
         IncompleteBody when fewer arrive) and match its x-amz-checksum-sha256 when given (400 BadDigest, the
-        request refused before anything is stored). The body is spooled and handed on to the app."""
+        request refused before anything is stored). The body is handed on to the app as the very bytes object
+        moto's ``request.data`` then returns (``wsgi.input_terminated``: werkzeug reads the BytesIO as is, and
+        a BytesIO made from bytes shares them): one copy from the socket, whatever the size — moto holds the
+        whole body in memory anyway. A body up to :data:`READ_BYTES` (every part) is one read."""
         raw_length = environ.get("CONTENT_LENGTH")
         if not raw_length:
             raise Refused(411, "MissingContentLength", "You must provide the Content-Length HTTP header.")
@@ -161,32 +164,32 @@ class PresignedS3Guard:
             length = int(raw_length)
         except ValueError:
             raise Refused(400, "InvalidArgument", "Content-Length is not a number.") from None
+        if length < 0:
+            raise Refused(400, "InvalidArgument", "Content-Length is negative.")
         source = environ["wsgi.input"]
-        spool: Any = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - handed to the app
         digest = hashlib.sha256()
+        chunks: list[bytes] = []
         left = length
-        try:
-            while left > 0:
-                try:
-                    chunk = source.read(min(left, 1024 * 1024))
-                except (OSError, ValueError):
-                    chunk = b""
-                if not chunk:
-                    raise Refused(
-                        400,
-                        "IncompleteBody",
-                        "You did not provide the number of bytes specified by the Content-Length HTTP header.",
-                    )
-                digest.update(chunk)
-                spool.write(chunk)
-                left -= len(chunk)
-            if claimed is not None and base64.b64encode(digest.digest()).decode() != claimed:
-                raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
-        except Refused:
-            spool.close()
-            raise
-        spool.seek(0)
-        environ["wsgi.input"] = spool
+        while left > 0:
+            try:
+                chunk = source.read(min(left, READ_BYTES))
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:
+                raise Refused(
+                    400,
+                    "IncompleteBody",
+                    "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+                )
+            digest.update(chunk)
+            chunks.append(chunk)
+            left -= len(chunk)
+        if claimed is not None and base64.b64encode(digest.digest()).decode() != claimed:
+            raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        del chunks
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["wsgi.input_terminated"] = True
         if claimed is None:
             return
         # S3 stores a verified checksum; moto records one only when the SDK announces the algorithm
