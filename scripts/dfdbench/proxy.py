@@ -22,15 +22,19 @@ BURST_SECONDS = 0.005  # idle time earns at most this much credit
 
 
 def _upstream(client: socket.socket, server: socket.socket, latency: float, bandwidth: float | None) -> None:
+    """Client → server: forwarded as it comes (after `latency` once per request burst), or paced at
+    `bandwidth` like downloads (received into one buffer, no allocation per chunk)."""
     due = time.monotonic()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
     try:
-        while data := client.recv(65536):
+        while received := client.recv_into(buffer):
             if latency:
                 time.sleep(latency)
-            server.sendall(data)
+            server.sendall(view[:received])
             if bandwidth:
                 now = time.monotonic()
-                due = max(due, now - BURST_SECONDS) + len(data) / bandwidth
+                due = max(due, now - BURST_SECONDS) + received / bandwidth
                 if due > now:
                     time.sleep(due - now)
     except OSError:
@@ -43,11 +47,13 @@ def _upstream(client: socket.socket, server: socket.socket, latency: float, band
 
 def _downstream(server: socket.socket, client: socket.socket, bandwidth: float) -> None:
     due = time.monotonic()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
     try:
-        while data := server.recv(CHUNK):
-            client.sendall(data)
+        while received := server.recv_into(buffer):
+            client.sendall(view[:received])
             now = time.monotonic()
-            due = max(due, now - BURST_SECONDS) + len(data) / bandwidth
+            due = max(due, now - BURST_SECONDS) + received / bandwidth
             if due > now:
                 time.sleep(due - now)
     except OSError:

@@ -10,14 +10,15 @@ target 10):
 - a value larger than its key's buffer (a PutObject, a completed multipart upload) is stored in memory and a
   background thread then moves it to its temporary file (moto wrote it to memory, then to the file, inside
   the request: writing 256 MiB to a file took ~0.9 s on the 2-core bench box); a reader waits while it moves;
-- a part's MD5 (its ETag) is computed from the request's bytes when it is stored, not read back;
-- an upload created with ``ChecksumAlgorithm=SHA256`` (the service's) records each part's SHA-256 when the
-  part is stored (in the part request's thread, with the GIL released), so that CompleteMultipartUpload does
-  not hash every part again for the composite checksum;
+- a value in memory shares the request's bytes (moto copied them into its buffer);
+- an object's or a part's MD5 (its ETag) and, for an upload created with ``ChecksumAlgorithm=SHA256`` (the
+  service's), a part's SHA-256 are the ones the S3 guard (dfdlocal.s3auth) computed as the body streamed in,
+  else computed from the bytes at hand (moto read the value back for its MD5), so that
+  CompleteMultipartUpload does not hash every part again for the composite checksum;
 - CompleteMultipartUpload validates the parts exactly as moto does (same errors in the same order), then
-  reads each part once into one buffer of the object's size (moto read each part twice, appended them to a
-  growing buffer and copied the result once more), with the same ETag (MD5 of the parts' MD5s, ``-N``) and the
-  same checksum (moto frees an upload's parts when it completes).
+  joins the parts' bytes in one copy, which the object then shares (moto read each part twice, appended them
+  to a growing buffer, copied the result, and copied it again into the object's buffer), with the same ETag
+  (MD5 of the parts' MD5s, ``-N``) and the same checksum (moto frees an upload's parts when it completes).
 
 Memory cost: the parts of an upload in progress (the file's size so far), every object up to 64 MiB, and a
 larger object for the second or so its move to a file takes
@@ -29,10 +30,13 @@ whose ``FakeMultipart.complete`` is not the one this was written for is left alo
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from dfdlocal.s3auth import RECEIVED
 
 KEY_BUFFER_BYTES = 64 * 1024 * 1024
 ENVIRONMENT = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"
@@ -74,7 +78,12 @@ def _patch(models: Any) -> None:
         large = len(new_value) > self._max_buffer_size
         if large:  # in memory now (the buffer's limit raised for this value), to its file in the background
             self._value_buffer._max_size = len(new_value)
-        self._value_buffer.write(new_value)
+        if isinstance(new_value, bytes) and not self._value_buffer._rolled:
+            shared = io.BytesIO(new_value)  # shares the bytes until written to: no copy
+            shared.seek(0, io.SEEK_END)
+            self._value_buffer._file = shared
+        else:
+            self._value_buffer.write(new_value)
         self.contentsize = len(new_value)
         if large and hasattr(self, "lock"):  # else __init__ is running: it starts the move once the lock exists
             _start_spill(self)
@@ -84,6 +93,9 @@ def _patch(models: Any) -> None:
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
+        received = RECEIVED.digests(args[1] if len(args) > 1 else kwargs.get("value"))
+        if self._etag is None and received:  # moto's ETag (the MD5 of the value) as the guard computed it
+            self._etag = received[1]
         if self.contentsize > self._max_buffer_size:
             _start_spill(self)
 
@@ -93,10 +105,11 @@ def _patch(models: Any) -> None:
 
     def set_part(self: Any, part_id: int, value: bytes) -> Any:
         key = original_set_part(self, part_id, value)
+        received = RECEIVED.digests(value)  # the guard's, when it read these very bytes in this thread
         if key._etag is None:  # moto's ETag, from the bytes at hand rather than read back from the buffer
-            key._etag = hashlib.md5(value, usedforsecurity=False).hexdigest()
+            key._etag = received[1] if received else hashlib.md5(value, usedforsecurity=False).hexdigest()
         if _composite_sha256(self.metadata):
-            setattr(key, _SHA256, hashlib.sha256(value).digest())
+            setattr(key, _SHA256, received[0] if received else hashlib.sha256(value).digest())
         return key
 
     fake_multipart.set_part = set_part
@@ -109,7 +122,7 @@ def _composite_sha256(metadata: Any) -> bool:
     return str(algorithm).upper() == "SHA256" and (not kind or str(kind).upper() == "COMPOSITE")
 
 
-def complete(models: Any, multipart: Any, body: Iterator[tuple[int, str]]) -> tuple[bytearray, str, Any]:
+def complete(models: Any, multipart: Any, body: Iterator[tuple[int, str]]) -> tuple[bytes, str, Any]:
     """moto 5.2's ``FakeMultipart.complete`` (same checks, errors, ETag and checksum) without its copies."""
     builder = models.MultipartChecksumBuilder(
         multipart.metadata.get("x-amz-checksum-algorithm"), multipart.metadata.get("x-amz-checksum-type")
@@ -132,24 +145,20 @@ def complete(models: Any, multipart: Any, body: Iterator[tuple[int, str]]) -> tu
         last = part
     if not chosen:
         raise models.MalformedXML
-    total = bytearray(sum(part.contentsize for part in chosen))
-    view = memoryview(total)
-    offset = 0
+    values: list[bytes] = []
     composite_sha256 = builder.checksum_type == "COMPOSITE" and builder.checksum_algorithm == "SHA256"
     for part in chosen:
-        piece = view[offset : offset + part.contentsize]
         with part.lock:
             part._value_buffer.seek(0)
-            if part._value_buffer.readinto(piece) != part.contentsize:
-                raise RuntimeError(f"part {part.name} holds fewer bytes than its size")
+            value = part._value_buffer.read()  # a part in memory: its bytes themselves, not a copy
         if composite_sha256:
-            digest = getattr(part, _SHA256, None) or hashlib.sha256(piece).digest()
-            builder.checksum.extend(digest)
+            builder.checksum.extend(getattr(part, _SHA256, None) or hashlib.sha256(value).digest())
             builder.part_count += 1
         else:
-            builder.addPart(bytes(piece))
-        offset += part.contentsize
-    view.release()
+            builder.addPart(value)
+        values.append(value)
+    total = values[0] if len(values) == 1 else b"".join(values)  # the one copy
+    del values
     etag = hashlib.md5(bytes(md5s), usedforsecurity=False).hexdigest()
     return total, f"{etag}-{len(chosen)}", builder.build()
 

@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from dfdlocal.s3auth import PresignedS3Guard, Refused, verify_url
+from dfdlocal.s3auth import RECEIVED, PresignedS3Guard, Refused, verify_url
 
 SECRETS = {"testing": "testing"}.get
 
@@ -254,6 +254,10 @@ def test_guard_hands_the_body_to_moto_as_the_bytes_it_read() -> None:
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         kept = environ["wsgi.input"].getvalue()
         handed.append((kept, Request(environ).get_data()))
+        # the digests S3 keeps of the body, for the store (dfdlocal.s3store), of these very bytes only
+        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        assert RECEIVED.digests(kept) == (hashlib.sha256(data).digest(), md5)
+        assert RECEIVED.digests(bytes(bytearray(kept))) is None
         start_response("200 OK", [])
         return [b""]
 

@@ -84,6 +84,27 @@ def test_a_part_s_etag_and_sha256_are_those_of_its_bytes(backend: Any) -> None:
     assert not hasattr(_multipart(backend, "k2", PARTS[:1], None).parts[1], s3store._SHA256)
 
 
+def test_a_part_takes_the_digests_the_guard_computed_of_its_very_bytes(backend: Any) -> None:
+    from requests.structures import CaseInsensitiveDict
+
+    from dfdlocal.s3auth import RECEIVED
+
+    body = os.urandom(MIB)
+    upload = backend.create_multipart_upload(
+        backend.bucket, "k", CaseInsensitiveDict({"x-amz-checksum-algorithm": "SHA256"}), *[None] * 5
+    )
+    RECEIVED.body, RECEIVED.sha256, RECEIVED.md5 = body, b"guard's sha256", "guard's md5"
+    try:
+        backend.upload_part(backend.bucket, upload.id, 1, body)  # these bytes: the guard's digests
+        backend.upload_part(backend.bucket, upload.id, 2, bytes(bytearray(body)))  # equal bytes: its own
+    finally:
+        RECEIVED.body = None
+    assert (upload.parts[1].etag, getattr(upload.parts[1], s3store._SHA256)) == ('"guard\'s md5"', b"guard's sha256")
+    assert upload.parts[2].etag == f'"{md5(body).hexdigest()}"'
+    assert getattr(upload.parts[2], s3store._SHA256) == hashlib.sha256(body).digest()
+    assert upload.parts[1].value == upload.parts[2].value == body
+
+
 def test_complete_refuses_what_moto_refuses(backend: Any) -> None:
     from moto.s3.exceptions import EntityTooSmall, InvalidPart, MalformedXML
 
