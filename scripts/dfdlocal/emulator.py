@@ -94,6 +94,15 @@ class VerifyPresigned:
         return self.guard(environ, start_response)
 
 
+def _cache_module_listing() -> None:
+    """moto's dispatcher lists its package directory (~1 ms: a stat per entry) on every request, under its one
+    lock; the listing cannot change while the process runs: listed once."""
+    from moto import backends
+
+    listed = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: listed
+
+
 def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
     """moto's server app on an already bound socket (call after :func:`prepare_environment`)."""
     from moto.moto_server.werkzeug_app import (
@@ -115,6 +124,7 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
     from dfdlocal.cognito import CognitoCors
 
     s3store.install()
+    _cache_module_listing()
     dispatcher = DomainDispatcherApplication(create_backend_app)
     app = CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher)))
     host, port = sock.getsockname()[:2]

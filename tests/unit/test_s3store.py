@@ -145,3 +145,18 @@ def test_a_value_larger_than_the_buffer_moves_to_its_file(backend: Any) -> None:
     stored = backend.get_object(backend.bucket, "large")
     assert stored._value_buffer._rolled
     assert stored.value == large and stored.etag == f'"{md5(large).hexdigest()}"'
+
+
+def test_moto_s_module_listing_is_taken_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's dispatcher asks for it on every request; the emulator lists the package once."""
+    from moto import backends
+
+    from dfdlocal import emulator
+
+    monkeypatch.setattr(backends, "list_of_moto_modules", backends.list_of_moto_modules)
+    listed = list(backends.list_of_moto_modules())
+    emulator._cache_module_listing()
+    calls: list[str] = []
+    monkeypatch.setattr(os, "listdir", lambda path: calls.append(str(path)) or [])
+    assert list(backends.list_of_moto_modules()) == listed and "s3" in listed
+    assert not calls
