@@ -255,6 +255,29 @@ def test_presigns_in_batches_of_at_most_100(tmp_path: Path, states: StateStore) 
     assert len(server.completed[0]["parts"]) == 250
 
 
+def test_the_next_batch_s_checksums_are_computed_while_this_one_is_sent(
+    tmp_path: Path, states: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every part's SHA-256 is computed once; those of every batch after the first by the thread that works
+    ahead (started as soon as the previous batch is presigned), not by a worker holding the presign lock."""
+    path = tmp_path / "ahead.bin"
+    path.write_bytes(bytes(range(256)) * 3)  # 48 parts of 16 bytes
+    server = FakeServer(size=768, part_size=16)
+    hashed: list[tuple[int, str]] = []
+    real = multipart.part_checksum
+
+    def recording(file: str, offset: int, length: int) -> str:
+        hashed.append((offset // 16 + 1, threading.current_thread().name))
+        return real(file, offset, length)
+
+    monkeypatch.setattr(multipart, "part_checksum", recording)
+    uploader(server, states, parts_in_flight=3).start(path, server.issued())
+    assert [len(batch) for batch in server.presigned] == [3, 3, 6, 12, 24]
+    assert sorted(number for number, _ in hashed) == list(range(1, 49))
+    assert {number for number, thread in hashed if not thread.startswith("dfd-part-sha256")} == {1, 2, 3}
+    assert len(server.completed) == 1
+
+
 def test_parts_in_flight_reach_but_never_exceed_the_bound(tmp_path: Path, states: StateStore) -> None:
     path = tmp_path / "wide.bin"
     path.write_bytes(b"y" * (12 * 16))
