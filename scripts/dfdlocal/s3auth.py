@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
-READ_BYTES = 1024 * 1024  # a PUT body is read (and hashed as it comes) in chunks of this size
+READ_BYTES = 256 * 1024  # a PUT body is read and hashed in steps of this size (the last one after the last byte)
 
 
 class Received(threading.local):
