@@ -29,11 +29,9 @@ def _upstream(client: socket.socket, server: socket.socket, latency: float, band
     `bandwidth` like downloads. On Linux the bytes go socket → pipe → socket inside the kernel (``splice``):
     the proxy's own CPU per byte would otherwise compete with the upload it measures on a small box."""
     due = time.monotonic()
-    move = _spliced(client, server) if hasattr(os, "splice") else _copied(client, server)
+    move = _spliced(client, server, latency) if hasattr(os, "splice") else _copied(client, server, latency)
     try:
         while received := move():
-            if latency:
-                time.sleep(latency)
             if bandwidth:
                 now = time.monotonic()
                 due = max(due, now - BURST_SECONDS) + received / bandwidth
@@ -47,20 +45,23 @@ def _upstream(client: socket.socket, server: socket.socket, latency: float, band
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def _copied(source: socket.socket, target: socket.socket) -> Callable[[], int]:
-    """Up to CHUNK bytes from `source` to `target` through one buffer: the count (0 at the end)."""
+def _copied(source: socket.socket, target: socket.socket, latency: float) -> Callable[[], int]:
+    """Up to CHUNK bytes from `source` to `target` through one buffer, `latency` after they arrived: the
+    count (0 at the end)."""
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
 
     def move() -> int:
         received = source.recv_into(buffer)
+        if received and latency:
+            time.sleep(latency)
         target.sendall(view[:received])
         return received
 
     return move
 
 
-def _spliced(source: socket.socket, target: socket.socket) -> Callable[[], int]:
+def _spliced(source: socket.socket, target: socket.socket, latency: float) -> Callable[[], int]:
     """The same through a pipe with ``os.splice`` (no copy to user space)."""
     read_end, write_end = os.pipe()
     with contextlib.suppress(OSError, AttributeError):
@@ -71,6 +72,8 @@ def _spliced(source: socket.socket, target: socket.socket) -> Callable[[], int]:
         nonlocal closed
         try:
             received = os.splice(source.fileno(), write_end, CHUNK)
+            if received and latency:
+                time.sleep(latency)
             left = received
             while left:
                 left -= os.splice(read_end, target.fileno(), left)
