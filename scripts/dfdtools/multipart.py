@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import requests
+import requests.adapters
 
 PRESIGN_BATCH = 100  # the API's limit per POST /uploads/{id}/parts
 READ_CHUNK = 256 * 1024
@@ -227,6 +228,28 @@ class PartReader:
         self._handle.close()
 
 
+class LargeBlocks(requests.adapters.HTTPAdapter):
+    """Connections that send a request body in READ_CHUNK steps (urllib3's default, 16 KiB, costs a round of
+    Python — a PartReader.read, a progress report, a send — per 16 KiB: ~0.25 s of CPU per 256 MiB)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("blocksize", READ_CHUNK)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def mount_large_blocks(session: requests.Session) -> requests.Session:
+    """`session` with :class:`LargeBlocks` for http and https (what :func:`part_session` makes)."""
+    adapter = LargeBlocks()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def part_session() -> requests.Session:
+    """The uploader's default session: a ``requests.Session`` whose part PUTs go in READ_CHUNK steps."""
+    return mount_large_blocks(requests.Session())
+
+
 def part_checksum(path: str, offset: int, length: int) -> str:
     """Base64 SHA-256 of the part, read in 1 MiB chunks (what S3 compares with x-amz-checksum-sha256)."""
     digest = hashlib.sha256()
@@ -278,7 +301,7 @@ class MultipartUploader:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api.rstrip("/")
-        self.session: HttpSession = session or requests.Session()
+        self.session: HttpSession = session or part_session()
         self.headers = dict(headers or {})
         self.tuning = tuning or Tuning()
         if self.tuning.parts_in_flight < 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import re
 import threading
@@ -548,6 +549,7 @@ class CliSession:
     def __init__(self, server: FakeServer, fake: FakeRequests) -> None:
         self.server, self.fake = server, fake
         self.headers: dict[str, str] = {}
+        self.mounted: dict[str, Any] = {}
 
     def post(self, url: str, json: Any = None, **kwargs: Any) -> Any:
         if url.endswith("/upload"):
@@ -559,6 +561,9 @@ class CliSession:
         if "/metadata/" in url:
             return self.fake.get(url, **kwargs)
         return self.server.request("GET", url, **kwargs)
+
+    def mount(self, prefix: str, adapter: Any) -> None:  # the uploader's session mounts its LargeBlocks adapter
+        self.mounted[prefix] = adapter
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.server, name)
@@ -610,3 +615,27 @@ def test_batches_do_not_depend_on_which_worker_asks_first(data_file: Path, state
     for number in (1, 6, 5, 2, 3, 4):
         assert presigner.get(number).url.startswith("http")
     assert server.presigned == [[1, 2, 3, 4], [5, 6]]
+
+
+def test_the_default_session_sends_bodies_in_read_chunk_steps() -> None:
+    """urllib3 reads a body in its connections' blocksize (16 KiB by default): the uploader's default session
+    (scripts/upload's) asks for READ_CHUNK, so a part goes out in PartReader-sized reads."""
+    from urllib3.util.request import body_to_chunks
+
+    session = multipart.part_session()
+    for scheme in ("http", "https"):
+        pool = session.get_adapter(f"{scheme}://example.com").poolmanager.connection_from_url(
+            f"{scheme}://example.com/"
+        )
+        assert pool._new_conn().blocksize == multipart.READ_CHUNK
+    assert isinstance(multipart.MultipartUploader(API).session, requests.Session)
+    reads: list[int] = []
+
+    class Body(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            reads.append(-1 if size is None else size)
+            return super().read(size)
+
+    chunks = body_to_chunks(Body(b"x" * (3 * multipart.READ_CHUNK)), "PUT", multipart.READ_CHUNK).chunks
+    assert chunks is not None and sum(len(chunk) for chunk in chunks) == 3 * multipart.READ_CHUNK
+    assert set(reads) == {multipart.READ_CHUNK}
