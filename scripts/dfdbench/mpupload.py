@@ -49,7 +49,10 @@ class ViaProxy(requests.Session):
     """Requests to `origin` (the stack's S3) go to `proxy` instead, with the Host the URL was signed for."""
 
     def __init__(self, origin: str, proxy: str) -> None:
+        from dfdtools.multipart import mount_large_blocks
+
         super().__init__()
+        mount_large_blocks(self)  # the uploader's own default session does the same (scripts/upload uses it)
         self.origin, self.proxy, self.host = origin, proxy, urlsplit(origin).netloc
         self.on_part: Any = None  # called with each part PUT's response (the resume row's trigger)
         self.last_part = 0.0  # perf_counter when the last request to S3 answered

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
+import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from dfdbench.emulator import ChildProcess, announce
 
@@ -22,15 +25,16 @@ BURST_SECONDS = 0.005  # idle time earns at most this much credit
 
 
 def _upstream(client: socket.socket, server: socket.socket, latency: float, bandwidth: float | None) -> None:
+    """Client → server: forwarded as it comes (after `latency` once per request burst), or paced at
+    `bandwidth` like downloads. On Linux the bytes go socket → pipe → socket inside the kernel (``splice``):
+    the proxy's own CPU per byte would otherwise compete with the upload it measures on a small box."""
     due = time.monotonic()
+    move = _spliced(client, server, latency) if hasattr(os, "splice") else _copied(client, server, latency)
     try:
-        while data := client.recv(65536):
-            if latency:
-                time.sleep(latency)
-            server.sendall(data)
+        while received := move():
             if bandwidth:
                 now = time.monotonic()
-                due = max(due, now - BURST_SECONDS) + len(data) / bandwidth
+                due = max(due, now - BURST_SECONDS) + received / bandwidth
                 if due > now:
                     time.sleep(due - now)
     except OSError:
@@ -41,13 +45,60 @@ def _upstream(client: socket.socket, server: socket.socket, latency: float, band
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+def _copied(source: socket.socket, target: socket.socket, latency: float) -> Callable[[], int]:
+    """Up to CHUNK bytes from `source` to `target` through one buffer, `latency` after they arrived: the
+    count (0 at the end)."""
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+
+    def move() -> int:
+        received = source.recv_into(buffer)
+        if received and latency:
+            time.sleep(latency)
+        target.sendall(view[:received])
+        return received
+
+    return move
+
+
+def _spliced(source: socket.socket, target: socket.socket, latency: float) -> Callable[[], int]:
+    """The same through a pipe with ``os.splice`` (no copy to user space)."""
+    read_end, write_end = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, CHUNK)
+    closed = False
+
+    def move() -> int:
+        nonlocal closed
+        try:
+            received = os.splice(source.fileno(), write_end, CHUNK)
+            if received and latency:
+                time.sleep(latency)
+            left = received
+            while left:
+                left -= os.splice(read_end, target.fileno(), left)
+        except BaseException:
+            received = 0
+            raise
+        finally:
+            if not received and not closed:
+                closed = True
+                os.close(read_end)
+                os.close(write_end)
+        return received
+
+    return move
+
+
 def _downstream(server: socket.socket, client: socket.socket, bandwidth: float) -> None:
     due = time.monotonic()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
     try:
-        while data := server.recv(CHUNK):
-            client.sendall(data)
+        while received := server.recv_into(buffer):
+            client.sendall(view[:received])
             now = time.monotonic()
-            due = max(due, now - BURST_SECONDS) + len(data) / bandwidth
+            due = max(due, now - BURST_SECONDS) + received / bandwidth
             if due > now:
                 time.sleep(due - now)
     except OSError:

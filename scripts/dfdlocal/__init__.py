@@ -9,6 +9,7 @@ Modules:
 - ``emulator``: moto's server app (DynamoDB serialized, presigned S3 verified) and ``create_resources``, the
   one function that creates the template's tables, queues and buckets (local stack, tests and bench).
 - ``s3auth``: what S3 checks on presigned requests and moto does not (SigV4, expiry, checksum).
+- ``s3store``: moto's S3 storage without its copies and re-hashing (64 MiB in memory, same ETags/checksums).
 - ``runtime``: hosts the functions in-process and invokes them like Lambda.
 - ``apigw``: the HTTP API (payload v2 events, routes, CORS) and the web pages.
 - ``lambda_api``: Lambda's Invoke API for the functions.

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from dfdlocal import s3store
 from dfdlocal.names import CREDENTIALS, REGION
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
@@ -51,6 +52,8 @@ def prepare_environment(endpoint: str, port: int) -> None:
     # The Step Functions executor calls back to localhost:$MOTO_PORT.
     os.environ["MOTO_PORT"] = str(port)
     os.environ.setdefault("MOTO_DISABLE_GLOBAL_CORS", "true")
+    # parts and objects up to 64 MiB in memory (moto's default, 5 MiB, sent every part to a temporary file)
+    os.environ.setdefault(s3store.ENVIRONMENT, str(s3store.KEY_BUFFER_BYTES))
 
 
 class SerializeDynamoDB:
@@ -91,6 +94,15 @@ class VerifyPresigned:
         return self.guard(environ, start_response)
 
 
+def _cache_module_listing() -> None:
+    """moto's dispatcher lists its package directory (~1 ms: a stat per entry) on every request, under its one
+    lock; the listing cannot change while the process runs: listed once."""
+    from moto import backends
+
+    listed = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: listed
+
+
 def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
     """moto's server app on an already bound socket (call after :func:`prepare_environment`)."""
     from moto.moto_server.werkzeug_app import (
@@ -111,6 +123,8 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
 
     from dfdlocal.cognito import CognitoCors
 
+    s3store.install()
+    _cache_module_listing()
     dispatcher = DomainDispatcherApplication(create_backend_app)
     app = CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher)))
     host, port = sock.getsockname()[:2]

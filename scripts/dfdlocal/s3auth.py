@@ -10,14 +10,31 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import tempfile
+import io
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
-SPOOL_BYTES = 64 * 1024 * 1024
+READ_BYTES = 256 * 1024  # a PUT body is read and hashed in steps of this size (the last one after the last byte)
+
+
+class Received(threading.local):
+    """The last PUT body the guard accepted in this thread (the request's thread, where moto then stores it),
+    with the digests S3 keeps of it: its SHA-256 and its MD5 (the ETag), computed once, as it streamed in."""
+
+    body: bytes | None = None
+    sha256: bytes = b""
+    md5: str = ""
+
+    def digests(self, body: object) -> tuple[bytes, str] | None:
+        """(SHA-256, MD5 hex) when `body` is the very object the guard read, else None."""
+        return (self.sha256, self.md5) if body is self.body and self.body is not None else None
+
+
+RECEIVED = Received()
 
 
 class Refused(Exception):
@@ -147,13 +164,19 @@ class PresignedS3Guard:
             status, response_headers, body = _error(refused.status, refused.code, refused.message, origin)
             start_response(status, response_headers)
             return [body]
-        return self.app(environ, start_response)
+        try:
+            return self.app(environ, start_response)
+        finally:
+            RECEIVED.body = None  # the store has taken it (or not): this thread's next request is another
 
     @staticmethod
     def _check_body(environ: dict[str, Any], claimed: str | None) -> None:
         """A PUT body must be exactly Content-Length bytes (S3: 411 MissingContentLength without one, 400
         IncompleteBody when fewer arrive) and match its x-amz-checksum-sha256 when given (400 BadDigest, the
-        request refused before anything is stored). The body is spooled and handed on to the app."""
+        request refused before anything is stored). The body is handed on to the app as the very bytes object
+        moto's ``request.data`` then returns (``wsgi.input_terminated``: werkzeug reads the BytesIO as is, and
+        a BytesIO made from bytes shares them; moto holds the whole body in memory anyway), and recorded in
+        :data:`RECEIVED` with its SHA-256 and MD5."""
         raw_length = environ.get("CONTENT_LENGTH")
         if not raw_length:
             raise Refused(411, "MissingContentLength", "You must provide the Content-Length HTTP header.")
@@ -161,32 +184,35 @@ class PresignedS3Guard:
             length = int(raw_length)
         except ValueError:
             raise Refused(400, "InvalidArgument", "Content-Length is not a number.") from None
+        if length < 0:
+            raise Refused(400, "InvalidArgument", "Content-Length is negative.")
         source = environ["wsgi.input"]
-        spool: Any = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - handed to the app
-        digest = hashlib.sha256()
+        RECEIVED.body = None
+        digest, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+        chunks: list[bytes] = []
         left = length
-        try:
-            while left > 0:
-                try:
-                    chunk = source.read(min(left, 1024 * 1024))
-                except (OSError, ValueError):
-                    chunk = b""
-                if not chunk:
-                    raise Refused(
-                        400,
-                        "IncompleteBody",
-                        "You did not provide the number of bytes specified by the Content-Length HTTP header.",
-                    )
-                digest.update(chunk)
-                spool.write(chunk)
-                left -= len(chunk)
-            if claimed is not None and base64.b64encode(digest.digest()).decode() != claimed:
-                raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
-        except Refused:
-            spool.close()
-            raise
-        spool.seek(0)
-        environ["wsgi.input"] = spool
+        while left > 0:
+            try:
+                chunk = source.read(min(left, READ_BYTES))
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:
+                raise Refused(
+                    400,
+                    "IncompleteBody",
+                    "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+                )
+            digest.update(chunk)
+            md5.update(chunk)
+            chunks.append(chunk)
+            left -= len(chunk)
+        if claimed is not None and base64.b64encode(digest.digest()).decode() != claimed:
+            raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        del chunks
+        RECEIVED.body, RECEIVED.sha256, RECEIVED.md5 = body, digest.digest(), md5.hexdigest()
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["wsgi.input_terminated"] = True
         if claimed is None:
             return
         # S3 stores a verified checksum; moto records one only when the SDK announces the algorithm

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import re
 import threading
@@ -253,6 +254,29 @@ def test_presigns_in_batches_of_at_most_100(tmp_path: Path, states: StateStore) 
     assert [len(batch) for batch in server.presigned] == [3, 3, 6, 12, 24, 48, 96, 58]  # doubling, ≤ 100
     assert sorted(n for batch in server.presigned for n in batch) == list(range(1, 251))
     assert len(server.completed[0]["parts"]) == 250
+
+
+def test_the_next_batch_s_checksums_are_computed_while_this_one_is_sent(
+    tmp_path: Path, states: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every part's SHA-256 is computed once; those of every batch after the first by the thread that works
+    ahead (started as soon as the previous batch is presigned), not by a worker holding the presign lock."""
+    path = tmp_path / "ahead.bin"
+    path.write_bytes(bytes(range(256)) * 3)  # 48 parts of 16 bytes
+    server = FakeServer(size=768, part_size=16)
+    hashed: list[tuple[int, str]] = []
+    real = multipart.part_checksum
+
+    def recording(file: str, offset: int, length: int) -> str:
+        hashed.append((offset // 16 + 1, threading.current_thread().name))
+        return real(file, offset, length)
+
+    monkeypatch.setattr(multipart, "part_checksum", recording)
+    uploader(server, states, parts_in_flight=3).start(path, server.issued())
+    assert [len(batch) for batch in server.presigned] == [3, 3, 6, 12, 24]
+    assert sorted(number for number, _ in hashed) == list(range(1, 49))
+    assert {number for number, thread in hashed if not thread.startswith("dfd-part-sha256")} == {1, 2, 3}
+    assert len(server.completed) == 1
 
 
 def test_parts_in_flight_reach_but_never_exceed_the_bound(tmp_path: Path, states: StateStore) -> None:
@@ -525,6 +549,7 @@ class CliSession:
     def __init__(self, server: FakeServer, fake: FakeRequests) -> None:
         self.server, self.fake = server, fake
         self.headers: dict[str, str] = {}
+        self.mounted: dict[str, Any] = {}
 
     def post(self, url: str, json: Any = None, **kwargs: Any) -> Any:
         if url.endswith("/upload"):
@@ -536,6 +561,9 @@ class CliSession:
         if "/metadata/" in url:
             return self.fake.get(url, **kwargs)
         return self.server.request("GET", url, **kwargs)
+
+    def mount(self, prefix: str, adapter: Any) -> None:  # the uploader's session mounts its LargeBlocks adapter
+        self.mounted[prefix] = adapter
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.server, name)
@@ -587,3 +615,27 @@ def test_batches_do_not_depend_on_which_worker_asks_first(data_file: Path, state
     for number in (1, 6, 5, 2, 3, 4):
         assert presigner.get(number).url.startswith("http")
     assert server.presigned == [[1, 2, 3, 4], [5, 6]]
+
+
+def test_the_default_session_sends_bodies_in_read_chunk_steps() -> None:
+    """urllib3 reads a body in its connections' blocksize (16 KiB by default): the uploader's default session
+    (scripts/upload's) asks for READ_CHUNK, so a part goes out in PartReader-sized reads."""
+    from urllib3.util.request import body_to_chunks
+
+    session = multipart.part_session()
+    for scheme in ("http", "https"):
+        pool = session.get_adapter(f"{scheme}://example.com").poolmanager.connection_from_url(
+            f"{scheme}://example.com/"
+        )
+        assert pool._new_conn().blocksize == multipart.READ_CHUNK
+    assert isinstance(multipart.MultipartUploader(API).session, requests.Session)
+    reads: list[int] = []
+
+    class Body(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            reads.append(-1 if size is None else size)
+            return super().read(size)
+
+    chunks = body_to_chunks(Body(b"x" * (3 * multipart.READ_CHUNK)), "PUT", multipart.READ_CHUNK).chunks
+    assert chunks is not None and sum(len(chunk) for chunk in chunks) == 3 * multipart.READ_CHUNK
+    assert set(reads) == {multipart.READ_CHUNK}

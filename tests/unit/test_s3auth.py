@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from dfdlocal.s3auth import PresignedS3Guard, Refused, verify_url
+from dfdlocal.s3auth import RECEIVED, PresignedS3Guard, Refused, verify_url
 
 SECRETS = {"testing": "testing"}.get
 
@@ -225,3 +225,58 @@ def test_guard_drops_the_content_type_of_an_upload_part() -> None:
     plain = presign(ContentLength=len(data))  # a PutObject keeps its type (S3 stores it)
     assert send(guard, plain, data, {"content-type": "application/x-www-form-urlencoded"})[0] == "200 OK"
     assert types == [None, "application/x-www-form-urlencoded"]
+
+
+class Trickle(io.RawIOBase):
+    """A socket-like body: at most `step` bytes per read, and a count of the reads."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self.data, self.step, self.reads = data, step, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        self.reads += 1
+        chunk, self.data = self.data[: min(size, self.step)], self.data[min(size, self.step) :]
+        return chunk
+
+
+def test_guard_hands_the_body_to_moto_as_the_bytes_it_read() -> None:
+    """moto reads the body with werkzeug's Request.get_data: it gets the very bytes object the guard read (no
+    copy), whether the body came in one read or in many."""
+    from werkzeug.wrappers import Request
+
+    data = bytes(range(256)) * 40
+    url = presign_part(ContentLength=len(data), ChecksumSHA256=b64sha(data))
+    handed: list[tuple[bytes, bytes]] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        kept = environ["wsgi.input"].getvalue()
+        handed.append((kept, Request(environ).get_data()))
+        # the digests S3 keeps of the body, for the store (dfdlocal.s3store), of these very bytes only
+        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        assert RECEIVED.digests(kept) == (hashlib.sha256(data).digest(), md5)
+        assert RECEIVED.digests(bytes(bytearray(kept))) is None
+        start_response("200 OK", [])
+        return [b""]
+
+    guard = PresignedS3Guard(app, SECRETS)
+    statuses: list[str] = []
+    for step in (len(data), 1000):
+        path, query = url.split("127.0.0.1:4566", 1)[1].split("?", 1)
+        source = Trickle(data, step)
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": "PUT",
+            "PATH_INFO": path,
+            "RAW_URI": f"{path}?{query}",
+            "QUERY_STRING": query,
+            "HTTP_HOST": "127.0.0.1:4566",
+            "CONTENT_LENGTH": str(len(data)),
+            "HTTP_X_AMZ_CHECKSUM_SHA256": b64sha(data),
+            "wsgi.input": source,
+        }
+        b"".join(guard(environ, lambda status, _headers: statuses.append(status)))
+        assert statuses.pop() == "200 OK"
+        assert source.reads == -(-len(data) // step)
+    assert [(kept == data, seen is kept) for kept, seen in handed] == [(True, True), (True, True)]

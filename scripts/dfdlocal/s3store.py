@@ -1,0 +1,178 @@
+"""moto's S3 storage made cheaper for the local stack's multipart uploads, with the same results.
+
+moto 5 keeps every object and every part in a ``SpooledTemporaryFile`` of ``MOTO_S3_DEFAULT_KEY_BUFFER_SIZE``
+bytes (default 5 MiB - 1 KiB: each 5-8 MiB part of an upload went to a temporary file, was read back for its
+MD5, and twice more by CompleteMultipartUpload). What this module changes (measured in docs/performance.md,
+target 10):
+
+- :data:`KEY_BUFFER_BYTES` (64 MiB) is the default buffer (``prepare_environment`` sets it unless the shell
+  does): parts and objects up to 64 MiB stay in memory, larger objects go to a temporary file as before;
+- a value larger than its key's buffer (a PutObject, a completed multipart upload) is stored in memory and a
+  background thread then moves it to its temporary file (moto wrote it to memory, then to the file, inside
+  the request: writing 256 MiB to a file took ~0.9 s on the 2-core bench box); a reader waits while it moves;
+- a value in memory shares the request's bytes (moto copied them into its buffer);
+- an object's or a part's MD5 (its ETag) and, for an upload created with ``ChecksumAlgorithm=SHA256`` (the
+  service's), a part's SHA-256 are the ones the S3 guard (dfdlocal.s3auth) computed as the body streamed in,
+  else computed from the bytes at hand (moto read the value back for its MD5), so that
+  CompleteMultipartUpload does not hash every part again for the composite checksum;
+- CompleteMultipartUpload validates the parts exactly as moto does (same errors in the same order), then
+  joins the parts' bytes in one copy, which the object then shares (moto read each part twice, appended them
+  to a growing buffer, copied the result, and copied it again into the object's buffer), with the same ETag
+  (MD5 of the parts' MD5s, ``-N``) and the same checksum (moto frees an upload's parts when it completes).
+
+Memory cost: the parts of an upload in progress (the file's size so far), every object up to 64 MiB, and a
+larger object for the second or so its move to a file takes
+(``MOTO_S3_DEFAULT_KEY_BUFFER_SIZE=5241856 make run`` restores moto's default buffer). :func:`install`
+patches moto's classes once, after ``prepare_environment`` (moto 5.2's ``FakeKey``/``FakeMultipart``; a moto
+whose ``FakeMultipart.complete`` is not the one this was written for is left alone, with a warning).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dfdlocal.s3auth import RECEIVED
+
+KEY_BUFFER_BYTES = 64 * 1024 * 1024
+ENVIRONMENT = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"
+_SHA256 = "_dfd_sha256"  # the FakeKey attribute holding a part's SHA-256 digest
+
+log = logging.getLogger("dfdlocal.aws")
+_installed = threading.Lock()
+_done: list[bool] = []
+ORIGINALS: dict[str, Callable[..., Any]] = {}  # moto's own functions, for the tests that compare
+
+
+def install() -> bool:
+    """Patch moto's S3 models (idempotent); False when this moto is not the one the patch fits."""
+    with _installed:
+        if _done:
+            return _done[0]
+        from moto.s3 import models
+
+        fits = all(hasattr(models, name) for name in ("FakeKey", "FakeMultipart", "MultipartChecksumBuilder"))
+        fits = fits and models.FakeMultipart.complete.__code__.co_varnames[:3] == ("self", "body", "checksum_algo")
+        if fits:
+            _patch(models)
+        else:
+            log.warning("moto's S3 models are not the expected ones: multipart uploads keep moto's own path")
+        _done.append(fits)
+        return fits
+
+
+def _patch(models: Any) -> None:
+    fake_key, fake_multipart = models.FakeKey, models.FakeMultipart
+    ORIGINALS.update(complete=fake_multipart.complete, set_part=fake_multipart.set_part)
+    getter = fake_key.value.fget
+
+    def set_value(self: Any, new_value: bytes) -> None:
+        self._value_buffer.seek(0)
+        self._value_buffer.truncate()
+        if isinstance(new_value, str):
+            new_value = new_value.encode(models.DEFAULT_TEXT_ENCODING)
+        large = len(new_value) > self._max_buffer_size
+        if large:  # in memory now (the buffer's limit raised for this value), to its file in the background
+            self._value_buffer._max_size = len(new_value)
+        if isinstance(new_value, bytes) and not self._value_buffer._rolled:
+            shared = io.BytesIO(new_value)  # shares the bytes until written to: no copy
+            shared.seek(0, io.SEEK_END)
+            self._value_buffer._file = shared
+        else:
+            self._value_buffer.write(new_value)
+        self.contentsize = len(new_value)
+        if large and hasattr(self, "lock"):  # else __init__ is running: it starts the move once the lock exists
+            _start_spill(self)
+
+    fake_key.value = property(getter, set_value)
+    original_init: Callable[..., None] = fake_key.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        received = RECEIVED.digests(args[1] if len(args) > 1 else kwargs.get("value"))
+        if self._etag is None and received:  # moto's ETag (the MD5 of the value) as the guard computed it
+            self._etag = received[1]
+        if self.contentsize > self._max_buffer_size:
+            _start_spill(self)
+
+    fake_key.__init__ = init
+
+    original_set_part: Callable[..., Any] = fake_multipart.set_part
+
+    def set_part(self: Any, part_id: int, value: bytes) -> Any:
+        key = original_set_part(self, part_id, value)
+        received = RECEIVED.digests(value)  # the guard's, when it read these very bytes in this thread
+        if key._etag is None:  # moto's ETag, from the bytes at hand rather than read back from the buffer
+            key._etag = received[1] if received else hashlib.md5(value, usedforsecurity=False).hexdigest()
+        if _composite_sha256(self.metadata):
+            setattr(key, _SHA256, received[0] if received else hashlib.sha256(value).digest())
+        return key
+
+    fake_multipart.set_part = set_part
+    fake_multipart.complete = lambda self, body: complete(models, self, body)
+
+
+def _composite_sha256(metadata: Any) -> bool:
+    algorithm = metadata.get("x-amz-checksum-algorithm")
+    kind = metadata.get("x-amz-checksum-type")
+    return str(algorithm).upper() == "SHA256" and (not kind or str(kind).upper() == "COMPOSITE")
+
+
+def complete(models: Any, multipart: Any, body: Iterator[tuple[int, str]]) -> tuple[bytes, str, Any]:
+    """moto 5.2's ``FakeMultipart.complete`` (same checks, errors, ETag and checksum) without its copies."""
+    builder = models.MultipartChecksumBuilder(
+        multipart.metadata.get("x-amz-checksum-algorithm"), multipart.metadata.get("x-amz-checksum-type")
+    )
+    chosen: list[Any] = []
+    md5s = bytearray()
+    last = None
+    for number, etag in body:
+        part = multipart.parts.get(number)
+        part_etag = None
+        if part is not None:
+            part_etag = part.etag.replace('"', "")
+            etag = etag.replace('"', "")
+        if part is None or part_etag != etag:
+            raise models.InvalidPart()
+        if last is not None and last.contentsize < models.S3_UPLOAD_PART_MIN_SIZE:
+            raise models.EntityTooSmall()
+        md5s.extend(bytes.fromhex(part_etag))
+        chosen.append(part)
+        last = part
+    if not chosen:
+        raise models.MalformedXML
+    values: list[bytes] = []
+    composite_sha256 = builder.checksum_type == "COMPOSITE" and builder.checksum_algorithm == "SHA256"
+    for part in chosen:
+        with part.lock:
+            part._value_buffer.seek(0)
+            value = part._value_buffer.read()  # a part in memory: its bytes themselves, not a copy
+        if composite_sha256:
+            builder.checksum.extend(getattr(part, _SHA256, None) or hashlib.sha256(value).digest())
+            builder.part_count += 1
+        else:
+            builder.addPart(value)
+        values.append(value)
+    total = values[0] if len(values) == 1 else b"".join(values)  # the one copy
+    del values
+    etag = hashlib.md5(bytes(md5s), usedforsecurity=False).hexdigest()
+    return total, f"{etag}-{len(chosen)}", builder.build()
+
+
+def _start_spill(key: Any) -> None:
+    threading.Thread(target=spill, args=(key,), name="dfd-spill", daemon=True).start()
+
+
+def spill(key: Any) -> None:
+    """Move a value held in memory to its temporary file (where moto would have put it at once); a reader of
+    the key waits while it moves."""
+    try:
+        with key.lock:
+            if not key.disposed:
+                key._value_buffer.rollover()
+    except (OSError, ValueError):  # disposed meanwhile (the object deleted or replaced)
+        pass
