@@ -187,11 +187,8 @@ def test_a_precheck_of_content_recorded_before_deletes_migrates_it_and_answers_4
     assert answer.status == 409 and file["live_refs"] == 2 and file["upload_count"] == 2
 
 
-def test_a_duplicate_replayed_after_its_content_was_reaped_is_deleted(world: World) -> None:
-    """A duplicate whose bytes' delete never happened (a crash after the commit); then every upload of the
-    content is deleted and the reaper removes the record. The replay finds no record and its own upload deleted:
-    no record needs the bytes, they go (before: kept as "no stored copy recorded", a leak)."""
-    first = world.upload(ALICE)
+def _duplicate_whose_delete_crashed(world: World) -> tuple[str, str]:
+    """A duplicate of alice's content committed, its bytes' delete never done (a crash): its key and upload id."""
     answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
     key = answer.body["key"]
     world.objects.put("b", key, DATA)
@@ -202,7 +199,16 @@ def test_a_duplicate_replayed_after_its_content_was_reaped_is_deleted(world: Wor
     crashing = Ingestor(world.settings, world.repo, world.objects, now=lambda: NOW, after_commit=crash)
     with pytest.raises(RuntimeError):
         crashing.ingest(ObjectRef("b", key))
-    for upload_id in (first, answer.body["upload_id"]):
+    return key, str(answer.body["upload_id"])
+
+
+def test_a_duplicate_replayed_after_its_content_was_reaped_is_deleted(world: World) -> None:
+    """A duplicate whose bytes' delete never happened (a crash after the commit); then every upload of the
+    content is deleted and the reaper removes the record. The replay finds no record and its own upload deleted:
+    no record needs the bytes, they go (before: kept as "no stored copy recorded", a leak)."""
+    first = world.upload(ALICE)
+    key, duplicate = _duplicate_whose_delete_crashed(world)
+    for upload_id in (first, duplicate):
         world.deletes.delete(ALICE, upload_id)
     (digest,) = world.repo.files
     stored_key = world.repo.files.pop(digest)["s3_key"]  # the reaper: the object, then the record
@@ -215,16 +221,7 @@ def test_a_duplicate_replayed_after_its_content_was_reaped_is_deleted(world: Wor
 def test_a_replayed_duplicate_with_no_record_and_a_live_upload_is_kept(world: World) -> None:
     """No record but the upload not deleted: never the case while the invariants hold — kept, never deleted."""
     world.upload(ALICE)
-    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
-    key = answer.body["key"]
-    world.objects.put("b", key, DATA)
-
-    def crash(_: Any) -> None:
-        raise RuntimeError("crashed between the commit and the delete")
-
-    crashing = Ingestor(world.settings, world.repo, world.objects, now=lambda: NOW, after_commit=crash)
-    with pytest.raises(RuntimeError):
-        crashing.ingest(ObjectRef("b", key))
+    key, _ = _duplicate_whose_delete_crashed(world)
     world.repo.files.clear()
     result = world.ingestor.ingest(ObjectRef("b", key))
     assert result.outcome == Outcome.REPLAY and not result.deleted
