@@ -311,11 +311,13 @@ class Ingestor:
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 result.detail["reason"] = "content reaped, upload deleted"
                 return
-            self._delete_duplicate(version, file, result)
+            self._delete_duplicate(version, file, result, upload_deleted=upload.get("status") == "deleted")
         elif event.get("outcome") == Outcome.REJECTED:
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
 
-    def _delete_duplicate(self, version: ObjectVersion, file: Item | None, result: IngestResult) -> None:
+    def _delete_duplicate(
+        self, version: ObjectVersion, file: Item | None, result: IngestResult, *, upload_deleted: bool = False
+    ) -> None:
         """Delete a committed duplicate's bytes — only once the stored copy is confirmed (ONE HeadObject IfMatch
         its ETag). A stored copy that is gone (deleted out of band, overwritten) makes this object the stored
         copy instead: the file record and the key's claim move to it in one transaction conditioned on the
@@ -338,13 +340,21 @@ class Ingestor:
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 return
             try:
-                self._repo.adopt_copy(version, file, self._now())
+                self._repo.adopt_copy(version, file, self._now(), upload_deleted=upload_deleted)
+            except UploadTaken as taken:
+                # its upload was deleted meanwhile: adopt the copy all the same (the content's other uploads need
+                # it), leaving the upload deleted
+                upload_deleted = bool(taken.item and taken.item.get("status") == "deleted")
+                if not upload_deleted:
+                    break
+                continue
             except (CommitRefused, ServiceUnavailable):
                 # the record moved on (another copy adopted first, or our own lost response): look again
                 file = self._repo.get_file(version.hash, consistent=True)
                 continue
             result.detail["adopted_from"] = file["s3_key"]
-            result.detail["upload_status"] = "stored"
+            if not upload_deleted:
+                result.detail["upload_status"] = "stored"
             return
         result.detail["kept"] = "stored copy unconfirmed"
 

@@ -451,11 +451,13 @@ class Repository(Protocol):
         tenant's pending usage (conditioned on the record still holding them: False otherwise)."""
         ...
 
-    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime, *, upload_deleted: bool = False) -> None:
         """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
         the stored copy, in one transaction conditioned on the record still naming the lost object — the
-        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored`. Raises
-        FileChanged (the record moved on: item is the record now) or CommitRefused."""
+        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored` unless it is
+        deleted (`upload_deleted`, as read: its bytes still serve the content's other uploads, the upload stays
+        deleted). Raises FileChanged (the record moved on: item is the record now), UploadTaken (the upload was
+        deleted meanwhile: item is the upload now) or CommitRefused."""
         ...
 
     def migrate_legacy_file(self, file: Item) -> Item | None:

@@ -437,7 +437,7 @@ class FakeRepository:
         ref.pop("reap_after", None)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=upload.size)
 
-    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime, *, upload_deleted: bool = False) -> None:
         self.transactions += 1
         if self.faults:
             raise self.faults.pop(0)
@@ -447,8 +447,10 @@ class FakeRepository:
         claim = self.claims.get((version.bucket, version.key))
         if claim is not None:
             raise KeyClaimed(copy.deepcopy(claim))
-        upload = self.uploads.get(version.upload_id) if version.upload_id is not None else None
-        if version.upload_id is not None and (upload is None or upload.get("event_key") != version.event_key):
+        upload = self.uploads.get(version.upload_id) if version.upload_id is not None and not upload_deleted else None
+        if upload is None and version.upload_id is not None and not upload_deleted:
+            raise UploadTaken(None)
+        if upload is not None and (upload.get("event_key") != version.event_key or upload.get("status") == "deleted"):
             raise UploadTaken(copy.deepcopy(upload))
         lost_claim = (str(file.get("bucket") or version.bucket), str(file["s3_key"]))
         if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:

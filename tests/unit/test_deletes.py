@@ -470,3 +470,42 @@ def test_a_cancel_racing_the_reconcile_s_release_reads_again(world: World) -> No
     assert world.repo.uploads[upload_id]["status"] == "deleted"
     assert world.repo.tenant_usage("acme").pending_count == 0 and world.repo.tenant_usage("acme").used_bytes == 0
     _usage_is_exact(world.repo)
+
+
+def test_a_deleted_duplicate_s_copy_adopted_for_a_lost_content_leaves_its_upload_deleted(world: World) -> None:
+    """The duplicate's bytes survived (a crashed delete), its upload was deleted, then the stored copy was lost:
+    the replay adopts these bytes for the content's other upload — and the deleted upload stays deleted (before:
+    it read `stored` again, uncounted, and a second delete of it removed another upload's reference)."""
+    first = world.upload(ALICE)
+    key, duplicate = _duplicate_whose_delete_crashed(world)
+    assert world.deletes.delete(ALICE, duplicate).outcome == "deleted"
+    (digest,) = world.repo.files
+    world.objects.delete("b", world.repo.files[digest]["s3_key"], None)  # the stored copy, lost
+    result = world.ingestor.ingest(ObjectRef("b", key))
+    assert result.outcome == Outcome.REPLAY and result.detail["adopted_from"] and not result.deleted
+    file = world.repo.files[digest]
+    assert file["s3_key"] == key and file["live_refs"] == 1 and world.objects.exists("b", key, None)
+    assert world.repo.uploads[duplicate]["status"] == "deleted" and "upload_status" not in result.detail
+    assert world.deletes.delete(ALICE, duplicate).outcome == "already"
+    assert file["live_refs"] == 1 and world.repo.uploads[first]["status"] == "stored"
+
+
+def test_an_upload_deleted_while_its_copy_is_adopted_stays_deleted(world: World) -> None:
+    """The duplicate's own ingest finds the stored copy gone, and its upload is deleted between the commit and
+    the adoption: the adoption is refused for the upload (UploadTaken), then done without it."""
+    first = world.upload(ALICE)
+    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
+    key, upload_id = answer.body["key"], str(answer.body["upload_id"])
+    world.objects.put("b", key, DATA)
+    (digest,) = world.repo.files
+    stored_key = world.repo.files[digest]["s3_key"]
+
+    def lose_and_delete(_: Any) -> None:
+        world.objects.delete("b", stored_key, None)
+        assert world.deletes.delete(ALICE, upload_id).outcome == "deleted"
+
+    racing = Ingestor(world.settings, world.repo, world.objects, now=lambda: NOW, after_commit=lose_and_delete)
+    result = racing.ingest(ObjectRef("b", key))
+    assert result.outcome == Outcome.DUPLICATE and result.detail["adopted_from"] == stored_key
+    assert world.repo.files[digest]["s3_key"] == key and world.repo.files[digest]["live_refs"] == 1
+    assert world.repo.uploads[upload_id]["status"] == "deleted" and world.repo.uploads[first]["status"] == "stored"

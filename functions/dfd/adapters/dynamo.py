@@ -793,7 +793,7 @@ class Repository:
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         self._run(plan)
 
-    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime) -> None:
+    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime, *, upload_deleted: bool = False) -> None:
         stamp = clock.iso(now)
         names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at", "#st": "state"}
         values: dict[str, Any] = {
@@ -838,7 +838,7 @@ class Repository:
             },
         )
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        if version.upload_id is not None:
+        if version.upload_id is not None and not upload_deleted:  # a deleted upload stays deleted (terminal)
             plan.add(
                 "upload",
                 {
@@ -846,9 +846,13 @@ class Repository:
                         "TableName": self._s.uploads_table,
                         "Key": to_item({"upload_id": version.upload_id}),
                         "UpdateExpression": "SET #s = :stored",
-                        "ConditionExpression": "#ek = :ek",
+                        "ConditionExpression": "#ek = :ek AND #s <> :deleted",
                         "ExpressionAttributeNames": {"#s": "status", "#ek": "event_key"},
-                        "ExpressionAttributeValues": {":stored": to_attr("stored"), ":ek": to_attr(version.event_key)},
+                        "ExpressionAttributeValues": {
+                            ":stored": to_attr("stored"),
+                            ":ek": to_attr(version.event_key),
+                            ":deleted": to_attr("deleted"),
+                        },
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
