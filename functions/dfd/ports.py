@@ -92,10 +92,12 @@ def is_live(file: Item) -> bool:
 
 
 def is_legacy(file: Item) -> bool:
-    """A record written before deletes existed: no live reference count yet (nor `stores`, `generation`,
-    `saved_bytes`). Every upload it counts is a live reference (nothing could be deleted then); the first write
-    that needs the count gives it one (Repository.migrate_legacy_file: no upgrade step is needed)."""
-    return "live_refs" not in file
+    """A record written by an older version: before deletes (no live reference count, nor `stores`,
+    `generation`), or before the record kept the bytes its duplicates saved (`saved_bytes`, which the reaper
+    moves into the history counters). Every upload a record without a count counts is a live reference (nothing
+    could be deleted then); the first write that needs either gives the record both (Repository.migrate_legacy_file:
+    no upgrade step is needed)."""
+    return "live_refs" not in file or "saved_bytes" not in file
 
 
 def holds(ref: Item | None) -> bool:
@@ -461,11 +463,12 @@ class Repository(Protocol):
         ...
 
     def migrate_legacy_file(self, file: Item) -> Item | None:
-        """Give a record written before deletes existed (`file` as read, dfd.ports.is_legacy) what every newer
-        record carries: `live_refs` = its `upload_count` (each counted upload is a live reference), `stores` 1,
-        `generation` 1 and `saved_bytes` = its duplicates x size — conditioned on the record being as read
-        (still without a count, the same upload_count). Returns the record as it is now (migrated by this call or
-        by another writer, or changed meanwhile: the caller decides again on it), None when it is gone."""
+        """Give a record written by an older version (`file` as read, dfd.ports.is_legacy) what every newer
+        record carries: where absent, `live_refs` = its `upload_count` (each counted upload is a live reference),
+        `stores` 1 and `generation` 1; and `saved_bytes` = its duplicates (upload_count - stores) x size —
+        conditioned on the record being as read (still without saved bytes, the same upload_count). Returns the
+        record as it is now (migrated by this call or by another writer, or changed meanwhile: the caller decides
+        again on it), None when it is gone."""
         ...
 
     # ------------------------------------------------------------------ deletes (dfd.deletes)

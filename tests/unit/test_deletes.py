@@ -509,3 +509,14 @@ def test_an_upload_deleted_while_its_copy_is_adopted_stays_deleted(world: World)
     assert result.outcome == Outcome.DUPLICATE and result.detail["adopted_from"] == stored_key
     assert world.repo.files[digest]["s3_key"] == key and world.repo.files[digest]["live_refs"] == 1
     assert world.repo.uploads[upload_id]["status"] == "deleted" and world.repo.uploads[first]["status"] == "stored"
+
+
+def test_a_content_of_the_previous_version_without_saved_bytes_is_migrated_by_its_delete(world: World) -> None:
+    """The previous version counted live references but kept no saved bytes: the delete's condition refuses it,
+    it is given them ((upload_count - stores) x size, its count kept), then the delete goes through."""
+    world.upload(ALICE)
+    second = world.upload(ALICE)
+    (file,) = world.repo.files.values()
+    del file["saved_bytes"]
+    assert world.deletes.delete(ALICE, second).outcome == "deleted"
+    assert file["live_refs"] == 1 and file["saved_bytes"] == len(DATA) and file["stores"] == 1

@@ -509,9 +509,9 @@ class Repository:
             response = self._db.update_item(
                 TableName=self._s.files_table,
                 Key=to_item({"hash": file["hash"]}),
-                UpdateExpression="SET live_refs = :count, stores = :stores, #gen = if_not_exists(#gen, :one),"
-                " saved_bytes = :saved",
-                ConditionExpression="attribute_exists(#h) AND attribute_not_exists(live_refs)"
+                UpdateExpression="SET live_refs = if_not_exists(live_refs, :count),"
+                " stores = if_not_exists(stores, :stores), #gen = if_not_exists(#gen, :one), saved_bytes = :saved",
+                ConditionExpression="attribute_exists(#h) AND attribute_not_exists(saved_bytes)"
                 " AND upload_count = :count",
                 ExpressionAttributeNames={"#h": "hash", "#gen": "generation"},
                 ExpressionAttributeValues={
@@ -596,7 +596,8 @@ class Repository:
                     "Key": to_item({"hash": deletion.hash}),
                     "UpdateExpression": "ADD live_refs :minus"
                     " SET reap_after = :reap, tombstone_shard = if_not_exists(tombstone_shard, :shard)",
-                    "ConditionExpression": "live_refs > :zero",
+                    # a record of an older version (dfd.ports.is_legacy) is refused: the caller migrates it first
+                    "ConditionExpression": "live_refs > :zero AND attribute_exists(saved_bytes)",
                     "ExpressionAttributeValues": {
                         ":minus": to_attr(-1),
                         ":zero": to_attr(0),
@@ -1033,8 +1034,9 @@ class Repository:
         resurrected instead; a record written before deletes has no count: migrated first, dfd.ports.is_legacy).
         `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the ingest then adopts this
         upload's copy; the precheck never counts one (it answers 409 only for content whose copy exists)."""
-        # a record written before deletes has no count: refused (FileChanged), the caller migrates it and decides again
-        condition = "attribute_exists(#h) AND live_refs > :zero"
+        # a record of an older version (no count or no saved bytes, dfd.ports.is_legacy): refused (FileChanged),
+        # the caller migrates it and decides again
+        condition = "attribute_exists(#h) AND live_refs > :zero AND attribute_exists(saved_bytes)"
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":zero": to_attr(0), ":size": to_attr(size)}
         names = {"#h": "hash"}
         if not lost_too:
