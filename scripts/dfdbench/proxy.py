@@ -3,8 +3,9 @@ in for real S3 (~100 MB/s per connection, tens of ms to first byte) in front of 
 
 ``python -m dfdbench.proxy --target 127.0.0.1:PORT --bandwidth 100e6 [--latency-ms 10] [--upload-bandwidth B]``
 prints ``ready <port>``. Each accepted connection gets two threads: client → server forwarded as it comes (after
-``latency`` once per request burst; paced like downloads when ``--upload-bandwidth`` is given: the upload rows),
-server → client paced by a token bucket at ``bandwidth`` bytes/s.
+``latency`` per chunk of up to 256 KiB it moves: once per request for a GET; the upload rows add none; paced like
+downloads when ``--upload-bandwidth`` is given: the upload rows), server → client paced by a token bucket at
+``bandwidth`` bytes/s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ BURST_SECONDS = 0.005  # idle time earns at most this much credit
 
 
 def _upstream(client: socket.socket, server: socket.socket, latency: float, bandwidth: float | None) -> None:
-    """Client → server: forwarded as it comes (after `latency` once per request burst), or paced at
+    """Client → server: forwarded as it comes (after `latency` per chunk moved, ≤ CHUNK), or paced at
     `bandwidth` like downloads. On Linux the bytes go socket → pipe → socket inside the kernel (``splice``):
     the proxy's own CPU per byte would otherwise compete with the upload it measures on a small box."""
     due = time.monotonic()

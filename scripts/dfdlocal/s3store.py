@@ -86,6 +86,8 @@ def _patch(models: Any) -> None:
             self._value_buffer.write(new_value)
         self.contentsize = len(new_value)
         if large and hasattr(self, "lock"):  # else __init__ is running: it starts the move once the lock exists
+            if getattr(self, "_etag", None) is None:
+                self._etag = _md5(new_value)  # before the move (see init)
             _start_spill(self)
 
     fake_key.value = property(getter, set_value)
@@ -97,6 +99,12 @@ def _patch(models: Any) -> None:
         if self._etag is None and received:  # moto's ETag (the MD5 of the value) as the guard computed it
             self._etag = received[1]
         if self.contentsize > self._max_buffer_size:
+            value = args[1] if len(args) > 1 else kwargs.get("value")
+            if self._etag is None and isinstance(value, bytes | str):
+                # moto reads the ETag right after creating a key (PutObject's answer, CopyObject) and its getter reads
+                # the buffer without the key's lock: during the move it could read the new file half written and
+                # cache a wrong MD5. Taken now from the bytes in memory, before the move starts.
+                self._etag = _md5(value.encode(models.DEFAULT_TEXT_ENCODING) if isinstance(value, str) else value)
             _start_spill(self)
 
     fake_key.__init__ = init
@@ -161,6 +169,10 @@ def complete(models: Any, multipart: Any, body: Iterator[tuple[int, str]]) -> tu
     del values
     etag = hashlib.md5(bytes(md5s), usedforsecurity=False).hexdigest()
     return total, f"{etag}-{len(chosen)}", builder.build()
+
+
+def _md5(value: bytes) -> str:
+    return hashlib.md5(value, usedforsecurity=False).hexdigest()
 
 
 def _start_spill(key: Any) -> None:

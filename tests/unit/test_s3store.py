@@ -147,6 +147,23 @@ def test_a_value_larger_than_the_buffer_moves_to_its_file(backend: Any) -> None:
     assert stored.value == large and stored.etag == f'"{md5(large).hexdigest()}"'
 
 
+def test_a_large_value_s_etag_is_known_before_it_moves_to_its_file(
+    backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto reads a new key's ETag at once (PutObject's answer, CopyObject) without the key's lock: during the move
+    to the file it could hash a half-written file and keep that MD5. So the ETag is taken from the bytes in memory
+    before the move starts."""
+    known: list[str | None] = []
+    start = s3store._start_spill
+    monkeypatch.setattr(s3store, "_start_spill", lambda key: known.append(key._etag) or start(key))
+    large = os.urandom(5 * MIB)
+    key = backend.put_object(backend.bucket, "racing", large)
+    backend.copy_object(key, backend.bucket, "copied")
+    assert known == [md5(large).hexdigest()] * 2  # the put and the copy, each known before its move
+    _wait_for_spills()
+    assert backend.get_object(backend.bucket, "copied").etag == key.etag == f'"{md5(large).hexdigest()}"'
+
+
 def test_moto_s_module_listing_is_taken_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto's dispatcher asks for it on every request; the emulator lists the package once."""
     from moto import backends
