@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from dfd import clock
@@ -221,28 +222,19 @@ class Ingestor:
                     if ref_known
                     else TenantShare(tenant, duplicate, duplicate, pending)
                 )
-            commit = self._repo.commit_duplicate if duplicate else self._repo.commit_stored
+            if resurrect:
+                assert known is not None
+                commit = partial(self._repo.commit_resurrect, version, known)
+            else:
+                commit = partial(self._repo.commit_duplicate if duplicate else self._repo.commit_stored, version)
             try:
-                if resurrect:
-                    assert known is not None
-                    self._repo.commit_resurrect(
-                        version,
-                        known,
-                        filename=filename,
-                        content_type=content_type,
-                        counter_shard=self._rng.randrange(self._s.counter_shards),
-                        now=self._now(),
-                        tenant=share,
-                    )
-                else:
-                    commit(
-                        version,
-                        filename=filename,
-                        content_type=content_type,
-                        counter_shard=self._rng.randrange(self._s.counter_shards),
-                        now=self._now(),
-                        tenant=share,
-                    )
+                commit(
+                    filename=filename,
+                    content_type=content_type,
+                    counter_shard=self._rng.randrange(self._s.counter_shards),
+                    now=self._now(),
+                    tenant=share,
+                )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
                 self._replayed(version, event or {"outcome": "unknown"}, result, known, upload)

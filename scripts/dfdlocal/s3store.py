@@ -95,11 +95,11 @@ def _patch(models: Any) -> None:
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
-        received = RECEIVED.digests(args[1] if len(args) > 1 else kwargs.get("value"))
+        value = args[1] if len(args) > 1 else kwargs.get("value")
+        received = RECEIVED.digests(value)
         if self._etag is None and received:  # moto's ETag (the MD5 of the value) as the guard computed it
             self._etag = received[1]
         if self.contentsize > self._max_buffer_size:
-            value = args[1] if len(args) > 1 else kwargs.get("value")
             if self._etag is None and isinstance(value, bytes | str):
                 # moto reads the ETag right after creating a key (PutObject's answer, CopyObject) and its getter reads
                 # the buffer without the key's lock: during the move it could read the new file half written and

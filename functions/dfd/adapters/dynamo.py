@@ -60,6 +60,11 @@ from dfd.ports import Item as Item
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
+# A file record that takes a new reference or gives one up: it has live references (not tombstoned) and the
+# shape of this version (the condition form of `not dfd.ports.is_legacy`: an older record is refused, and its
+# caller migrates it, Repository.migrate_legacy_file). `:zero` is 0.
+_REFERENCED_CURRENT = "live_refs > :zero AND attribute_exists(saved_bytes)"
+
 _RETRYABLE_CODES = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -240,19 +245,8 @@ class Repository:
         which would give the last full page a token to an empty page. So one item more is read: the next page
         starts after this page's last item only when that item exists. A page cut short by DynamoDB's 1 MB
         limit keeps DynamoDB's own key."""
-        kwargs: dict[str, Any] = {"TableName": self._s.files_table, "Limit": limit + 1}
-        if start_key:
-            kwargs["ExclusiveStartKey"] = to_item(start_key)
-        try:
-            response = self._db.scan(**kwargs)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "Scan") from error
-        items = [from_item(i) for i in response.get("Items", [])]
-        if len(items) > limit:
-            items = items[:limit]
-            return items, {"hash": items[-1]["hash"]}
-        last = response.get("LastEvaluatedKey")
-        return items, ({"hash": from_item(last)["hash"]} if last else None)
+        kwargs: dict[str, Any] = {"TableName": self._s.files_table}
+        return self._page("Scan", self._db.scan, kwargs, limit, start_key, lambda item: {"hash": str(item["hash"])})
 
     def owner_uploads(
         self, owner: str, limit: int, start_key: dict[str, str] | None
@@ -266,19 +260,32 @@ class Repository:
             "ExpressionAttributeNames": {"#owner": "owner"},
             "ExpressionAttributeValues": {":owner": to_attr(owner)},
             "ScanIndexForward": False,
-            "Limit": limit + 1,
         }
-        if start_key:
-            kwargs["ExclusiveStartKey"] = to_item(start_key)
-        try:
-            response = self._db.query(**kwargs)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "Query") from error
-        items = [from_item(i) for i in response.get("Items", [])]
 
         def position(item: Item) -> dict[str, str]:
             return {"owner": owner, "created_at": str(item["created_at"]), "upload_id": str(item["upload_id"])}
 
+        return self._page("Query", self._db.query, kwargs, limit, start_key, position)
+
+    @staticmethod
+    def _page(
+        action: str,
+        call: Callable[..., Any],
+        kwargs: dict[str, Any],
+        limit: int,
+        start_key: dict[str, str] | None,
+        position: Callable[[Item], dict[str, str]],
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """One page of a Scan or Query and the key of the next (`position` of an item), reading one item more
+        than `limit` (scan_files says why); a page cut short by DynamoDB's 1 MB limit keeps DynamoDB's key."""
+        kwargs = {**kwargs, "Limit": limit + 1}
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        try:
+            response = call(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, action) from error
+        items = [from_item(i) for i in response.get("Items", [])]
         if len(items) > limit:
             items = items[:limit]
             return items, position(items[-1])
@@ -596,8 +603,7 @@ class Repository:
                     "Key": to_item({"hash": deletion.hash}),
                     "UpdateExpression": "ADD live_refs :minus"
                     " SET reap_after = :reap, tombstone_shard = if_not_exists(tombstone_shard, :shard)",
-                    # a record of an older version (dfd.ports.is_legacy) is refused: the caller migrates it first
-                    "ConditionExpression": "live_refs > :zero AND attribute_exists(saved_bytes)",
+                    "ConditionExpression": _REFERENCED_CURRENT,
                     "ExpressionAttributeValues": {
                         ":minus": to_attr(-1),
                         ":zero": to_attr(0),
@@ -1034,9 +1040,7 @@ class Repository:
         resurrected instead; a record written before deletes has no count: migrated first, dfd.ports.is_legacy).
         `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the ingest then adopts this
         upload's copy; the precheck never counts one (it answers 409 only for content whose copy exists)."""
-        # a record of an older version (no count or no saved bytes, dfd.ports.is_legacy): refused (FileChanged),
-        # the caller migrates it and decides again
-        condition = "attribute_exists(#h) AND live_refs > :zero AND attribute_exists(saved_bytes)"
+        condition = "attribute_exists(#h) AND " + _REFERENCED_CURRENT  # an older record: refused (FileChanged)
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":zero": to_attr(0), ":size": to_attr(size)}
         names = {"#h": "hash"}
         if not lost_too:
