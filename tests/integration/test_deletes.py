@@ -210,26 +210,33 @@ def test_a_cancelled_upload_and_its_late_object(aws: Aws) -> None:
     aws.assert_invariants()
 
 
-def test_an_upload_deleted_while_its_object_is_ingested(aws: Aws) -> None:
-    """The ingest read the upload pending; the delete commits before the ingest's transaction: the ingest's
-    condition refuses to finish a deleted upload and the object is deleted, counted nowhere."""
-    _, answer = post(DATA, "race.bin")
-    assert put(answer, DATA).status_code == 200
+def _ingest_deleting_after_its_read(aws: Aws, upload_id: str) -> dict[str, Any]:
+    """The queued events ingested, `upload_id` deleted (alice's) between the ingest's first read of the state
+    and its transaction: the ingest handler's answer."""
     messages = aws.drain()
     repo = deps.repository()
     read = repo.ingest_state
 
     def then_deleted(*args: Any) -> Any:
         state = read(*args)
-        assert delete(answer["upload_id"])[0] == 204
+        repo.ingest_state = read  # type: ignore[method-assign]
+        assert delete(upload_id)[0] == 204
         return state
 
     repo.ingest_state = then_deleted  # type: ignore[method-assign]
     try:
-        result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
+        answer: dict[str, Any] = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
     finally:
         del repo.ingest_state
-    assert result == {"batchItemFailures": []}
+    return answer
+
+
+def test_an_upload_deleted_while_its_object_is_ingested(aws: Aws) -> None:
+    """The ingest read the upload pending; the delete commits before the ingest's transaction: the ingest's
+    condition refuses to finish a deleted upload and the object is deleted, counted nowhere."""
+    _, answer = post(DATA, "race.bin")
+    assert put(answer, DATA).status_code == 200
+    assert _ingest_deleting_after_its_read(aws, answer["upload_id"]) == {"batchItemFailures": []}
     assert file_item(aws) is None and stats()["total_uploads"] == 0
     aws.assert_invariants()
 
@@ -243,22 +250,7 @@ def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(aws: Aws) -> None
     assert old is not None
     status, answer = post(DATA, "bob.bin", BOB)
     assert status == 201 and put(answer, DATA).status_code == 200
-    messages = aws.drain()
-    repo = deps.repository()
-    read = repo.ingest_state
-
-    def then_deleted(*args: Any) -> Any:
-        state = read(*args)
-        repo.ingest_state = read  # type: ignore[method-assign]
-        assert delete(first)[0] == 204
-        return state
-
-    repo.ingest_state = then_deleted  # type: ignore[method-assign]
-    try:
-        result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
-    finally:
-        del repo.ingest_state
-    assert result == {"batchItemFailures": []}
+    assert _ingest_deleting_after_its_read(aws, first) == {"batchItemFailures": []}
     item = file_item(aws)
     assert item is not None and item["live_refs"] == "1" and item["generation"] == "2"
     assert item["s3_key"] == answer["key"] and item["reap_key"] == old["s3_key"]
