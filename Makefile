@@ -4,15 +4,23 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint checkov run bench clean
+.PHONY: venv lock test test-fast lint checkov run bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+## Installs exactly the versions in requirements/dev.lock (every dependency, dev included).
+$(STAMP): pyproject.toml requirements/dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements/dev.lock -e '.[dev]'
 	touch $(STAMP)
+
+## Regenerates requirements/dev.lock from pyproject.toml's ranges (newest versions that fit); then `make venv`.
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet 'pip-tools==7.6.2'
+	$(BIN)/pip-compile --quiet --upgrade --extra dev --strip-extras --allow-unsafe --no-emit-index-url \
+		--no-emit-find-links -o requirements/dev.lock pyproject.toml
 
 ## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
 ## Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml [tool.coverage]).
