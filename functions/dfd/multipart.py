@@ -53,6 +53,25 @@ def part_layout(size: int, min_part: int) -> tuple[int, int]:
     return part_size, -(-size // part_size)
 
 
+def checked_part_size(part_size: Any, size: int) -> int:
+    """A client's `part_size` for a `size`-byte upload: an integer of S3's bounds (5 MiB .. 5 GiB per part) that
+    splits `size` into at most 10,000 parts; ValidationFailed (400) otherwise."""
+    if isinstance(part_size, bool) or not isinstance(part_size, int):
+        raise ValidationFailed("part_size must be an integer number of bytes", details={"field": "part_size"})
+    if not S3_MIN_PART <= part_size <= S3_MAX_PUT:
+        raise ValidationFailed(
+            f"part_size must be between {S3_MIN_PART} and {S3_MAX_PUT} bytes",
+            details={"field": "part_size", "min": S3_MIN_PART, "max": S3_MAX_PUT},
+        )
+    if -(-size // part_size) > MAX_PARTS:
+        smallest = -(-size // MAX_PARTS)
+        raise ValidationFailed(
+            f"part_size {part_size} splits {size} bytes into more than {MAX_PARTS} parts; use at least {smallest}",
+            details={"field": "part_size", "min": max(smallest, S3_MIN_PART), "max": S3_MAX_PUT},
+        )
+    return part_size
+
+
 def part_length(size: int, part_size: int, part_number: int) -> int:
     """The exact byte count of part `part_number` (1-based)."""
     part_count = -(-size // part_size)
@@ -86,8 +105,10 @@ class MultipartService:
         size: int,
         content_type: str,
         sha256: str | None,
+        part_size: int | None = None,
     ) -> dict[str, Any]:
-        """Register a pending multipart upload of the caller; the 201 body."""
+        """Register a pending multipart upload of the caller (in parts of `part_size` when the client chose it,
+        checked by checked_part_size); the 201 body."""
         if caller is None:
             raise Unauthorized("a multipart upload needs a verified identity")
         if size < S3_MIN_PART:
@@ -95,7 +116,10 @@ class MultipartService:
                 f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"}
             )
         now = self._now()
-        part_size, part_count = part_layout(size, self._s.multipart_min_part)
+        if part_size is None:
+            part_size, part_count = part_layout(size, self._s.multipart_min_part)
+        else:
+            part_count = -(-size // part_size)
         # never the checksum hint: a multipart object only carries a COMPOSITE checksum, the ingest hashes it
         upload_id = new_upload_id(checksummed=False)
         key = object_key(self._s.upload_prefix, upload_id)

@@ -14,7 +14,7 @@ from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
-from dfd.multipart import MultipartService
+from dfd.multipart import MultipartService, checked_part_size
 from dfd.ports import (
     CommitRefused,
     NewUpload,
@@ -31,7 +31,7 @@ from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-_FIELDS = {"filename", "size", "content_type", "sha256", "multipart"}
+_FIELDS = {"filename", "size", "content_type", "sha256", "multipart", "part_size"}
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class UploadRequest:
     content_type: str
     sha256: str | None
     multipart: bool = False  # asked for a multipart upload (dfd.multipart)
+    part_size: int | None = None  # the client's part size, used when the upload is multipart
 
 
 def parse_request(body: Any, max_bytes: int) -> UploadRequest:
@@ -83,7 +84,10 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("multipart must be true or false", details={"field": "multipart"})
     if multipart and size < S3_MIN_PART:
         raise ValidationFailed(f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"})
-    return UploadRequest(filename, size, content_type, sha256, multipart)
+    part_size = body.get("part_size")
+    if part_size is not None:
+        part_size = checked_part_size(part_size, size)
+    return UploadRequest(filename, size, content_type, sha256, multipart, part_size)
 
 
 def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
@@ -138,6 +142,7 @@ class UploadService:
                     size=request.size,
                     content_type=request.content_type,
                     sha256=request.sha256,
+                    part_size=request.part_size,
                 )
             except QuotaRefused as refused:
                 raise quota_exceeded(self._s, refused) from None
