@@ -34,6 +34,7 @@ from tests.e2e.test_browser import (  # noqa: F401 - browser is a fixture used b
     browser_session,
     download_bytes,
     file_row,
+    pick,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -66,13 +67,6 @@ def open_upload_page(page: Page, stack: RunningStack) -> None:
     sign_in(page, USER, stack.password)
     expect(page.get_by_test_id("app")).to_be_visible()
     expect(page.locator("[data-testid=file-input]")).to_have_count(1)
-
-
-def choose(page: Page, path: Path) -> None:
-    """The Dashboard's file input; once it lists files, its "Add more" shows the input again."""
-    if page.locator("[data-testid=file-input]").count() == 0:
-        page.locator(".uppy-DashboardContent-addMore").click()
-    page.set_input_files("[data-testid=file-input]", path)
 
 
 def poll(page: Page, probe: Callable[[], Any], timeout: float = 60) -> None:
@@ -114,7 +108,7 @@ def test_new_file_known_file_and_download_from_my_uploads(
     with browser_session(browser, stack, request, accept_downloads=True) as (context, watch):
         page = watch.attach(context.new_page(), "upload")
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         row = file_row(page, path.name)
         expect(row).to_have_attribute("data-status", "stored", timeout=DONE_TIMEOUT_MS)
         expect(row).to_have_attribute("data-sha256", digest)
@@ -136,7 +130,7 @@ def test_new_file_known_file_and_download_from_my_uploads(
         again = tmp_path / "uppy-known.txt"
         again.write_bytes(path.read_bytes())
         puts = len(watch.puts())
-        choose(page, again)
+        pick(page, again)
         known = file_row(page, again.name)
         expect(known).to_have_attribute("data-status", "duplicate", timeout=DONE_TIMEOUT_MS)
         expect(known).to_have_attribute("data-precheck", "true")
@@ -156,7 +150,7 @@ def test_phone_width_has_no_sideways_scroll(
     with browser_session(browser, stack, request, viewport={"width": 390, "height": 844}) as (context, watch):
         page = watch.attach(context.new_page(), "phone")
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         expect(file_row(page, path.name)).to_have_attribute("data-status", "stored", timeout=DONE_TIMEOUT_MS)
         page.get_by_test_id("my-uploads-refresh").click()
         expect(page.get_by_test_id("my-upload").first).to_be_visible()
@@ -192,7 +186,7 @@ def test_multipart_with_a_part_damaged_in_flight_is_sent_again(
 
         page.route(PART_NUMBER, corrupt_once)
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         row = file_row(page, path.name)
         expect(row).to_have_attribute("data-status", "stored", timeout=DONE_TIMEOUT_MS)
         part_count = int(row.get_attribute("data-part-count") or "0")
@@ -218,7 +212,7 @@ def test_pause_and_resume(
         held: list[Route] = []
         page.route(PART_NUMBER, lambda route: hold_part(route, 2, held))
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         row = file_row(page, path.name)
         poll(page, lambda: held)
         expect(row).to_have_attribute("data-status", "uploading")
@@ -253,7 +247,7 @@ def test_reload_mid_upload_resumes_with_only_the_missing_part(
             lambda route: held.append(route) if part_number(route.request) == held_part else route.continue_(),
         )
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         row = file_row(page, path.name)
         expect(row).to_have_attribute("data-multipart", "true", timeout=UPLOAD_TIMEOUT_MS)
         part_count = int(row.get_attribute("data-part-count") or "0")
@@ -304,7 +298,7 @@ def test_quota_error_is_shown(
 
         page.route("**/upload", claim_two_gib)
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         row = file_row(page, path.name)
         expect(row).to_have_attribute("data-status", "error", timeout=UPLOAD_TIMEOUT_MS)
         expect(row).to_have_attribute("data-error-code", "quota_exceeded")
@@ -325,7 +319,7 @@ def test_cancel_aborts_the_multipart_upload_in_s3(
         held: list[Route] = []
         page.route(PART_NUMBER, lambda route: hold_part(route, 2, held))
         open_upload_page(page, stack)
-        choose(page, path)
+        pick(page, path)
         row = file_row(page, path.name)
         poll(page, lambda: held)
         upload_id = row.get_attribute("data-upload-id") or ""

@@ -13,7 +13,9 @@ const root = document.documentElement;
 const rows = new Map(); // Uppy file id -> {li, status, bytes}
 const $ = (id) => document.getElementById(id);
 
-const uppy = new Uppy({ id: "dfd-upload", autoProceed: true, allowMultipleUploadBatches: true });
+// Uppy logs a failed upload with console.error; the page shows it on the file's line, so it is a warning here
+const logger = { debug() {}, warn: console.warn.bind(console), error: console.warn.bind(console) };
+const uppy = new Uppy({ id: "dfd-upload", autoProceed: true, allowMultipleUploadBatches: true, logger });
 uppy.use(Dashboard, {
   inline: true,
   target: "#uploader",
@@ -87,11 +89,25 @@ function rowFor(file) {
   return row;
 }
 
+const LABELS = {
+  queued: "Queued",
+  hashing: "Fingerprinting",
+  uploading: "Uploading",
+  paused: "Paused",
+  processing: "Processing",
+  stored: "Stored",
+  duplicate: "Duplicate",
+  error: "Error",
+  cancelled: "Cancelled",
+};
+const DONE = new Set(["stored", "duplicate"]);
+
 function setStatus(row, status, detail) {
   row.status = status;
   row.li.className = `file-row status-${status}`;
   row.li.setAttribute("data-status", status);
-  row.li.querySelector('[data-testid="file-status"]').textContent = status;
+  row.li.querySelector('[data-testid="file-status"]').textContent = LABELS[status] || status;
+  if (DONE.has(status)) row.li.querySelector('[data-testid="file-progress"]').value = 100;
   if (detail !== undefined) row.li.querySelector('[data-testid="file-detail"]').textContent = detail;
   const active = ["hashing", "uploading", "paused"].includes(status);
   row.li.querySelector('[data-testid="file-controls"]').hidden = !active;
@@ -137,18 +153,24 @@ function result(row, body, file) {
 
 function summary() {
   const all = [...rows.values()];
-  const finished = all.filter((r) => r.status === "stored" || r.status === "duplicate").length;
+  const finished = all.filter((r) => DONE.has(r.status)).length;
+  const duplicates = all.filter((r) => r.status === "duplicate").length;
   const failed = all.filter((r) => r.status === "error").length;
   const total = all.reduce((sum, r) => sum + r.size, 0);
   const sent = all.reduce((sum, r) => sum + r.bytes, 0);
+  // bytes sent, and a finished file's whole size (a known file is done without sending any): hashing moves nothing
+  const progressed = all.reduce((sum, r) => sum + (DONE.has(r.status) ? r.size : r.bytes), 0);
   const bar = $("overall-progress");
-  bar.value = total ? Math.round((sent / total) * 100) : 0;
+  bar.value = total ? Math.floor((progressed / total) * 100) : 0;
   bar.setAttribute("data-total", String(all.length));
   bar.setAttribute("data-finished", String(finished));
   bar.setAttribute("data-failed", String(failed));
   bar.setAttribute("data-sent-bytes", String(sent));
+  const files = `${all.length} file${all.length === 1 ? "" : "s"}`;
+  const extra = [duplicates ? `${duplicates} duplicate${duplicates === 1 ? "" : "s"}` : "", failed ? `${failed} failed` : ""];
+  const notes = extra.filter(Boolean).join(", ");
   $("overall-summary").textContent = all.length
-    ? `${finished} of ${all.length} file(s) done${failed ? `, ${failed} failed` : ""} · ${D.formatBytes(sent)} of ${D.formatBytes(total)} sent`
+    ? `${finished} of ${files} done${notes ? ` (${notes})` : ""} · ${D.formatBytes(sent)} of ${D.formatBytes(total)} sent`
     : "No files yet.";
   $("empty-queue").hidden = all.length > 0;
   $("clear-finished").disabled = !all.some((r) => ["stored", "duplicate", "cancelled", "error"].includes(r.status));
@@ -192,6 +214,7 @@ uppy.on("upload-success", (file, response) => {
     row.li.setAttribute("data-precheck", "true");
     setBytes(row, 0);
     setStatus(row, "duplicate", "Already stored — 0 bytes uploaded");
+    if (body.file && body.file.hash) row.li.setAttribute("data-sha256", body.file.hash);
   } else if (body.status === "duplicate") {
     setStatus(row, "duplicate", "Stored earlier (by another upload): these bytes were not kept twice");
   } else {
@@ -209,7 +232,14 @@ uppy.on("upload-error", (file, error) => {
   const box = row.li.querySelector('[data-testid="file-result"]');
   box.textContent = "";
   box.append(el("p", { class: "error-text", "data-testid": "file-error", role: "alert" }, error.message));
-  box.append(button("Retry", "file-retry", () => uppy.retryUpload(file.id), `Retry ${row.name}`));
+  if ([400, 413, 422].includes(error.status)) {
+    // dfd refused the file itself: the same request would get the same answer
+    const hint = "dfd refused this file; sending it again would get the same answer.";
+    box.append(el("p", { class: "muted", "data-testid": "file-error-hint" }, hint));
+    uppy.removeFile(file.id); // out of Uppy's queue (the next batch would send it again); its line stays here
+  } else {
+    box.append(button("Retry", "file-retry", () => uppy.retryUpload(file.id), `Retry ${row.name}`));
+  }
 });
 uppy.on("file-removed", (file) => {
   const row = rows.get(file.id);
