@@ -282,6 +282,11 @@ export default class DfdUpload extends BasePlugin {
     if (state.uploadId && state.multipart) {
       const resumed = await this.#resume(fileID, run, state)
       if (resumed) return resumed
+    } else if (state.uploadId && !state.sent) {
+      // a single PUT that did not get through is asked for again: its pending upload is cancelled, not left to
+      // hold the tenant's quota until it expires
+      await apiCall(this.opts, 'DELETE', `/uploads/${encodeURIComponent(state.uploadId)}`).catch(() => {})
+      this.#setState(fileID, { uploadId: null })
     }
     const request = {
       filename: file.name || 'file',

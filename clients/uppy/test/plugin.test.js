@@ -181,3 +181,20 @@ test('part_size and multipart options go to POST /upload', async () => {
   assert.equal(upload.partSize, 6 * MIB)
   assert.equal(upload.partCount, 2)
 })
+
+test('a retried single PUT cancels its earlier pending upload and sends again', async () => {
+  const { uppy, events } = newUppy(dfd, { retryDelays: [] })
+  const bytes = randomBytes(4000)
+  const id = add(uppy, bytes, 'retried.bin')
+  dfd.failPuts = 1
+  await uppy.upload()
+  assert.equal(events.error.length, 1)
+  assert.equal(events.error[0].error.code, 'InternalError')
+  const first = uppy.getFile(id).dfd.uploadId
+  await uppy.retryUpload(id)
+  assert.equal(events.success.length, 1)
+  const second = events.success[0].response.body.upload_id
+  assert.notEqual(second, first)
+  assert.equal(dfd.uploads.get(first).status, 'deleted')
+  assert.deepEqual(dfd.objects.get(second), bytes)
+})

@@ -20,6 +20,7 @@ export async function startFakeDfd(options = {}) {
     quotaBytes: options.quotaBytes ?? Infinity,
     token: options.token ?? 'token-1',
     partDelayMs: options.partDelayMs ?? 0,
+    failPuts: 0, // the next N PUTs answer 500
   }
   const server = createServer(async (req, res) => {
     const chunks = []
@@ -42,6 +43,10 @@ export async function startFakeDfd(options = {}) {
         const upload = dfd.uploads.get(id)
         if (!upload || upload.aborted) return s3Error(404, 'NoSuchUpload')
         if (dfd.partDelayMs) await new Promise((r) => setTimeout(r, dfd.partDelayMs))
+        if (dfd.failPuts > 0) {
+          dfd.failPuts -= 1
+          return s3Error(500, 'InternalError')
+        }
         let body = raw
         const n = Number(part)
         if (part && dfd.corruptOnce.delete(n)) body = Buffer.concat([Buffer.from([body[0] ^ 0xff]), body.subarray(1)])
