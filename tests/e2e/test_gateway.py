@@ -263,13 +263,16 @@ def test_the_static_server_serves_only_the_app_s_files(api: Client, path: str) -
 
 def test_api_responses_carry_the_security_headers() -> None:
     """Set by the functions themselves (dfd.http), so API Gateway on AWS sends them too."""
-    from dfd.handlers import me
+    from dfd.handlers import me, upload
     from tests.support import LambdaContext, api_event
 
-    response = me.handler(api_event("GET", "/me"), LambdaContext())
-    headers = {name.lower(): value for name, value in response["headers"].items()}
-    assert headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
-    assert headers["referrer-policy"] == "no-referrer" and headers["x-content-type-options"] == "nosniff"
+    for response in (
+        me.handler(api_event("GET", "/me"), LambdaContext()),
+        upload.handler(api_event("POST", "/upload", body={"filename": "a"}), LambdaContext()),  # a 400
+    ):
+        headers = {name.lower(): value for name, value in response["headers"].items()}
+        assert headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
+        assert headers["referrer-policy"] == "no-referrer" and headers["x-content-type-options"] == "nosniff"
 
 
 def test_web_readme_gives_the_same_headers_for_a_hosted_site() -> None:
