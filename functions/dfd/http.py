@@ -37,7 +37,10 @@ def json_response(status: int, body: Any) -> Response[str]:
 
 
 def error_response(error: DfdError) -> Response[str]:
-    return json_response(error.status, error.to_body())
+    response = json_response(error.status, error.to_body())
+    if isinstance(error.details, dict) and "retry_after" in error.details:
+        response.headers["Retry-After"] = str(error.details["retry_after"])
+    return response
 
 
 def cors_config(origins: tuple[str, ...]) -> CORSConfig:
