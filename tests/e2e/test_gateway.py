@@ -208,6 +208,8 @@ def test_invoke_api(invoke_api: Client) -> None:
     assert missing.headers["x-amzn-errortype"] == "ResourceNotFoundException"
 
     assert invoke_api.post(path.format("Plain"), data=b"{not json").status_code == 400
+    deep = invoke_api.post(path.format("Plain"), data=b"[" * 100_000 + b"]" * 100_000)  # a 400, never a 500
+    assert deep.status_code == 400 and deep.headers["x-amzn-errortype"] == "InvalidRequestContentException"
     assert (
         invoke_api.post(path.format("Plain"), data=b"{}", headers={"X-Amz-Invocation-Type": "DryRun"}).status_code
         == 204
