@@ -251,10 +251,11 @@ def test_the_connect_sources_are_the_stack_s() -> None:
         "/package.json",
         "/package-lock.json",
         "/vendor/README.md",
-        "/vendor/hash-wasm/LICENSE",
+        "/vendor/uppy/LICENSE.uppy__core",
+        "/vendor/uppy/versions.json",
         "/config.example.js",
         "/.gitignore",
-        "/node_modules/hash-wasm/package.json",
+        "/node_modules/@uppy/core/package.json",
     ],
 )
 def test_the_static_server_serves_only_the_app_s_files(api: Client, path: str) -> None:

@@ -20,7 +20,13 @@ const DEFAULTS = {
   multipart: null, // true: multipart from 5 MiB; null: dfd decides (its MultipartThresholdBytes)
   waitForStored: false, // report success only once dfd has stored (or deduplicated) the upload
   storedTimeout: null, // ms to wait for stored; null: 60 s plus 1 s per 32 MiB
+  // files of at least this many bytes start sending while they are hashed (multipart); once the hash is known,
+  // content the tenant holds stops the transfer and is answered as a duplicate. null: always hash first
+  overlapFrom: 64 * 1024 * 1024,
 }
+
+/** The transfer of an overlapped upload stopped because the tenant holds the content (its hash said so). */
+class Superseded extends Error {}
 
 const FINISHED = new Set(['stored', 'duplicate'])
 const FAILED = new Set(['failed', 'expired', 'deleted'])
@@ -73,6 +79,12 @@ class Run {
       this.controller = new AbortController()
       this.wake()
     }
+  }
+
+  /** Stops the requests in flight (they reject AbortError) without pausing: later requests go out again. */
+  interrupt() {
+    this.controller.abort()
+    this.controller = new AbortController()
   }
 
   cancel() {
@@ -275,6 +287,8 @@ export default class DfdUpload extends BasePlugin {
   async #send(fileID, run) {
     const file = this.uppy.getFile(fileID)
     let state = this.#state(fileID)
+    const overlap = this.opts.overlapFrom != null && file.size >= Math.max(this.opts.overlapFrom, 5 * 1024 * 1024)
+    if (!state.sha256 && !state.uploadId && overlap) return this.#sendWhileHashing(fileID, run)
     if (!state.sha256) {
       this.#setState(fileID, { sha256: await this.#hash(fileID, run) })
       state = this.#state(fileID)
@@ -324,6 +338,63 @@ export default class DfdUpload extends BasePlugin {
     return this.#multipart(fileID, run, new Map())
   }
 
+  /**
+   * A large new file: multipart at once, its parts sent while the worker hashes it. With the hash known, a
+   * `GET /metadata/{sha256}` that finds the content at the tenant stops the transfer, cancels this upload and
+   * asks `POST /upload` with the hash (the 409: a duplicate, as if hashed first); complete waits for that check.
+   */
+  async #sendWhileHashing(fileID, run) {
+    const file = this.uppy.getFile(fileID)
+    const stop = { superseded: false }
+    const hashing = this.#hash(fileID, run).then(async (hex) => {
+      this.#setState(fileID, { sha256: hex })
+      try {
+        await this.#api(run, 'GET', `/metadata/${hex}`)
+      } catch (error) {
+        if (error instanceof DfdError && error.status === 404) return hex
+        throw error
+      }
+      stop.superseded = true
+      run.interrupt()
+      return hex
+    })
+    hashing.catch(() => {}) // awaited below; an early failure must not be an unhandled rejection meanwhile
+    const request = {
+      filename: file.name || 'file',
+      size: file.size,
+      content_type: file.type || 'application/octet-stream',
+      multipart: true,
+    }
+    if (this.opts.partSize) request.part_size = this.opts.partSize
+    const answer = await this.#api(run, 'POST', '/upload', request)
+    const body = answer.body
+    this.#setState(fileID, {
+      uploadId: body.upload_id,
+      multipart: true,
+      partSize: body.part_size,
+      partCount: body.part_count,
+      checksums: Boolean(this.opts.checksums && hasPartChecksums()),
+    })
+    try {
+      return await this.#multipart(fileID, run, new Map(), { stop, beforeComplete: () => hashing })
+    } catch (error) {
+      if (!stop.superseded || run.cancelled) throw error
+    }
+    // the tenant holds this content: the bytes sent so far are dropped with the cancelled upload
+    const sha256 = await hashing
+    await apiCall(this.opts, 'DELETE', `/uploads/${encodeURIComponent(body.upload_id)}`).catch(() => {})
+    this.#setState(fileID, { uploadId: null, multipart: null })
+    const precheck = await this.#api(run, 'POST', '/upload', { ...request, multipart: undefined, sha256 })
+    if (precheck.status !== 409) {
+      // deleted in between: this new upload is sent the ordinary way
+      await apiCall(this.opts, 'DELETE', `/uploads/${encodeURIComponent(precheck.body.upload_id)}`).catch(() => {})
+      return this.#send(fileID, run)
+    }
+    this.#setState(fileID, { uploadId: precheck.body.upload_id, sent: true, duplicate: true })
+    this.#progress(fileID, 0)
+    return precheck.body
+  }
+
   /** A multipart upload started before (a reload, a retry): what S3 holds is kept. null → start over. */
   async #resume(fileID, run, state) {
     let listing
@@ -354,7 +425,7 @@ export default class DfdUpload extends BasePlugin {
     return this.#multipart(fileID, run, held)
   }
 
-  async #multipart(fileID, run, held) {
+  async #multipart(fileID, run, held, { stop = { superseded: false }, beforeComplete = null } = {}) {
     const file = this.uppy.getFile(fileID)
     const state = this.#state(fileID)
     const id = encodeURIComponent(state.uploadId)
@@ -404,9 +475,11 @@ export default class DfdUpload extends BasePlugin {
       const todo = []
       for (let n = 1; n <= state.partCount; n++) if (!etags.has(n)) todo.push(n)
       const workers = Array.from({ length: Math.min(this.opts.limit, todo.length) }, async () => {
-        while (todo.length) await sendPart(todo.shift())
+        while (todo.length && !stop.superseded) await sendPart(todo.shift())
       })
       await Promise.all(workers)
+      if (beforeComplete) await beforeComplete()
+      if (stop.superseded) throw new Superseded('the tenant holds this content')
       try {
         return await this.#complete(fileID, run, etags)
       } catch (error) {

@@ -198,3 +198,36 @@ test('a retried single PUT cancels its earlier pending upload and sends again', 
   assert.equal(dfd.uploads.get(first).status, 'deleted')
   assert.deepEqual(dfd.objects.get(second), bytes)
 })
+
+test('a large file is sent while it is hashed; stored with its hash', async () => {
+  const { uppy, events } = newUppy(dfd, { overlapFrom: 8 * MIB, waitForStored: true })
+  const bytes = randomBytes(12 * MIB)
+  const id = add(uppy, bytes, 'overlap-new.bin')
+  await uppy.upload()
+  assert.equal(events.error.length, 0, String(events.error[0]?.error))
+  const body = events.success[0].response.body
+  assert.equal(body.status, 'stored')
+  assert.equal(body.hash, sha256hex(bytes))
+  assert.equal(uppy.getFile(id).dfd.sha256, sha256hex(bytes))
+  const post = dfd.requests.filter((r) => r.path === '/upload').at(-1)
+  assert.ok(post, 'one POST /upload')
+})
+
+test('a large known file sent while hashed stops, cancels its upload and reports the duplicate', async () => {
+  const bytes = randomBytes(24 * MIB)
+  dfd.known.set(sha256hex(bytes), { hash: sha256hex(bytes), size: bytes.length })
+  dfd.partDelayMs = 200
+  try {
+    const { uppy, events } = newUppy(dfd, { overlapFrom: 8 * MIB, limit: 1 })
+    add(uppy, bytes, 'overlap-known.bin')
+    const putsBefore = dfd.puts().length
+    await uppy.upload()
+    assert.equal(events.error.length, 0, String(events.error[0]?.error))
+    assert.equal(events.success[0].response.body.duplicate, true)
+    assert.ok(dfd.puts().length - putsBefore < 5, 'the transfer stopped before all 5 parts')
+    const cancelled = [...dfd.uploads.values()].filter((u) => u.filename === 'overlap-known.bin' && u.aborted)
+    assert.equal(cancelled.length, 1, 'the multipart upload started while hashing is cancelled')
+  } finally {
+    dfd.partDelayMs = 0
+  }
+})

@@ -137,6 +137,10 @@ export async function startFakeDfd(options = {}) {
         return json(202, { upload_id: upload.id, status: 'pending' })
       }
       const meta = /^\/metadata\/([0-9a-f]+)$/.exec(url.pathname)
+      if (meta && req.method === 'GET' && meta[1].length === 64) {
+        const file = dfd.known.get(meta[1])
+        return file ? json(200, file) : error(404, 'not_found', 'not found')
+      }
       if (meta && req.method === 'GET') {
         const found = dfd.uploads.get(meta[1])
         if (!found) return error(404, 'not_found', 'not found')
