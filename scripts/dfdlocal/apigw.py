@@ -404,7 +404,7 @@ SERVED_SUFFIXES = frozenset(
         ".woff2",
     }
 )
-NOT_SERVED = frozenset({"node_modules", "config.example.js"})
+NOT_SERVED = frozenset({"node_modules", "scripts", "config.example.js"})  # web/scripts: the vendor build
 
 
 class StaticFiles:

@@ -256,6 +256,7 @@ def test_the_connect_sources_are_the_stack_s() -> None:
         "/config.example.js",
         "/.gitignore",
         "/node_modules/@uppy/core/package.json",
+        "/scripts/vendor.mjs",
     ],
 )
 def test_the_static_server_serves_only_the_app_s_files(api: Client, path: str) -> None:
