@@ -178,6 +178,16 @@ def test_bad_input_owner_rules_and_checksum_rules(stack: RunningStack) -> None:
     # POST /upload: a multipart upload has at least 5 MiB
     small = call(stack, "POST", "/upload", json={"filename": "s.bin", "size": PART - 1, "multipart": True})
     assert error_code(small, 400) == "validation_error"
+    # the client's part size: used as given, refused outside 5 MiB .. 5 GiB or beyond 10,000 parts
+    chosen = call(
+        stack, "POST", "/upload", json={"filename": "p.bin", "size": 13 * MIB, "multipart": True, "part_size": 6 * MIB}
+    )
+    assert chosen.status_code == 201 and (chosen.json()["part_size"], chosen.json()["part_count"]) == (6 * MIB, 3)
+    # (beyond 10,000 parts needs more than the local MaxUploadBytes of 5 GiB: tests/unit/test_multipart.py)
+    for part_size, size in ((PART - 1, 13 * MIB), (5 * 1024 * MIB + 1, 5 * 1024 * MIB), ("6291456", 13 * MIB)):
+        refused = call(stack, "POST", "/upload", json={"filename": "p.bin", "size": size, "part_size": part_size})
+        assert error_code(refused, 400) == "validation_error", refused.text
+        assert refused.json()["error"]["details"]["field"] == "part_size"
 
     upload_id = create(stack)["upload_id"]
     parts_path, complete_path = f"/uploads/{upload_id}/parts", f"/uploads/{upload_id}/complete"
