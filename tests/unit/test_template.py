@@ -52,7 +52,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "CountersTable.Arn"),
+        ("dynamodb:BatchGetItem", "CountersTable.Arn"),  # the tenant's usage shards, with a quota set
         ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version, migrated by another writer first
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
@@ -83,7 +83,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "MeFunction": {("dynamodb:GetItem", "CountersTable.Arn")},
+    "MeFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
         ("s3:GetObject", OBJECTS),
