@@ -240,10 +240,15 @@ class Repository:
         return usage.total(self._usage_items(tenant).values())
 
     def _usage_items(self, tenant: str) -> dict[str, Item]:
-        """The tenant's usage shards that exist, by counter_id: ONE consistent BatchGetItem."""
+        """The tenant's usage shards that exist, by counter_id: consistent BatchGetItems of 100 keys."""
         keys = [to_item(shard.key) for shard in usage.every_shard(tenant)]
-        found = self._batch_get({self._s.counters_table: {"Keys": keys, "ConsistentRead": True}})
-        return {str(item["counter_id"]): item for item in found[self._s.counters_table]}
+        table = self._s.counters_table
+        items: dict[str, Item] = {}
+        for start in range(0, len(keys), usage.READ_BATCH):
+            batch = keys[start : start + usage.READ_BATCH]
+            for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]:
+                items[str(item["counter_id"])] = item
+        return items
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
         """One page of at most `limit` file records, and where the next page starts (None on the last page).
