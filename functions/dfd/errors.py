@@ -32,9 +32,10 @@ class ValidationFailed(BadRequest):
     code = "validation_error"
 
 
-class PayloadTooLarge(DfdError):
-    status = 413
-    code = "payload_too_large"
+class TooLarge(BadRequest):
+    """An upload larger than MaxUploadBytes: what one ingest invocation can read and hash (docs/performance.md)."""
+
+    code = "too_large"
 
 
 class NotFound(DfdError):

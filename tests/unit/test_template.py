@@ -370,7 +370,7 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     assert props["Architectures"] == ["arm64"]
     assert props["Tracing"] == "Active"
     if logical_id == "IngestFunction":
-        assert props["Timeout"] == 300
+        assert props["Timeout"] == 900  # Lambda's maximum: the largest object is hashed in one invocation
         assert _param_value(template, props["MemorySize"]) == 1769  # one full vCPU: hashing is CPU bound
     else:
         assert props["Timeout"] == 10
@@ -410,7 +410,7 @@ def test_parameters_and_defaults(template: dict[str, Any]) -> None:
         "UploadPrefix": "uploads/",
         "CounterShards": 100,
         "PendingShards": 4,
-        "MaxUploadBytes": 5368709120,
+        "MaxUploadBytes": 180 * 2**30,  # docs/performance.md, "The largest object"
         "LogLevel": "INFO",
         "MetricsNamespace": "dfd",
         "IngestMemorySize": 1769,
