@@ -87,6 +87,23 @@ def _s3_ingest() -> Any:
     return client
 
 
+# CompleteMultipartUpload's wait, within UploadPartsFunction's Timeout (29 s: the HTTP API gives up at 30 s) after
+# listing up to 10,000 parts (10 ListParts pages)
+COMPLETE_WAIT_SECONDS = 20
+
+
+def _s3_complete() -> Any:
+    # one attempt: a wait past the budget is answered "completing", and the client's repeat is the retry
+    config = Config(
+        signature_version="s3v4",
+        s3=s3_addressing(),
+        read_timeout=COMPLETE_WAIT_SECONDS,
+        connect_timeout=3,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return boto3.client("s3", config=config)
+
+
 @cache
 def dynamodb() -> Any:
     return LazyClient(_dynamodb)
@@ -96,6 +113,12 @@ def dynamodb() -> Any:
 def s3() -> Any:
     """For presigning and small calls: SigV4 so the signed headers are enforced."""
     return LazyClient(_s3)
+
+
+@cache
+def s3_complete() -> Any:
+    """For CompleteMultipartUpload only: its read timeout is the request's budget (dfd.multipart)."""
+    return LazyClient(_s3_complete)
 
 
 @cache

@@ -38,6 +38,11 @@ class TooLarge(BadRequest):
     code = "too_large"
 
 
+class StillCompleting(Exception):
+    """S3 has not finished assembling a multipart upload within the request's budget; it carries on, and a
+    repeat of CompleteMultipartUpload (idempotent) finds it done."""
+
+
 class NotFound(DfdError):
     status = 404
     code = "not_found"
