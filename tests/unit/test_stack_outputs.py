@@ -14,7 +14,14 @@ from dfdlocal.template import load_template
 from dfdtools import tools
 
 ROOT = Path(__file__).resolve().parents[2]
-NEEDED = {*tools.STACK_SETTINGS, "IngestQueueUrl", "IngestFunctionName", "ApiUrl", "UserPoolClientId"}
+NEEDED = {
+    *tools.STACK_SETTINGS,
+    "IngestQueueUrl",
+    "IngestFunctionName",
+    "ApiUrl",
+    "UserPoolClientId",
+    "ReconcileStateMachineArn",
+}
 
 
 class FakeCloudFormation:
@@ -100,3 +107,30 @@ def test_token_and_upload_take_the_client_and_the_api_from_the_stack(
 
     with pytest.raises(SystemExit):  # an unknown stack is a usage error naming it
         upload.main(["--stack", "nope", "--region", "eu-west-1", "--list", "--token", "t"])
+
+
+def test_reconcile_runs_the_stacks_state_machine(
+    monkeypatch: pytest.MonkeyPatch, outputs: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dfdtools import reconcile
+
+    fake = FakeCloudFormation(outputs)
+    clients: list[str] = []
+
+    def client(self: Any, service: str, **_: Any) -> Any:
+        clients.append(service)
+        return fake
+
+    runs: list[tuple[str, dict[str, Any], float]] = []
+
+    def run(sfn: Any, arn: str, timeout: float, *, execution_input: dict[str, Any], poll: float) -> dict[str, Any]:
+        runs.append((arn, execution_input, poll))
+        return {"redriven": 0, "expired": 0, "orphans": None, "drift": None, "now": "x", "executions": 1}
+
+    monkeypatch.setattr(tools.boto3.Session, "client", client)
+    monkeypatch.setattr(reconcile, "run_reconcile", run)
+    assert reconcile.main(["--stack", "dfd-prod", "--region", "eu-west-1", "--pending-only"]) == 0
+    assert runs == [(outputs["ReconcileStateMachineArn"], {"sweep": False}, 2.0)]
+    assert clients == ["cloudformation", "stepfunctions"]
+    assert reconcile.main(["--stack", "nope", "--region", "eu-west-1"]) == 2
+    assert "stack nope" in capsys.readouterr().err
