@@ -183,8 +183,8 @@ def test_bad_input_owner_rules_and_checksum_rules(stack: RunningStack) -> None:
         stack, "POST", "/upload", json={"filename": "p.bin", "size": 13 * MIB, "multipart": True, "part_size": 6 * MIB}
     )
     assert chosen.status_code == 201 and (chosen.json()["part_size"], chosen.json()["part_count"]) == (6 * MIB, 3)
-    # (beyond 10,000 parts needs more than the local MaxUploadBytes of 5 GiB: tests/unit/test_multipart.py)
-    for part_size, size in ((PART - 1, 13 * MIB), (5 * 1024 * MIB + 1, 5 * 1024 * MIB), ("6291456", 13 * MIB)):
+    bounds = ((PART - 1, 13 * MIB), (5 * 1024 * MIB + 1, 6 * 1024 * MIB), ("6291456", 13 * MIB), (PART, PART * 10_001))
+    for part_size, size in bounds:
         refused = call(stack, "POST", "/upload", json={"filename": "p.bin", "size": size, "part_size": part_size})
         assert error_code(refused, 400) == "validation_error", refused.text
         assert refused.json()["error"]["details"]["field"] == "part_size"
