@@ -259,7 +259,8 @@ export default class DfdUpload extends BasePlugin {
     return this.#retrying(run, (signal) => apiCall(this.opts, method, path, payload, signal))
   }
 
-  async #hash(fileID, run) {
+  /** The file's SHA-256; null only when `stopped()` says the caller no longer wants it. */
+  async #hash(fileID, run, stopped = () => false) {
     const file = this.uppy.getFile(fileID)
     const emit = (value) => {
       const current = this.uppy.getFile(fileID)
@@ -280,6 +281,7 @@ export default class DfdUpload extends BasePlugin {
         if (current) this.uppy.emit('preprocess-complete', current)
         return hex
       }
+      if (stopped()) return null
     }
   }
 
@@ -345,9 +347,11 @@ export default class DfdUpload extends BasePlugin {
    */
   async #sendWhileHashing(fileID, run) {
     const file = this.uppy.getFile(fileID)
-    const stop = { superseded: false }
-    const hashing = this.#hash(fileID, run).then(async (hex) => {
-      this.#setState(fileID, { sha256: hex })
+    const stop = { superseded: false, failed: false }
+    const hashing = this.#hash(fileID, run, () => stop.failed).then(async (hex) => {
+      if (!hex) return null
+      this.#setState(fileID, { sha256: hex }) // kept for a retry
+      if (stop.failed) return hex
       try {
         await this.#api(run, 'GET', `/metadata/${hex}`)
       } catch (error) {
@@ -366,19 +370,23 @@ export default class DfdUpload extends BasePlugin {
       multipart: true,
     }
     if (this.opts.partSize) request.part_size = this.opts.partSize
-    const answer = await this.#api(run, 'POST', '/upload', request)
-    const body = answer.body
-    this.#setState(fileID, {
-      uploadId: body.upload_id,
-      multipart: true,
-      partSize: body.part_size,
-      partCount: body.part_count,
-      checksums: Boolean(this.opts.checksums && hasPartChecksums()),
-    })
+    let body
     try {
+      body = (await this.#api(run, 'POST', '/upload', request)).body
+      this.#setState(fileID, {
+        uploadId: body.upload_id,
+        multipart: true,
+        partSize: body.part_size,
+        partCount: body.part_count,
+        checksums: Boolean(this.opts.checksums && hasPartChecksums()),
+      })
       return await this.#multipart(fileID, run, new Map(), { stop, beforeComplete: () => hashing })
     } catch (error) {
-      if (!stop.superseded || run.cancelled) throw error
+      if (!stop.superseded || run.cancelled) {
+        stop.failed = true // the file failed: its hash is not wanted any more
+        if (!run.cancelled) run.interrupt()
+        throw error
+      }
     }
     // the tenant holds this content: the bytes sent so far are dropped with the cancelled upload
     const sha256 = await hashing

@@ -231,3 +231,23 @@ test('a large known file sent while hashed stops, cancels its upload and reports
     dfd.partDelayMs = 0
   }
 })
+
+test('a large file refused while it is hashed reports dfd error once, and nothing more happens', async () => {
+  dfd.quotaBytes = 10 * MIB
+  try {
+    const { uppy, events } = newUppy(dfd, { overlapFrom: 8 * MIB })
+    add(uppy, randomBytes(64 * MIB), 'overlap-refused.bin')
+    const before = dfd.requests.length
+    await uppy.upload()
+    assert.equal(events.error.length, 1)
+    assert.equal(events.error[0].error.code, 'quota_exceeded')
+    await new Promise((r) => setTimeout(r, 300))
+    // the hash may have finished first (then its check of the content went out): never a part, never a retry
+    const calls = dfd.requests.slice(before).map((r) => `${r.method} ${r.path}`)
+    assert.deepEqual(calls.filter((c) => !c.startsWith('GET /metadata/')), ['POST /upload'])
+    assert.ok(calls.length <= 2, calls)
+    assert.equal(events.success.length + events.error.length, 1)
+  } finally {
+    dfd.quotaBytes = Infinity
+  }
+})
