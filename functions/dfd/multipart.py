@@ -37,8 +37,9 @@ from dfd.errors import (
     ValidationFailed,
 )
 from dfd.identity import Caller
-from dfd.ids import is_upload_id, new_upload_id, object_key, tenant_metadata
+from dfd.ids import new_upload_id, object_key, tenant_metadata
 from dfd.ports import Item, MultipartAttached, NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
+from dfd.queries import check_upload_id
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
@@ -267,9 +268,9 @@ class MultipartService:
     # ------------------------------------------------------------------ records and ownership
     def _owned(self, caller: Caller, upload_id: str) -> Item:
         """The caller's multipart upload record: another tenant's (or an unknown) id → 404, a same-tenant
-        upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart."""
-        if not is_upload_id(upload_id):
-            raise NotFound("no such upload")
+        upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart; a malformed
+        id → 400 invalid_id."""
+        check_upload_id(upload_id)
         record = self._repo.get_upload(upload_id)
         if record is None:
             raise NotFound("no such upload")
