@@ -43,6 +43,8 @@ from dfd.queries import check_upload_id
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
+PART_REQUEST_FIELDS = frozenset({"part_number", "checksum_sha256"})  # an entry of POST /uploads/{id}/parts
+COMPLETE_PART_FIELDS = frozenset({"part_number", "etag"})  # an entry of POST /uploads/{id}/complete
 PENDING = "pending"
 
 
@@ -338,7 +340,7 @@ def _parse_part_requests(body: Any, part_count: int) -> list[tuple[int, str | No
     wanted: list[tuple[int, str | None]] = []
     seen: set[int] = set()
     for entry in entries:
-        unknown = sorted(set(entry) - {"part_number", "checksum_sha256"})
+        unknown = sorted(set(entry) - PART_REQUEST_FIELDS)
         if unknown:
             raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
         number = _part_number(entry.get("part_number"), part_count)
@@ -358,7 +360,7 @@ def _parse_complete(body: Any, part_count: int) -> dict[int, str]:
     """{part_number: etag} of an optional POST /uploads/{id}/complete body."""
     expected: dict[int, str] = {}
     for entry in _entries(body, required=False):
-        unknown = sorted(set(entry) - {"part_number", "etag"})
+        unknown = sorted(set(entry) - COMPLETE_PART_FIELDS)
         if unknown:
             raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
         number = _part_number(entry.get("part_number"), part_count)
