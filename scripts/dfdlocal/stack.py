@@ -252,6 +252,7 @@ class LocalStack:
             options.web_path,
             authorizers=authorizers,
             config_script=config_js(auth),
+            openapi_document=options.root / "docs" / "openapi.yaml",
         )
         self._serve("api", self._server(sockets["api"], api))
         self._serve("lambda", self._server(sockets["lambda"], LambdaApi(runtime)))
