@@ -15,6 +15,7 @@ are not part of the document, so the fuzzer never sends bytes to S3.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -26,7 +27,8 @@ from tests.e2e.openapi_check import DOCUMENT
 
 pytestmark = pytest.mark.e2e
 
-FUZZ_EXAMPLES = 25
+# per operation and generation mode; DFD_FUZZ_EXAMPLES=500 digs deeper by hand (minutes)
+FUZZ_EXAMPLES = int(os.environ.get("DFD_FUZZ_EXAMPLES", "25"))
 CHECKS = (
     "not_a_server_error",
     "status_code_conformance",
@@ -42,7 +44,7 @@ def fuzz_config() -> SchemathesisConfig:
     checks: dict[str, Any] = {"enabled": False} | {name: {"enabled": True} for name in CHECKS}
     return SchemathesisConfig.from_dict(
         {
-            "seed": 22,  # the same requests every run: a failure here reproduces
+            "seed": int(os.environ.get("DFD_FUZZ_SEED", "22")),  # the same requests every run: a failure reproduces
             "checks": checks,
             "generation": {"mode": "all", "max-examples": FUZZ_EXAMPLES, "database": "none"},
             "phases": {"stateful": {"enabled": False}},

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from jsonschema import Draft202012Validator
 
 from dfd import errors, multipart, queries, uploads, views
 from dfd.ports import COUNTER_FIELDS, USAGE_FIELDS
@@ -261,8 +262,23 @@ def test_error_codes_are_the_same_in_code_and_document() -> None:
     assert raised <= documented, f"raised but not documented: {sorted(raised - documented)}"
 
 
-def test_every_success_has_an_example() -> None:
+def conforms(example: Any, schema: dict[str, Any]) -> None:
+    """Validate `example` against `schema`, its `#/components/...` references resolved in the document."""
+    validator = Draft202012Validator({**schema, "components": document()["components"]})
+    errors_found = sorted(str(error.message) for error in validator.iter_errors(example))
+    assert not errors_found, errors_found
+
+
+def test_every_success_has_an_example_that_fits_its_schema() -> None:
     for method, path, status, response in documented_responses():
         if status < 400 and "content" in response:
             media = response["content"]["application/json"]
-            assert "example" in media or "examples" in media, (method, path, status)
+            assert "example" in media, (method, path, status)
+            conforms(media["example"], media["schema"])
+
+
+def test_request_examples_fit_their_schema() -> None:
+    for _, _, operation, _ in operations():
+        if "requestBody" in operation:
+            media = operation["requestBody"]["content"]["application/json"]
+            conforms(media["example"], media["schema"])
