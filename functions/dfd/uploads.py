@@ -68,8 +68,6 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("size must be an integer number of bytes", details={"field": "size"})
     if size < 1:
         raise ValidationFailed("size must be at least 1 byte", details={"field": "size"})
-    if size > max_bytes:
-        raise PayloadTooLarge(f"size {size} exceeds the limit of {max_bytes} bytes", details={"limit": max_bytes})
     content_type = body.get("content_type", DEFAULT_CONTENT_TYPE)
     if content_type is None:
         content_type = DEFAULT_CONTENT_TYPE
@@ -83,6 +81,9 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("multipart must be true or false", details={"field": "multipart"})
     if multipart and size < S3_MIN_PART:
         raise ValidationFailed(f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"})
+    # a well-formed request above the limit: 413 only once every field is valid (a malformed one is a 400)
+    if size > max_bytes:
+        raise PayloadTooLarge(f"size {size} exceeds the limit of {max_bytes} bytes", details={"limit": max_bytes})
     return UploadRequest(filename, size, content_type, sha256, multipart)
 
 

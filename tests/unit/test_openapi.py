@@ -4,7 +4,7 @@ that is not in the other.
 What is compared, each side read from where it is defined:
 * routes: template.yaml's HttpApi events, the handlers' ``@app.<method>(path)`` decorators, the document's
   operations; every route is behind the JWT authorizer, every operation requires the bearer scheme;
-* parameters: the path's ``{name}`` segments, the query strings a handler reads (``get_query_string_value``);
+* parameters: the path's ``{name}`` segments, the query parameters a handler takes (``query_values``);
 * request and response fields: the field lists of dfd.uploads, dfd.multipart, dfd.views, dfd.queries, dfd.ports;
 * statuses: the ones a handler answers (``json_response(N, ...)``, ``Response(status_code=N)``, the service
   answers it passes on), the error codes dfd raises with their statuses (every ``DfdError`` built in
@@ -84,12 +84,11 @@ class Route:
 
     def query_parameters(self) -> set[str]:
         return {
-            call.args[0].value
+            argument.value
             for call in ast.walk(self.function)
-            if isinstance(call, ast.Call)
-            and isinstance(call.func, ast.Attribute)
-            and call.func.attr == "get_query_string_value"
-            and isinstance(call.args[0], ast.Constant)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "query_values"
+            for argument in call.args[1:]
+            if isinstance(argument, ast.Constant)
         }
 
     def statuses(self) -> set[int]:
