@@ -29,6 +29,7 @@ def list_uploads() -> Any:
 
 @app.delete("/uploads/<id>")
 def delete_upload(id: str) -> Any:
+    query_values(app)
     caller = current_caller(app)
     result = deps.delete_service().delete(caller, path_id(app, id))
     logger.info(
