@@ -30,7 +30,7 @@ from tests.e2e.openapi_check import DOCUMENT
 pytestmark = pytest.mark.e2e
 
 # per operation and generation mode; DFD_FUZZ_EXAMPLES=500 digs deeper by hand (minutes)
-FUZZ_EXAMPLES = int(os.environ.get("DFD_FUZZ_EXAMPLES", "20"))
+FUZZ_EXAMPLES = int(os.environ.get("DFD_FUZZ_EXAMPLES", "15"))
 CHECKS = (
     "not_a_server_error",
     "status_code_conformance",
