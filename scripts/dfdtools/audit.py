@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
+from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
+from dfd import clock, usage
 from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfd.ports import is_tombstoned
+from dfd.usage import UsageShard
 from dfdtools.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
@@ -85,20 +87,50 @@ def _objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _sha256(s3: Any, bucket: str, key: str) -> str | None:
-    """The object's SHA-256, or None when it is gone by now (listed a moment ago: deleted meanwhile)."""
+@dataclass(frozen=True)
+class Unreadable:
+    """Why an object could not be hashed (its S3 error code, or the client's error)."""
+
+    reason: str
+    gone: bool = False  # NoSuchKey: deleted since it was listed
+
+
+def _no_checksum_mode(params: dict[str, Any], model: Any, **_: Any) -> None:
+    """Undo botocore's default ChecksumMode on GetObject (set by its own handler of the same event: this one is
+    registered last, on the generic event, as botocore calls specific handlers first)."""
+    if model.name == "GetObject":
+        params.pop("ChecksumMode", None)
+
+
+def _sha256(s3: Any, bucket: str, key: str) -> str | Unreadable:
+    """The SHA-256 of the object's bytes, or why they cannot be read (archived, denied, gone, cut short). The
+    bytes are hashed here, never checked against S3's stored checksum by botocore: a checksum that disagrees
+    with the bytes would raise mid-read, and what matters is what the bytes hash to."""
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-    except s3.exceptions.NoSuchKey:
-        return None
-    digest = hashlib.sha256()
-    for chunk in body.iter_chunks(1024 * 1024):
-        digest.update(chunk)
+        digest = hashlib.sha256()
+        for chunk in body.iter_chunks(1024 * 1024):
+            digest.update(chunk)
+    except ClientError as error:
+        code = str(error.response.get("Error", {}).get("Code", "")) or "unknown error"
+        message = str(error.response.get("Error", {}).get("Message", "")).strip()
+        return Unreadable(f"{code}: {message}" if message else code, gone=code in ("NoSuchKey", "404"))
+    except BotoCoreError as error:
+        return Unreadable(f"{type(error).__name__}: {error}")
     return digest.hexdigest()
 
 
 def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
     """Check every invariant. settled=False tolerates objects whose events are still in flight."""
+    handler = "before-parameter-build"
+    s3.meta.events.register_last(handler, _no_checksum_mode, unique_id="dfd-audit-no-checksum-mode")
+    try:
+        return _audit(ddb, s3, settings, settled=settled)
+    finally:
+        s3.meta.events.unregister(handler, unique_id="dfd-audit-no-checksum-mode")
+
+
+def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     files = list(_scan(ddb, settings.files_table))
     events = list(_scan(ddb, settings.events_table))
     uploads = list(_scan(ddb, settings.uploads_table))
@@ -124,8 +156,10 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
             c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
             continue
         actual = _sha256(s3, settings.bucket, key)
-        if actual is None:
+        if isinstance(actual, Unreadable) and actual.gone:
             c1.problems.append(f"stored object {key} of {item['hash']} vanished while audited (invariant 5)")
+        elif isinstance(actual, Unreadable):
+            c1.problems.append(f"stored object {key} of {item['hash']} cannot be read: {actual.reason} (invariant 5)")
         elif actual != item["hash"]:
             c1.problems.append(f"{key} hashes to {actual}, its record says {item['hash']} (invariant 6)")
     c1.counts = {"files": len(files), "checked_objects": sum(1 for i in files if i.get("s3_key") in objects)}
@@ -216,7 +250,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 
 def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], uploads: list[dict[str, Any]]) -> Check:
-    """Quotas (docs/design.md, "Quotas"): each tenant's usage item `usage#<tenant>` against a recount —
+    """Quotas (docs/design.md, "Quotas"): each tenant's usage (the sum of its usage shards `usage#<tenant>[#NN]`)
+        against a recount —
         `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
         the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
         `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
@@ -233,11 +268,12 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], upl
             pending.setdefault(str(upload["tenant"]), []).append(int(upload["quota_bytes"]))
             if upload.get("status") != "pending":  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload['upload_id']} is {upload.get('status')} yet holds quota_bytes")
-    items = {
-        str(item["counter_id"]).removeprefix("usage#"): item
-        for item in counters
-        if str(item.get("counter_id", "")).startswith("usage#")
-    }
+    shards: dict[str, list[dict[str, Any]]] = {}
+    for item in counters:
+        shard = UsageShard.parse(str(item.get("counter_id", "")))
+        if shard is not None:
+            shards.setdefault(shard.tenant, []).append(item)
+    items = {tenant: usage.total(found).as_dict() for tenant, found in shards.items()}
     for tenant in sorted(set(stored) | set(pending) | set(items)):
         item = items.get(tenant, {})
         held = pending.get(tenant, [])
@@ -250,7 +286,10 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], upl
         for name, value in expected.items():
             if int(item.get(name, 0)) != value:
                 check.problems.append(f"tenant {tenant}: {name} {int(item.get(name, 0))}, recounted {value}")
-    check.counts = {"tenants": len(set(stored) | set(pending) | set(items)), "usage_items": len(items)}
+    check.counts = {
+        "tenants": len(set(stored) | set(pending) | set(items)),
+        "usage_items": sum(len(found) for found in shards.values()),
+    }
     check.holds = not check.problems
     return check
 
