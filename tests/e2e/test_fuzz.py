@@ -11,8 +11,8 @@ tenant), made here: the pending uploads and deletes the fuzzer asks for touch no
 Bounded: FUZZ_EXAMPLES examples per operation and generation mode; both callers over the 11 operations take 1 to
 2 minutes on the shared 2-core box (the budget is 3). Nothing is excluded: the presigned S3 requests the API
 hands out are not part of the document, so the fuzzer never sends bytes to S3. What it found was fixed in the code:
-a malformed multipart upload id is 400 invalid_id; POST /upload checks every field before its size limit (400
-before 413); every route refuses a query parameter it does not take (400 unknown_parameter).
+a malformed multipart upload id is 400 invalid_id; every route refuses a query parameter it does not take (400
+unknown_parameter); POST /upload's size limit is a 400 (too_large) like its other field checks.
 """
 
 from __future__ import annotations
