@@ -45,7 +45,7 @@ $(WEB_STAMP): web/package.json web/package-lock.json clients/uppy/package.json $
 
 ## Rebuilds web/vendor/uppy (Uppy, its Dashboard and Golden Retriever, and @dfd/uppy, bundled by esbuild).
 web-vendor: $(WEB_STAMP)
-	cd web && npm run vendor
+	cd web && npm run vendor && npm run vendor-swagger-ui
 
 ## The plugin's tests (node's test runner with the real @uppy/core), then: the committed web/vendor is what
 ## `make web-vendor` makes from the locked packages.
