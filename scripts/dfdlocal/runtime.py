@@ -16,6 +16,7 @@ import functools
 import importlib
 import json
 import logging
+import os
 import threading
 import time
 import traceback
@@ -112,9 +113,10 @@ def _under_metrics_lock(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Runtime:
-    def __init__(self, functions: Mapping[str, FunctionDef], root: Path) -> None:
+    def __init__(self, functions: Mapping[str, FunctionDef], root: Path, *, readable_logs: bool = False) -> None:
         self.functions = dict(functions)
         self.root = root
+        self.readable_logs = readable_logs
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.Lock()
         serialize_powertools_metrics()  # before any handler runs: invocations here are concurrent
@@ -166,6 +168,8 @@ class Runtime:
                     None,
                 )
             self._warn_if_outside_code_uri(function, module)
+            if self.readable_logs:
+                readable_powertools_lines(os.environ.get("POWERTOOLS_SERVICE_NAME", "dfd"))
             self._handlers[name] = handler
             return handler
 
@@ -231,3 +235,35 @@ class _ImportFailure(Exception):
 
 def _elapsed(started: float) -> float:
     return (time.perf_counter() - started) * 1000
+
+
+# LogRecord's own attributes: whatever else a record carries came from ``extra=`` (the structured keys)
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class ReadableRecord(logging.Formatter):
+    """One line per Powertools record: time, level, message and its structured keys (``outcome=stored ...``)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)-16s %(message)s", "%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        keys = " ".join(
+            f"{key}={_short(value)}"
+            for key, value in vars(record).items()
+            if key not in _RECORD_ATTRIBUTES and not key.startswith("_") and value not in (None, "")
+        )
+        return f"{line}  {keys}" if keys else line
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def readable_powertools_lines(service: str) -> None:
+    """The handlers' Powertools logger (named after the service) writes readable lines instead of JSON records."""
+    for handler in logging.getLogger(service).handlers:
+        if not isinstance(handler.formatter, ReadableRecord):
+            handler.setFormatter(ReadableRecord())

@@ -9,4 +9,24 @@ Modules (each a ``python -m`` entry point, wrapped by the same-named script unde
 - ``reconcile``: ``scripts/reconcile`` — run the reconcile workflow now on the local stack and print its summary.
 
 Local names and endpoints come from :mod:`dfdlocal.names`.
+
+Ctrl-C while a tool is still importing (boto3 alone takes a few hundred ms) or after its work is done ends it
+with status 130 and no traceback: this handler is installed before anything else is imported; a tool's main
+(:func:`dfdtools.tools.interruptible`) turns Ctrl-C into KeyboardInterrupt while it runs, to stop cleanly.
 """
+
+import contextlib
+import os
+import signal
+import sys
+from types import FrameType
+
+
+def quiet_exit(signum: int, frame: FrameType | None) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(128 + signum)
+
+
+signal.signal(signal.SIGINT, quiet_exit)

@@ -26,11 +26,12 @@ from dfdlocal.reconcile import (
     template_state_machine,
 )
 from dfdlocal.template import TEMPLATE
-from dfdtools.tools import LOCAL_AWS
+from dfdtools.tools import LOCAL_AWS, interruptible
 
 DEFAULT_ENDPOINT = LOCAL_AWS  # make run's, at DFD_AWS_PORT when set
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/reconcile",

@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from dfdlocal import names
 from dfdlocal.cognito import PASSWORD_ENV, cognito_definitions, local_password
 from dfdlocal.template import TEMPLATE, Resolver, load_template
-from dfdtools.tools import LOCAL_AWS, LOCAL_CREDENTIALS
+from dfdtools.tools import LOCAL_AWS, LOCAL_CREDENTIALS, interruptible
 
 
 class TokenError(Exception):
@@ -125,6 +125,7 @@ def token_for(args: argparse.Namespace) -> str:
     return sign_in(idp, client_id, args.user, password)
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/token", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
