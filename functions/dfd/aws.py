@@ -58,9 +58,7 @@ def _s3() -> Any:
 
 
 def _s3_ingest() -> Any:
-    from dfd.adapters.s3 import ask_for_stored_checksums
-
-    client = boto3.client(
+    return boto3.client(
         "s3",
         config=Config(
             signature_version="s3v4",
@@ -70,8 +68,6 @@ def _s3_ingest() -> Any:
             tcp_keepalive=True,
         ),
     )
-    ask_for_stored_checksums(client)
-    return client
 
 
 @cache

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 
 LOGGED_MESSAGE_CHARS = 512
+# on every API response (JSON, never a page): nothing may render, frame or refer from it
+API_SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 def json_response(status: int, body: Any) -> Response[str]:
@@ -103,7 +109,11 @@ def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Lambd
     a bearer credential (issue 12, item 8); errors are still recorded (capture_error)."""
 
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        return app.resolve(event, context)
+        response = app.resolve(event, context)
+        headers = response.setdefault("headers", {})
+        for name, value in API_SECURITY_HEADERS.items():
+            headers.setdefault(name, value)
+        return response
 
     traced: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = tracer.capture_lambda_handler(
         handler, capture_response=False

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dfdlocal import s3store
-from dfdlocal.names import CREDENTIALS, REGION
+from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
 
@@ -76,13 +76,53 @@ class SerializeDynamoDB:
                     close()
 
 
+def _s3_bucket(name: str) -> Any:
+    """moto's bucket (this process's emulator), or None."""
+    from moto.s3.models import s3_backends
+
+    return s3_backends[ACCOUNT_ID]["aws"].buckets.get(name)
+
+
+def bucket_cors_headers(bucket_name: str, origin: str, method: str) -> list[tuple[str, str]]:
+    """The headers S3 adds to an actual (non-preflight) request whose origin and method match one of the
+    bucket's CORS rules (the first that matches), whatever the response's status."""
+    from moto.s3.utils import cors_matches_origin
+
+    bucket = _s3_bucket(bucket_name)
+    for rule in getattr(bucket, "cors", None) or []:
+        methods = list(rule.allowed_methods or [])
+        if method.upper() not in methods or not cors_matches_origin(origin, rule.allowed_origins or []):
+            continue
+        wildcard = "*" in (rule.allowed_origins or [])
+        headers = [
+            ("Access-Control-Allow-Origin", "*" if wildcard else origin),
+            ("Access-Control-Allow-Methods", ", ".join(methods)),
+            ("Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"),
+        ]
+        if rule.exposed_headers:
+            headers.append(("Access-Control-Expose-Headers", ", ".join(rule.exposed_headers)))
+        if rule.max_age_seconds is not None:
+            headers.append(("Access-Control-Max-Age", str(rule.max_age_seconds)))
+        if not wildcard:
+            headers.append(("Access-Control-Allow-Credentials", "true"))
+        return headers
+    return []
+
+
+def multipart_exists(bucket_name: str, key: str, upload_id: str) -> bool:
+    bucket = _s3_bucket(bucket_name)
+    upload = bucket.multiparts.get(upload_id) if bucket is not None else None
+    return upload is not None and upload.key_name == key
+
+
 class VerifyPresigned:
-    """WSGI middleware: presigned S3 requests are checked as S3 does (signature, signed headers, expiry,
-    x-amz-checksum-sha256), which moto skips; CORS preflights (OPTIONS, never signed) go straight to moto."""
+    """WSGI middleware: presigned S3 requests are checked as S3 does (signature, every x-amz-* header signed,
+    expiry, body checksums), which moto skips, and answered with the bucket's CORS headers; CORS preflights
+    (OPTIONS, never signed) go straight to moto."""
 
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
-        self.guard = PresignedS3Guard(app, self.secret)
+        self.guard = PresignedS3Guard(app, self.secret, cors=bucket_cors_headers, multipart_exists=multipart_exists)
 
     @staticmethod
     def secret(access_key: str) -> str | None:

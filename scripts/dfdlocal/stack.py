@@ -49,6 +49,7 @@ from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
+from dfdlocal.webheaders import page_headers
 
 log = logging.getLogger("dfdlocal")
 
@@ -260,6 +261,7 @@ class LocalStack:
             options.web_path,
             authorizers=authorizers,
             config_script=config_js(auth),
+            page_headers=page_headers(connect=[self.aws_url]),  # S3 and the sign-in are the emulator's
         )
         self._serve("api", self._server(sockets["api"], api))
         self._serve("lambda", self._server(sockets["lambda"], LambdaApi(runtime)))

@@ -653,7 +653,7 @@ class FakeObjectStore:
             found.checksum_sha256,
             tenant_from_metadata(found.metadata),
         )
-        body = None if (found.checksum_sha256 or expect_checksum) else io.BytesIO(found.data)
+        body = None if expect_checksum else io.BytesIO(found.data)
         return OpenedObject(info, body)
 
     def stream(self, opened: OpenedObject, sink: Sink) -> int:
