@@ -237,24 +237,40 @@ def _elapsed(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-# LogRecord's own attributes: whatever else a record carries came from ``extra=`` (the structured keys)
-_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# what every Powertools record repeats (the Lambda context, the service): left out of the readable line
+_BOILERPLATE = frozenset(
+    {
+        "level",
+        "location",
+        "message",
+        "timestamp",
+        "service",
+        "cold_start",
+        "function_name",
+        "function_memory_size",
+        "function_arn",
+        "function_request_id",
+        "correlation_id",
+        "xray_trace_id",
+        "sampling_rate",
+        "exception",
+        "exception_name",
+        "stack_trace",
+    }
+)
 
 
-class ReadableRecord(logging.Formatter):
-    """One line per Powertools record: time, level, message and its structured keys (``outcome=stored ...``)."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)-7s %(name)-16s %(message)s", "%H:%M:%S")
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        keys = " ".join(
-            f"{key}={_short(value)}"
-            for key, value in vars(record).items()
-            if key not in _RECORD_ATTRIBUTES and not key.startswith("_") and value not in (None, "")
-        )
-        return f"{line}  {keys}" if keys else line
+def readable_line(log: Mapping[str, Any]) -> str:
+    """A Powertools record as one line: time, level, function, message and its own keys (``outcome=stored``)."""
+    stamp = str(log.get("timestamp", ""))[11:19]
+    keys = " ".join(
+        f"{key}={_short(value)}" for key, value in log.items() if key not in _BOILERPLATE and value not in (None, "")
+    )
+    line = f"{stamp} {log.get('level', '')!s:<7} {log.get('function_name', 'dfd')!s:<16} {log.get('message', '')}"
+    line = f"{line}  {keys}" if keys else line
+    if log.get("exception"):
+        line += "\n" + str(log["exception"])
+    return line
 
 
 def _short(value: object, limit: int = 80) -> str:
@@ -263,7 +279,10 @@ def _short(value: object, limit: int = 80) -> str:
 
 
 def readable_powertools_lines(service: str) -> None:
-    """The handlers' Powertools logger (named after the service) writes readable lines instead of JSON records."""
+    """The handlers' Powertools logger (named after the service) writes readable lines instead of JSON: its
+    formatter keeps building the structured record (keys appended by the handlers included), only the last step,
+    the JSON serializer, is replaced."""
     for handler in logging.getLogger(service).handlers:
-        if not isinstance(handler.formatter, ReadableRecord):
-            handler.setFormatter(ReadableRecord())
+        formatter = handler.formatter
+        if formatter is not None and hasattr(formatter, "json_serializer"):
+            formatter.json_serializer = readable_line

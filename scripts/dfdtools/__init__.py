@@ -30,3 +30,11 @@ def quiet_exit(signum: int, frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGINT, quiet_exit)
+
+# The wrappers under scripts/ start Python with -S (no site) and the packages on PYTHONPATH, so that this handler
+# is in place before the slowest part of start-up: the virtualenv's site-packages (and their .pth files) are
+# added only now. Ctrl-C in the few milliseconds before it is Python's own.
+if sys.flags.no_site and "site" not in sys.modules:
+    import site
+
+    site.main()
