@@ -30,10 +30,12 @@ def quiet_exit(signum: int, frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGINT, quiet_exit)
+# The wrappers under scripts/ start Python with SIGINT blocked (a Ctrl-C during the interpreter's own start-up
+# waits, pending, instead of interrupting it with a traceback): with the handler in place it is let through.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-# The wrappers under scripts/ start Python with -S (no site) and the packages on PYTHONPATH, so that this handler
-# is in place before the slowest part of start-up: the virtualenv's site-packages (and their .pth files) are
-# added only now. Ctrl-C in the few milliseconds before it is Python's own.
+# The wrappers also start Python with -S (no site) and the packages on PYTHONPATH, so that the handler is in place
+# before the slowest part of start-up: the virtualenv's site-packages (and their .pth files) are added only now.
 if sys.flags.no_site and "site" not in sys.modules:
     import site
 

@@ -103,6 +103,7 @@ def test_every_shell_block_of_the_readme_runs_as_written(
 ) -> None:
     blocks = shell_blocks(README)
     assert blocks, "README.md has no shell blocks"
+    before = checkout_status()
     skipped = [block for block in blocks if block.skip_reason is not None]
     with capsys.disabled():
         for block in skipped:
@@ -125,6 +126,15 @@ def test_every_shell_block_of_the_readme_runs_as_written(
         finally:
             # make passes Ctrl-C on by dying of it once the stack has exited 0
             stop_stack(running, ok=(0, 130, -signal.SIGINT))
+    assert checkout_status() == before, "the README's blocks wrote into the repository"
+
+
+def checkout_status() -> str:
+    """git's view of the checkout (untracked files included; ignored ones, like .venv, not)."""
+    result = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True
+    )
+    return result.stdout if result.returncode == 0 else ""  # not a git checkout: nothing to compare
 
 
 def run_segment(segment: Segment, workdir: Path, env: dict[str, str], stack: RunningStack, number: int) -> None:
