@@ -16,7 +16,6 @@ import functools
 import importlib
 import json
 import logging
-import os
 import threading
 import time
 import traceback
@@ -169,7 +168,7 @@ class Runtime:
                 )
             self._warn_if_outside_code_uri(function, module)
             if self.readable_logs:
-                readable_powertools_lines(os.environ.get("POWERTOOLS_SERVICE_NAME", "dfd"))
+                readable_powertools_lines()
             self._handlers[name] = handler
             return handler
 
@@ -278,11 +277,15 @@ def _short(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def readable_powertools_lines(service: str) -> None:
-    """The handlers' Powertools logger (named after the service) writes readable lines instead of JSON: its
-    formatter keeps building the structured record (keys appended by the handlers included), only the last step,
-    the JSON serializer, is replaced."""
-    for handler in logging.getLogger(service).handlers:
-        formatter = handler.formatter
-        if formatter is not None and hasattr(formatter, "json_serializer"):
-            formatter.json_serializer = readable_line
+def readable_powertools_lines() -> None:
+    """The handlers' Powertools loggers write readable lines instead of JSON: their formatter keeps building the
+    structured record (keys appended by the handlers included), only its last step, the JSON serializer, is
+    replaced; and the record stops there (the root logger would print it a second time)."""
+    for candidate in list(logging.Logger.manager.loggerDict.values()):
+        if not isinstance(candidate, logging.Logger):
+            continue
+        for handler in candidate.handlers:
+            formatter = handler.formatter
+            if formatter is not None and hasattr(formatter, "json_serializer"):
+                formatter.json_serializer = readable_line
+                candidate.propagate = False
