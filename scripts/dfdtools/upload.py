@@ -170,11 +170,12 @@ def upload_one(
     if size == 0:
         return Result(path, "failed", 0, detail="empty files are not accepted (size must be >= 1)")
     kept = parts.states.load(path) if parts.resume else None
+    kept_gone: str | None = None  # why the kept upload could not be continued
     if kept is not None and kept.api == api:
         try:
             return upload_parts(api, path, None, kept, wait=wait, bar=bar, session=session, parts=parts)
         except multipart.UploadGone as gone:
-            print(f"{path}: the interrupted upload is gone ({gone}); starting a new one", file=sys.stderr)
+            kept_gone = str(gone)
     digest = sha256_file(path)
     if parts.resume:
         # an interrupted upload may have finished: the precheck would answer 409 and count the caller's own
@@ -185,6 +186,8 @@ def upload_one(
         if mine is not None:
             detail = f"already uploaded by you: upload {mine['upload_id']}, {mine['status']}; nothing sent"
             return Result(path, "yours", size, detail=detail)
+    if kept_gone is not None:
+        print(f"{path}: the interrupted upload is gone ({kept_gone}); starting a new one", file=sys.stderr)
     content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     body: dict[str, Any] = {"filename": path.name, "size": size, "content_type": content_type, "sha256": digest}
     answer = session.post(f"{api}/upload", json=body, timeout=30)
