@@ -256,9 +256,9 @@ def deploy(settings: Settings, *, guided: bool, run: Runner, outputs: Outputs, w
     report.lines += [
         f"API: {api['ApiUrl']}",
         "next: a tenant and its first users (each signs in with a temporary password, then chooses their own):",
-        f"  scripts/users --aws --stack {settings.stack} tenant acme",
-        f"  scripts/users --aws --stack {settings.stack} add alice --tenant acme",
-        f"  scripts/users --aws --stack {settings.stack} add admin --admin",
+        f"  scripts/users --stack {settings.stack} tenant acme",
+        f"  scripts/users --stack {settings.stack} add alice --tenant acme",
+        f"  scripts/users --stack {settings.stack} add admin --admin",
     ]
     return report
 

@@ -6,7 +6,7 @@
   scripts/users admin dave                          # make an existing user an administrator
   scripts/users remove dave
   scripts/users list                                # every user: status, tenant, admin
-  scripts/users --aws --stack dfd --region eu-west-1 list   # a deployed stack (its UserPoolId output)
+  scripts/users --stack dfd --region eu-west-1 list         # a deployed stack (its UserPoolId output)
 
 A new user gets a temporary password (printed, or --temporary-password): their first sign-in (the web pages, or
 ``scripts/token USER --new-password ...``) asks them to choose their own. No e-mail is sent (MessageAction
@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.identity import ADMIN_GROUP, TENANT_GROUP_PREFIX, TENANT_NAME
 from dfdtools.token import TokenError, find_local_client, local_idp, template_names
-from dfdtools.tools import LOCAL_AWS, interruptible, reports_unreachable
+from dfdtools.tools import LOCAL_AWS, StackError, interruptible, reports_unreachable, require_output, stack_outputs
 
 
 class UsersError(Exception):
@@ -51,14 +51,8 @@ def temporary_password() -> str:
 
 def stack_pool(stack: str, profile: str | None, region: str | None) -> tuple[Any, str]:
     session = boto3.Session(profile_name=profile, region_name=region)
-    try:
-        described = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
-    except ClientError as error:
-        raise UsersError(f"stack {stack!r}: {error.response.get('Error', {}).get('Message', error)}") from None
-    outputs = {item["OutputKey"]: item["OutputValue"] for item in described.get("Outputs", [])}
-    if "UserPoolId" not in outputs:
-        raise UsersError(f"stack {stack!r} has no UserPoolId output: is it dfd's?")
-    return session.client("cognito-idp"), outputs["UserPoolId"]
+    (pool_id,) = require_output(stack_outputs(session.client("cloudformation"), stack), "UserPoolId")
+    return session.client("cognito-idp"), pool_id
 
 
 def local_pool(endpoint: str) -> tuple[Any, str]:
@@ -178,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/users", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--aws", action="store_true", help="a deployed stack's user pool (needs --stack)")
-    parser.add_argument("--stack", help="with --aws: the CloudFormation stack name (its UserPoolId output)")
-    parser.add_argument("--profile", help="with --aws: AWS profile")
-    parser.add_argument("--region", help="with --aws: AWS region")
+    parser.add_argument("--aws", action="store_true", help="a deployed stack's user pool (with --stack)")
+    parser.add_argument("--stack", help="a deployed stack's name (its UserPoolId output); implies --aws")
+    parser.add_argument("--profile", help="with --stack: AWS profile")
+    parser.add_argument("--region", help="with --stack: the stack's region")
     parser.add_argument(
         "--endpoint-url", default=LOCAL_AWS, help=f"the local emulator (default: make run's, {LOCAL_AWS})"
     )
@@ -202,10 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.aws and not args.stack:
         parser.error("--aws needs --stack NAME")
-    if args.stack and not args.aws:
-        parser.error("--stack goes with --aws")
     try:
-        idp, pool_id = stack_pool(args.stack, args.profile, args.region) if args.aws else local_pool(args.endpoint_url)
+        if args.stack:
+            idp, pool_id = stack_pool(args.stack, args.profile, args.region)
+        else:
+            idp, pool_id = local_pool(args.endpoint_url)
         users = Users(idp, pool_id)
         if args.command == "tenant":
             lines = [users.create_tenant(args.name)]
@@ -217,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             lines = [users.make_admin(args.username)]
         else:
             lines = users.listing()
-    except (UsersError, TokenError) as error:
+    except (UsersError, TokenError, StackError) as error:
         print(f"scripts/users: {error}", file=sys.stderr)
         return 2
     except ClientError as error:

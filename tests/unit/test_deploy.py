@@ -85,7 +85,7 @@ def test_a_first_deploy_creates_the_site_then_the_api_allowing_the_sites_origin_
     assert aws.commands[4][4] == "s3://dfd-site-bucket/" and "--delete" in aws.commands[4]
     assert option(aws.commands[5], "--distribution-id") == ["E123"]
     assert report.site_url == "https://d111.cloudfront.net" and report.api_url == API + "/"
-    assert "scripts/users --aws --stack dfd tenant acme" in "\n".join(report.lines)
+    assert "scripts/users --stack dfd tenant acme" in "\n".join(report.lines)
 
 
 def test_config_js_comes_from_the_outputs_and_only_page_files_are_published(
