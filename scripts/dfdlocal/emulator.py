@@ -11,6 +11,7 @@ of moto's allow-everything CORS layer).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dfdlocal import s3store
+from dfdlocal.cognito import COGNITO_TARGET_PREFIX, CognitoCors
 from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
@@ -134,6 +136,60 @@ class VerifyPresigned:
         return self.guard(environ, start_response)
 
 
+# What Cognito answers without AWS credentials (the caller holds a password or a token): the web sign-in's calls
+COGNITO_PUBLIC_ACTIONS = frozenset(
+    f"{COGNITO_TARGET_PREFIX}{action}"
+    for action in (
+        "InitiateAuth",
+        "RespondToAuthChallenge",
+        "GetUser",
+        "ChangePassword",
+        "GlobalSignOut",
+        "RevokeToken",
+        "ForgotPassword",
+        "ConfirmForgotPassword",
+    )
+)
+
+
+def _is_loopback_peer(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_public_request(environ: WSGIEnvironment) -> bool:
+    """What AWS answers anyone on the internet: presigned S3 requests (verified by the guard), CORS preflights,
+    Cognito's unauthenticated user-pool calls and its published keys. Everything else on the emulator is its
+    API, open to whoever holds the public emulator credentials."""
+    method = environ.get("REQUEST_METHOD", "")
+    if method == "OPTIONS" or "X-Amz-Signature=" in str(environ.get("QUERY_STRING", "")):
+        return True
+    if method == "POST" and not environ.get("HTTP_AUTHORIZATION"):
+        return str(environ.get("HTTP_X_AMZ_TARGET", "")) in COGNITO_PUBLIC_ACTIONS
+    path = str(environ.get("PATH_INFO", ""))
+    return method == "GET" and path.endswith(("/.well-known/jwks.json", "/.well-known/openid-configuration"))
+
+
+class LoopbackApi:
+    """WSGI middleware: other machines reach only the emulator's public surface (:func:`is_public_request`);
+    its API answers loopback clients alone (403 AccessDenied), whatever address the port is bound to."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if _is_loopback_peer(str(environ.get("REMOTE_ADDR", ""))) or is_public_request(environ):
+            return self.app(environ, start_response)
+        body = (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>The local AWS '
+            b"emulator's API answers this machine only</Message></Error>"
+        )
+        start_response("403 Forbidden", [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
 def _cache_module_listing() -> None:
     """moto's dispatcher lists its package directory (~1 ms: a stat per entry) on every request, under its one
     lock; the listing cannot change while the process runs: listed once."""
@@ -161,12 +217,10 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
         def log_error(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
-    from dfdlocal.cognito import CognitoCors
-
     s3store.install()
     _cache_module_listing()
     dispatcher = DomainDispatcherApplication(create_backend_app)
-    app = CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher)))
+    app = LoopbackApi(CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher))))
     host, port = sock.getsockname()[:2]
     return make_server(host, port, app, threaded=True, request_handler=QuietMotoRequestHandler, fd=sock.fileno())
 

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -181,3 +182,15 @@ def stop_stack(running: RunningStack, ok: tuple[int, ...] = (0,)) -> None:
         pytest.fail(f"local stack did not stop within 20 s of SIGINT:\n{running.logs()}")
     if code not in ok:
         pytest.fail(f"local stack exited {code} after SIGINT:\n{running.logs()}")
+
+
+def run_audit(stack: RunningStack) -> subprocess.CompletedProcess[str]:
+    """scripts/audit against the stack, as an operator runs it (its own process, the stack's names)."""
+    return subprocess.run(
+        [sys.executable, "-m", "dfdtools.audit", "--endpoint-url", stack.aws_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "DDB_TABLE": stack.files_table, "S3_BUCKET": stack.bucket},
+    )

@@ -208,6 +208,8 @@ def test_invoke_api(invoke_api: Client) -> None:
     assert missing.headers["x-amzn-errortype"] == "ResourceNotFoundException"
 
     assert invoke_api.post(path.format("Plain"), data=b"{not json").status_code == 400
+    deep = invoke_api.post(path.format("Plain"), data=b"[" * 100_000 + b"]" * 100_000)  # a 400, never a 500
+    assert deep.status_code == 400 and deep.headers["x-amzn-errortype"] == "InvalidRequestContentException"
     assert (
         invoke_api.post(path.format("Plain"), data=b"{}", headers={"X-Amz-Invocation-Type": "DryRun"}).status_code
         == 204
@@ -263,13 +265,16 @@ def test_the_static_server_serves_only_the_app_s_files(api: Client, path: str) -
 
 def test_api_responses_carry_the_security_headers() -> None:
     """Set by the functions themselves (dfd.http), so API Gateway on AWS sends them too."""
-    from dfd.handlers import me
+    from dfd.handlers import me, upload
     from tests.support import LambdaContext, api_event
 
-    response = me.handler(api_event("GET", "/me"), LambdaContext())
-    headers = {name.lower(): value for name, value in response["headers"].items()}
-    assert headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
-    assert headers["referrer-policy"] == "no-referrer" and headers["x-content-type-options"] == "nosniff"
+    for response in (
+        me.handler(api_event("GET", "/me"), LambdaContext()),
+        upload.handler(api_event("POST", "/upload", body={"filename": "a"}), LambdaContext()),  # a 400
+    ):
+        headers = {name.lower(): value for name, value in response["headers"].items()}
+        assert headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
+        assert headers["referrer-policy"] == "no-referrer" and headers["x-content-type-options"] == "nosniff"
 
 
 def test_web_readme_gives_the_same_headers_for_a_hosted_site() -> None:
