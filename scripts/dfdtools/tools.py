@@ -120,6 +120,10 @@ def reports_unreachable(main: Callable[..., int]) -> Callable[..., int]:
             return 2
         except EndpointConnectionError as error:
             where = str(error.kwargs.get("endpoint_url", "the AWS endpoint"))
+        except BrokenPipeError:
+            # whoever read the output went away (`| head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
         except (URLError, ConnectionError, requests.ConnectionError) as error:
             where = f"the endpoint ({error})"
         print(f"cannot reach {where}: is `make run` running? (or pass --endpoint-url, or --aws)", file=sys.stderr)
