@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.e2e_helpers import ROOT, RunningStack, clean_env, launch_stack, stop_stack
+from tests.e2e.openapi_check import validating_responses
 
 
 @pytest.fixture(scope="session")
@@ -22,5 +23,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     command = [sys.executable, "-m", "dfdlocal", "--host", "127.0.0.1", "--api-port", "0", "--lambda-port", "0"]
     command += ["--aws-port", "0", "--ready-file", str(workdir / "ready.json")]
     running = launch_stack(command, cwd=ROOT, env=clean_env(), workdir=workdir)
-    yield running
+    # every API response the e2e tests receive is checked against docs/openapi.yaml
+    with validating_responses(running.api_url) as checker:
+        yield running
     stop_stack(running)
+    if checker.failures:
+        pytest.fail(f"{len(checker.failures)} API response(s) broke docs/openapi.yaml:\n" + "\n".join(checker.failures))
