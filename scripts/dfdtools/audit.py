@@ -23,7 +23,7 @@ from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfd.ports import is_tombstoned
 from dfd.usage import UsageShard
-from dfdtools.tools import add_target_args, reports_unreachable, target
+from dfdtools.tools import add_target_args, interruptible, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
 # counter-shard attributes the reaper ADDs: a reaped content's upload_count, its duplicates and the bytes they
@@ -406,6 +406,7 @@ def _tenant_checks(refs: list[dict[str, Any]], uploads: list[dict[str, Any]], ha
     return [c8, c9]
 
 
+@interruptible
 @reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/audit", description=__doc__)
