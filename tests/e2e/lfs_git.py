@@ -8,13 +8,26 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
+import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.e2e.e2e_helpers import RunningStack
+
+
+def require_git_lfs() -> None:
+    """Skip without git-lfs, unless DFD_REQUIRE_GIT_LFS=1 (set by .ci/run, which installs it): then fail."""
+    if shutil.which("git-lfs") is not None:
+        return
+    if os.environ.get("DFD_REQUIRE_GIT_LFS") == "1":
+        pytest.fail("DFD_REQUIRE_GIT_LFS=1 but git-lfs is not installed (apt-get install git-lfs)")
+    pytest.skip("git-lfs is not installed (.ci/run installs it)")
 
 
 def create_token(stack: RunningStack, user: str, name: str = "git") -> dict[str, str]:
@@ -64,13 +77,28 @@ class GitUser:
         return done
 
     def start(self, cwd: Path, *args: str) -> subprocess.Popen[str]:
+        """git in its own process group: :func:`interrupt` stops it with the git-lfs it runs."""
         return subprocess.Popen(
-            ["git", *args], cwd=cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            ["git", *args],
+            cwd=cwd,
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
         )
+
+
+def interrupt(process: subprocess.Popen[str]) -> None:
+    """Kills a process :meth:`GitUser.start` started, and its children (git runs git-lfs as a child), as a
+    closed laptop or a killed CI job would."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def new_repo(git: GitUser, root: Path, name: str, lfs_url: str) -> tuple[Path, Path]:
     """A bare remote and a clone of it whose .lfsconfig names ``lfs_url`` (committed: clones find it)."""
+    root.mkdir(parents=True, exist_ok=True)
     remote = root / f"{name}.git"
     work = root / name
     git.run(root, "init", "--bare", str(remote))
@@ -88,3 +116,19 @@ def commit_file(git: GitUser, work: Path, name: str, data: bytes) -> str:
     git.run(work, "add", name)
     git.run(work, "commit", "-m", f"add {name}")
     return hashlib.sha256(data).hexdigest()
+
+
+def commit_pointer(git: GitUser, work: Path, name: str, size: int, *, sparse_object: bool = False) -> str:
+    """Commits a hand-written LFS pointer of a random oid and ``size`` bytes; with ``sparse_object`` the local
+    object is a sparse file of that size (no disk used: its bytes are never sent). The oid."""
+    oid = secrets.token_hex(32)
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n"
+    (work / name).write_text(pointer)
+    if sparse_object:
+        path = work / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as sparse:
+            sparse.truncate(size)
+    git.run(work, "add", name)
+    git.run(work, "commit", "-m", f"add {name}")
+    return oid
