@@ -73,7 +73,7 @@ class Git:
 
 
 def lfs_push(options: Options) -> list[Row]:
-    total, held = (20, 15) if options.quick else (100, 75)
+    total, held = (20, 15) if options.quick else (40, 30)
     blobs = [os.urandom(OBJECT_SIZE) for _ in range(total)]
     with tempfile.TemporaryDirectory() as scratch, local_stack(Path(scratch), {}) as ready:
         root, api = Path(scratch), ready["api_url"]
