@@ -53,6 +53,10 @@ def _dynamodb() -> Any:
     return boto3.client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
 
 
+def _cognito() -> Any:
+    return boto3.client("cognito-idp", config=Config(retries=_RETRIES))
+
+
 def _s3() -> Any:
     return boto3.client("s3", config=Config(signature_version="s3v4", retries=_RETRIES))
 
@@ -92,3 +96,9 @@ def s3_ingest() -> Any:
     pass (CRC32) would cost a third of its throughput; a wide pool serves the parallel ranged reads (8) and the
     concurrent records of a batch (10)."""
     return LazyClient(_s3_ingest)
+
+
+@cache
+def cognito() -> Any:
+    """The user pool (dfd.adapters.cognito: the users of personal access tokens)."""
+    return LazyClient(_cognito)

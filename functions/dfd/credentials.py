@@ -39,6 +39,7 @@ class LfsSettings:
     locks_table: str
     issuer: str  # the user pool's issuer: https://cognito-idp.<region>.amazonaws.com/<pool id>
     client_id: str  # the app client the tokens must be for
+    user_pool_id: str  # the pool personal access tokens' users are looked up in
     jwks_url: str  # the pool's keys: <issuer>/.well-known/jwks.json unless set (the local stack's emulator)
     documentation_url: str  # the documentation_url of every LFS error body
 
@@ -51,6 +52,7 @@ class LfsSettings:
             ("locks_table", "LFS_LOCKS_TABLE"),
             ("issuer", "JWT_ISSUER"),
             ("client_id", "JWT_AUDIENCE"),
+            ("user_pool_id", "USER_POOL_ID"),
         ):
             value = env.get(variable, "").strip()
             if not value:
@@ -62,6 +64,7 @@ class LfsSettings:
             locks_table=values["locks_table"],
             issuer=values["issuer"],
             client_id=values["client_id"],
+            user_pool_id=values["user_pool_id"],
             jwks_url=env.get("JWKS_URL", "").strip() or f"{issuer}/.well-known/jwks.json",
             documentation_url=env.get("LFS_DOCUMENTATION_URL", "").strip() or DEFAULT_DOCUMENTATION_URL,
         )

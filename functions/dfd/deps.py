@@ -83,10 +83,12 @@ def lfs_settings() -> LfsSettings:
 
 @cache
 def pat_service() -> PatService:
+    from dfd.adapters.cognito import CognitoDirectory
     from dfd.adapters.pats import DynamoTokenStore
     from dfd.pats import PatService
 
-    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table))
+    directory = CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
+    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), directory)
 
 
 @cache
@@ -130,5 +132,6 @@ def reset() -> None:
         aws.dynamodb,
         aws.s3,
         aws.s3_ingest,
+        aws.cognito,
     ):
         factory.cache_clear()

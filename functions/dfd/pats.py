@@ -3,9 +3,11 @@
 ``POST /me/tokens`` makes one for the caller: ``dfd_pat_<id>_<secret>`` — the prefix lets secret scanners find
 leaked ones, the id (16 hex digits) finds its record with one GetItem, the secret is 256 random bits. The token
 is shown once; only its SHA-256 is stored (a fast hash is right for 256 random bits: nothing to brute-force).
-The record keeps who the token acts as — the user's ``sub``, username and groups as their access token carried
-them when the token was made — so a token acts as its user (tenant, admin) without a call to the user pool.
-``DELETE /me/tokens/{id}`` deletes the record: the next request with the token is refused (no cache anywhere).
+The record keeps whose token it is (the user's ``sub`` and username); each use asks the user directory (the
+Cognito pool, dfd.adapters.cognito) for the user's CURRENT groups, so a token acts as its user as the user is now
+(tenant, admin) and stops working when the user is deleted or disabled — a change of groups applies within the
+directory's short cache. ``DELETE /me/tokens/{id}`` deletes the record: the next request with the token is
+refused (the record is read at every use, never cached).
 """
 
 from __future__ import annotations
@@ -39,8 +41,7 @@ class PersonalToken:
 
     token_id: str
     owner: str  # the user's sub
-    username: str | None
-    groups: tuple[str, ...]
+    username: str  # the user's name in the user pool (what the directory is asked with)
     name: str
     secret_hash: str
     created_at: datetime
@@ -54,12 +55,17 @@ class PersonalToken:
             "expires_at": clock.iso(self.expires_at),
         }
 
-    def caller(self) -> Caller:
-        """The user this token acts as, under the same rules as an access token's claims (dfd.identity)."""
-        claims: dict[str, Any] = {"sub": self.owner, "cognito:groups": list(self.groups)}
-        if self.username:
-            claims["username"] = self.username
-        return caller_from_claims(claims)
+
+@dataclass(frozen=True, slots=True)
+class DirectoryUser:
+    sub: str
+    groups: tuple[str, ...]
+
+
+class UserDirectory(Protocol):
+    def user(self, username: str) -> DirectoryUser | None:
+        """The user as the pool knows them now; None when deleted or disabled."""
+        ...
 
 
 class TokenStore(Protocol):
@@ -105,8 +111,9 @@ def parse_create(body: Any) -> tuple[str, int]:
 
 
 class PatService:
-    def __init__(self, store: TokenStore, *, now: Callable[[], datetime] = clock.now) -> None:
+    def __init__(self, store: TokenStore, directory: UserDirectory, *, now: Callable[[], datetime] = clock.now) -> None:
         self._store = store
+        self._directory = directory
         self._now = now
 
     def create(self, caller: Caller, body: Any) -> dict[str, Any]:
@@ -119,8 +126,7 @@ class PatService:
         record = PersonalToken(
             token_id=token_id,
             owner=caller.owner,
-            username=caller.username,
-            groups=caller.groups,
+            username=caller.username or caller.owner,
             name=name,
             secret_hash=secret_hash(token),
             created_at=now,
@@ -147,4 +153,8 @@ class PatService:
             return None
         if record.expires_at <= self._now():
             return None
-        return record.caller()
+        user = self._directory.user(record.username)
+        if user is None or user.sub != record.owner:  # deleted, disabled, or the name is someone else's now
+            return None
+        claims: dict[str, Any] = {"sub": record.owner, "username": record.username, "cognito:groups": list(user.groups)}
+        return caller_from_claims(claims)

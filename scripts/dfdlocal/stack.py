@@ -356,6 +356,8 @@ class LocalStack:
                 env["JWT_ISSUER"] = self.pool.issuer
             if "JWT_AUDIENCE" in env:
                 env["JWT_AUDIENCE"] = self.pool.client_id
+            if "USER_POOL_ID" in env:
+                env["USER_POOL_ID"] = self.pool.user_pool_id
             env["JWKS_URL"] = self.pool.jwks_url
         env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")

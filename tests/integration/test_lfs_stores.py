@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from dfd.locks import Lock, LockExists, LockService
 from dfd.pats import PatService
 from tests.integration.conftest import Aws
 from tests.support import ALICE, BOB, CAROL, api_event, call
-from tests.unit.lfs_fakes import FakeLockStore, FakeTokenStore
+from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -34,12 +35,12 @@ def stores(aws: Aws) -> tuple[DynamoTokenStore, DynamoLockStore]:
 @pytest.mark.parametrize("kind", ["fake", "dynamodb"])
 def test_the_token_store_contract(aws: Aws, kind: str) -> None:
     store: Any = FakeTokenStore() if kind == "fake" else stores(aws)[0]
-    service = PatService(store, now=lambda: NOW)
+    service = PatService(store, FakeDirectory(), now=lambda: NOW)
     first = service.create(ALICE.caller, {"name": "one"})
     service.create(ALICE.caller, {"name": "two", "expires_in_days": 1})
     service.create(BOB.caller, {"name": "bob's"})
     assert sorted(t["name"] for t in service.list(ALICE.caller)["tokens"]) == ["one", "two"]
-    assert store.get(first["id"]).groups == ("tenant-acme",)
+    assert store.get(first["id"]).username == "alice"
     assert service.authenticate(first["token"]) == ALICE.caller
     assert not store.delete(first["id"], BOB.caller.owner)
     assert store.delete(first["id"], ALICE.caller.owner)
@@ -70,8 +71,12 @@ def test_the_lock_store_contract(aws: Aws, kind: str) -> None:
     assert store.delete(lock) and store.get("acme/game", "f" * 64) is None
 
 
-def test_tokens_through_the_handler(aws: Aws) -> None:
+def test_tokens_through_the_handler(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     from dfd.handlers import tokens
+
+    # the test users' subs are fixed (tests/support): their directory is the fake (CognitoDirectory: below)
+    service = PatService(stores(aws)[0], FakeDirectory())
+    monkeypatch.setattr(deps, "pat_service", cache(lambda: service))  # deps.reset() clears it at teardown
 
     status, created = call(tokens.handler, api_event("POST", "/me/tokens", body={"name": "laptop"}))
     assert status == 201 and created["token"].startswith("dfd_pat_")
@@ -93,3 +98,29 @@ def test_tokens_through_the_handler(aws: Aws) -> None:
 
     with pytest.raises(Unauthorized):
         deps.credentials().caller(f"Bearer {created['token']}")
+
+
+def test_the_cognito_directory_answers_the_users_current_groups(aws: Aws) -> None:
+    import boto3
+
+    from dfd.adapters.cognito import CognitoDirectory
+
+    idp = boto3.client("cognito-idp")
+    pool = idp.create_user_pool(PoolName="users")["UserPool"]["Id"]
+    idp.create_group(UserPoolId=pool, GroupName="tenant-acme")
+    idp.admin_create_user(UserPoolId=pool, Username="alice")
+    idp.admin_add_user_to_group(UserPoolId=pool, Username="alice", GroupName="tenant-acme")
+    sub = next(
+        a["Value"]
+        for a in idp.admin_get_user(UserPoolId=pool, Username="alice")["UserAttributes"]
+        if a["Name"] == "sub"
+    )
+    clock = [0.0]
+    directory = CognitoDirectory(idp, pool, clock=lambda: clock[0])
+    found = directory.user("alice")
+    assert found is not None and found.sub == sub and found.groups == ("tenant-acme",)
+    assert directory.user("nobody") is None
+    idp.admin_disable_user(UserPoolId=pool, Username="alice")
+    assert directory.user("alice") == found  # cached for a minute
+    clock[0] += 61
+    assert directory.user("alice") is None  # disabled

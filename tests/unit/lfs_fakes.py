@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dfd.locks import Lock, LockExists
-from dfd.pats import PersonalToken
+from dfd.pats import DirectoryUser, PersonalToken
+from tests.support import USERS
 
 
 @dataclass
@@ -56,3 +57,15 @@ class FakeLockStore:
             return False
         del self.locks[key]
         return True
+
+
+@dataclass
+class FakeDirectory:
+    """The user pool as tests/support.USERS has it; tests move users between groups or delete them."""
+
+    users: dict[str, DirectoryUser] = field(
+        default_factory=lambda: {name: DirectoryUser(user.sub, user.groups) for name, user in USERS.items()}
+    )
+
+    def user(self, username: str) -> DirectoryUser | None:
+        return self.users.get(username)

@@ -22,7 +22,7 @@ from dfd.jwtverify import JwtVerifier
 from dfd.locks import LockService
 from dfd.pats import PatService
 from tests.support import ALICE, LambdaContext, api_event
-from tests.unit.lfs_fakes import FakeLockStore, FakeTokenStore
+from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
 
 ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TEST"
 CLIENT = "testclient0000000000000000"
@@ -107,7 +107,7 @@ def wired(monkeypatch: pytest.MonkeyPatch, tokens: FakeTokenStore) -> Iterator[P
     verifier = JwtVerifier(
         issuer=ISSUER, client_id=CLIENT, jwks=lambda: jwks, token_uses=("access",), required_scopes=(ACCESS_SCOPE,)
     )
-    pats = PatService(tokens)
+    pats = PatService(tokens, FakeDirectory())
     monkeypatch.setattr(deps, "credentials", lambda: CredentialChecker(verifier, pats))
     monkeypatch.setattr(deps, "lfs_service", Untouchable)
     monkeypatch.setattr(deps, "lock_service", Untouchable)

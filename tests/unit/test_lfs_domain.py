@@ -16,10 +16,10 @@ from dfd.events import ObjectRef
 from dfd.ingest import Ingestor
 from dfd.lfs import LfsError, LfsService
 from dfd.locks import LockError, LockService
-from dfd.pats import PREFIX, PatService
+from dfd.pats import PREFIX, DirectoryUser, PatService
 from dfd.uploads import UploadService
 from tests.support import ALICE, BOB, CAROL, ApiUser
-from tests.unit.lfs_fakes import FakeLockStore, FakeTokenStore
+from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
 from tests.unit.test_ingest_domain import BUCKET, NOW, World
 
 BASE = "https://api.example"
@@ -297,13 +297,18 @@ def test_malformed_lock_requests_are_422(call: Any) -> None:
 # ------------------------------------------------------------------------------------------- tokens
 def test_a_token_is_shown_once_stored_as_a_hash_and_revoked_at_once() -> None:
     store = FakeTokenStore()
+    directory = FakeDirectory()
     clock_now = [NOW]
-    service = PatService(store, now=lambda: clock_now[0])
+    service = PatService(store, directory, now=lambda: clock_now[0])
     created = service.create(ALICE.caller, {"name": "laptop", "expires_in_days": 30})
     token = created["token"]
     assert token.startswith(PREFIX) and set(created) == {"id", "name", "token", "expires_at"}
     (record,) = store.tokens.values()
-    assert token not in repr(record) and record.secret_hash == hashlib.sha256(token.encode()).hexdigest()
+    assert (
+        token not in repr(record)
+        and record.username == "alice"
+        and record.secret_hash == hashlib.sha256(token.encode()).hexdigest()
+    )
     assert service.list(ALICE.caller) == {"tokens": [record.view()]}
     assert "token" not in service.list(ALICE.caller)["tokens"][0]
     assert service.authenticate(token) == ALICE.caller
@@ -313,6 +318,15 @@ def test_a_token_is_shown_once_stored_as_a_hash_and_revoked_at_once() -> None:
     clock_now[0] = NOW + timedelta(days=31)
     assert service.authenticate(token) is None  # expired
     clock_now[0] = NOW
+    # the token acts as its user as the pool knows them NOW: moved to another tenant, made admin, deleted
+    directory.users["alice"] = DirectoryUser(ALICE.sub, ("tenant-globex", "admins"))
+    moved = service.authenticate(token)
+    assert moved is not None and moved.tenant == "globex" and moved.is_admin
+    directory.users["alice"] = DirectoryUser("someone-else", ("tenant-acme",))  # the name reused by another user
+    assert service.authenticate(token) is None
+    del directory.users["alice"]
+    assert service.authenticate(token) is None
+    directory.users["alice"] = DirectoryUser(ALICE.sub, ALICE.groups)
     service.revoke(ALICE.caller, created["id"])
     assert service.authenticate(token) is None
     with pytest.raises(NotFound):
@@ -335,4 +349,4 @@ def test_a_token_is_shown_once_stored_as_a_hash_and_revoked_at_once() -> None:
 )
 def test_malformed_token_requests_are_400(body: Any) -> None:
     with pytest.raises(ValidationFailed):
-        PatService(FakeTokenStore()).create(ALICE.caller, body)
+        PatService(FakeTokenStore(), FakeDirectory()).create(ALICE.caller, body)

@@ -1,6 +1,6 @@
 """DynamoDB adapter of personal access tokens (dfd.pats.TokenStore): the LfsTokens table.
 
-One item kind, one codec: ``token_id`` (HASH) → owner, username, groups, name, the secret's SHA-256, created_at
+One item kind, one codec: ``token_id`` (HASH) → owner, username, name, the secret's SHA-256, created_at
 and expires_at (ISO-8601) and ``ttl`` (epoch seconds: DynamoDB deletes an expired token's record a day after it
 expired; the service refuses it from its expiry on). The sparse-free OwnerIndex (owner, created_at) lists a
 user's tokens.
@@ -35,7 +35,6 @@ class TokenCodec:
                 "token_id": token.token_id,
                 "owner": token.owner,
                 "username": token.username,
-                "groups": list(token.groups),
                 "name": token.name,
                 "secret_hash": token.secret_hash,
                 "created_at": clock.iso(token.created_at),
@@ -50,8 +49,7 @@ class TokenCodec:
         return PersonalToken(
             token_id=str(item["token_id"]),
             owner=str(item["owner"]),
-            username=str(item["username"]) if item.get("username") else None,
-            groups=tuple(str(group) for group in item.get("groups") or ()),
+            username=str(item["username"]),
             name=str(item["name"]),
             secret_hash=str(item["secret_hash"]),
             created_at=_time(item["created_at"]),
