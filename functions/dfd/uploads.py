@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from dfd import clock
-from dfd.config import S3_MAX_PUT, S3_MIN_PART, Settings
+from dfd.config import S3_MIN_PART, Settings
 from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
@@ -144,16 +144,6 @@ class UploadService:
             return UploadAnswer(201, body)
         return self._issue(request, caller)
 
-    def create_single(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
-        """The same registration as `create`, always as one presigned PUT (Git LFS's `basic` transfer cannot send
-        parts): the caller keeps the request at or under S3's largest PUT."""
-        assert request.size <= S3_MAX_PUT and not request.multipart
-        if request.sha256:
-            duplicate = self._precheck(request, request.sha256, caller)
-            if duplicate is not None:
-                return duplicate
-        return self._issue(request, caller)
-
     def _precheck(self, request: UploadRequest, digest: str, caller: Caller) -> UploadAnswer | None:
         """Content the caller's TENANT holds: the caller's own upload record (duplicate), +1 on the file record
         and the tenant's reference, a duplicate avoided crediting the STORED size — in one transaction.
@@ -235,3 +225,13 @@ class UploadService:
                 "expires_at": clock.iso(expires_at),
             },
         )
+
+    def create_single(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
+        """The same registration as `create`, always as one presigned PUT (Git LFS's `basic` transfer cannot send
+        parts): the caller keeps the request at or under S3's largest PUT."""
+        assert not request.multipart
+        if request.sha256:
+            duplicate = self._precheck(request, request.sha256, caller)
+            if duplicate is not None:
+                return duplicate
+        return self._issue(request, caller)

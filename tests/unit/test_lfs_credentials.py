@@ -193,7 +193,7 @@ def test_a_wrong_accept_is_406_and_throttling_429_with_retry_after(
     pat = wired.create(ALICE.caller, {"name": "laptop"})["token"]
     response = invoke(ROUTES[0], {"authorization": basic(pat), "accept": "text/html"})
     assert response["statusCode"] == 406
-    from dfd.errors import ServiceUnavailable
+    from dfd.errors import DfdError, ServiceUnavailable
 
     class Busy:
         def batch(self, *args: Any) -> Any:
@@ -202,6 +202,17 @@ def test_a_wrong_accept_is_406_and_throttling_429_with_retry_after(
     monkeypatch.setattr(deps, "lfs_service", Busy)
     response = invoke(ROUTES[0], {"authorization": basic(pat)})
     assert response["statusCode"] == 429 and response["headers"]["Retry-After"] == "2"
+
+    class Bounded(DfdError):  # a rate bound of the domain naming its own wait
+        status = 429
+
+    class Limited:
+        def batch(self, *args: Any) -> Any:
+            raise Bounded("too many prechecks", details={"retry_after": 17})
+
+    monkeypatch.setattr(deps, "lfs_service", Limited)
+    response = invoke(ROUTES[0], {"authorization": basic(pat)})
+    assert response["statusCode"] == 429 and response["headers"]["Retry-After"] == "17"
 
 
 def test_an_ambiguous_tenant_is_403(wired: PatService) -> None:

@@ -70,6 +70,10 @@ def _domain_error(error: DfdError) -> Response[str]:
     if isinstance(error, ServiceUnavailable):
         logger.warning("lfs request throttled", extra={"error": error.message[:512]})
         return lfs_error(429, "the service is busy: retry shortly", {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if error.status == 429:  # a rate bound of the domain: its own wait when it names one
+        details = error.details if isinstance(error.details, dict) else {}
+        retry_after = str(details.get("retry_after", RETRY_AFTER_SECONDS))
+        return lfs_error(429, error.message, {"Retry-After": retry_after})
     if error.status >= 500:
         logger.error("lfs request failed", extra={"code": error.code, "error": error.message[:512]})
         return lfs_error(500, "internal error; the request id is in the logs")
