@@ -15,12 +15,15 @@ $(STAMP): pyproject.toml requirements/dev.lock
 	$(BIN)/python -m pip install --quiet -c requirements/dev.lock -e '.[dev]'
 	touch $(STAMP)
 
-## Regenerates requirements/dev.lock from pyproject.toml's ranges (newest versions that fit); then `make venv`.
+## Regenerates requirements/dev.lock from pyproject.toml's ranges (newest versions that fit), and from it the runtime's
+## pins functions/requirements.txt (what `sam build` installs); then `make venv`.
 lock:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet 'pip-tools==7.6.2'
 	$(BIN)/pip-compile --quiet --upgrade --extra dev --strip-extras --allow-unsafe --no-emit-index-url \
 		--no-emit-find-links -o requirements/dev.lock pyproject.toml
+	$(BIN)/pip-compile --quiet --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
+		-c requirements/dev.lock -o functions/requirements.txt pyproject.toml
 
 ## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
 ## Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml [tool.coverage]).

@@ -33,6 +33,7 @@ from dfd.errors import (
     NotFound,
     ObjectChanged,
     ObjectNotFound,
+    StillCompleting,
     Unauthorized,
     ValidationFailed,
 )
@@ -43,6 +44,9 @@ from dfd.ports import Item, MultipartAttached, NewMultipart, NewUpload, ObjectSt
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
 PENDING = "pending"
+# POST /uploads/{id}/complete while S3 still assembles the object: 202 with this status and a Retry-After
+COMPLETING = "completing"
+RETRY_AFTER_SECONDS = 5
 
 
 def part_layout(size: int, min_part: int) -> tuple[int, int]:
@@ -217,6 +221,8 @@ class MultipartService:
             )
         except (MultipartGone, ObjectChanged):
             return self._after_gone(record)
+        except StillCompleting:  # S3 carries on; the client repeats this request after Retry-After
+            return {"upload_id": upload_id, "status": COMPLETING}
         self._repo.mark_multipart_completed(upload_id, self._now())
         return {"upload_id": upload_id, "status": PENDING}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
-from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
+from dfd.errors import Forbidden, TooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
@@ -44,7 +44,7 @@ class UploadRequest:
 
 
 def parse_request(body: Any, max_bytes: int) -> UploadRequest:
-    """Validate a POST /upload body; ValidationFailed (400) or PayloadTooLarge (413)."""
+    """Validate a POST /upload body; ValidationFailed or TooLarge (both 400)."""
     if not isinstance(body, Mapping):
         raise ValidationFailed("request body must be a JSON object")
     unknown = sorted(set(body) - _FIELDS)
@@ -69,7 +69,11 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     if size < 1:
         raise ValidationFailed("size must be at least 1 byte", details={"field": "size"})
     if size > max_bytes:
-        raise PayloadTooLarge(f"size {size} exceeds the limit of {max_bytes} bytes", details={"limit": max_bytes})
+        raise TooLarge(
+            f"size {size} exceeds the largest accepted upload, {max_bytes} bytes ({max_bytes / 2**30:.4g} GiB: "
+            "what the ingest can read and hash within one invocation)",
+            details={"limit": max_bytes},
+        )
     content_type = body.get("content_type", DEFAULT_CONTENT_TYPE)
     if content_type is None:
         content_type = DEFAULT_CONTENT_TYPE

@@ -16,11 +16,12 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from dfd import clock
+from dfd import clock, usage
 from dfd.adapters.dynamo import COUNTER_FIELDS
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfd.ports import is_tombstoned
+from dfd.usage import UsageShard
 from dfdtools.tools import add_target_args, reports_unreachable, target
 
 _deserializer = TypeDeserializer()
@@ -216,7 +217,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 
 def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], uploads: list[dict[str, Any]]) -> Check:
-    """Quotas (docs/design.md, "Quotas"): each tenant's usage item `usage#<tenant>` against a recount —
+    """Quotas (docs/design.md, "Quotas"): each tenant's usage (the sum of its usage shards `usage#<tenant>[#NN]`)
+        against a recount —
         `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
         the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
         `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
@@ -233,11 +235,12 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], upl
             pending.setdefault(str(upload["tenant"]), []).append(int(upload["quota_bytes"]))
             if upload.get("status") != "pending":  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload['upload_id']} is {upload.get('status')} yet holds quota_bytes")
-    items = {
-        str(item["counter_id"]).removeprefix("usage#"): item
-        for item in counters
-        if str(item.get("counter_id", "")).startswith("usage#")
-    }
+    shards: dict[str, list[dict[str, Any]]] = {}
+    for item in counters:
+        shard = UsageShard.parse(str(item.get("counter_id", "")))
+        if shard is not None:
+            shards.setdefault(shard.tenant, []).append(item)
+    items = {tenant: usage.total(found).as_dict() for tenant, found in shards.items()}
     for tenant in sorted(set(stored) | set(pending) | set(items)):
         item = items.get(tenant, {})
         held = pending.get(tenant, [])
@@ -250,7 +253,10 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], upl
         for name, value in expected.items():
             if int(item.get(name, 0)) != value:
                 check.problems.append(f"tenant {tenant}: {name} {int(item.get(name, 0))}, recounted {value}")
-    check.counts = {"tenants": len(set(stored) | set(pending) | set(items)), "usage_items": len(items)}
+    check.counts = {
+        "tenants": len(set(stored) | set(pending) | set(items)),
+        "usage_items": sum(len(found) for found in shards.values()),
+    }
     check.holds = not check.problems
     return check
 

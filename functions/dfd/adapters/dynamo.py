@@ -23,13 +23,14 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
+from dfd import clock, usage
 from dfd.config import Settings
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
 from dfd.ids import key_claim
 from dfd.ports import COUNTER_FIELDS as COUNTER_FIELDS
 from dfd.ports import (
     LOST,
+    USAGE_FIELDS,
     CommitRefused,
     DeleteRaced,
     EventRecorded,
@@ -236,7 +237,18 @@ class Repository:
         return totals
 
     def tenant_usage(self, tenant: str) -> TenantUsage:
-        return TenantUsage.from_item(self._get(self._s.counters_table, usage_key(tenant), consistent=True))
+        return usage.total(self._usage_items(tenant).values())
+
+    def _usage_items(self, tenant: str) -> dict[str, Item]:
+        """The tenant's usage shards that exist, by counter_id: consistent BatchGetItems of 100 keys."""
+        keys = [to_item(shard.key) for shard in usage.every_shard(tenant)]
+        table = self._s.counters_table
+        items: dict[str, Item] = {}
+        for start in range(0, len(keys), usage.READ_BATCH):
+            batch = keys[start : start + usage.READ_BATCH]
+            for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]:
+                items[str(item["counter_id"])] = item
+        return items
 
     def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
         """One page of at most `limit` file records, and where the next page starts (None on the last page).
@@ -335,8 +347,16 @@ class Repository:
         on the tenant's usage item is the quota check (docs/design.md, "Quotas")."""
         assert upload.tenant is not None
         s = self._s
-        if s.tenant_quota_bytes and upload.size > s.tenant_quota_bytes:
-            raise QuotaRefused(self._get(s.counters_table, usage_key(upload.tenant), consistent=True))
+        shard = usage.write_shard(upload.tenant, s, self._rng)
+        others = TenantUsage()  # what the tenant's other shards hold: nobody writes them while a limit is set
+        if usage.limited(s):
+            items = self._usage_items(upload.tenant)
+            others = usage.total(item for counter_id, item in items.items() if counter_id != shard.counter_id)
+            room = s.tenant_quota_bytes - others.used_bytes - upload.size
+            if (s.tenant_quota_bytes and room < 0) or (
+                s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
+            ):
+                raise QuotaRefused(_usage_sum(items.get(shard.counter_id), others))
         put = {
             "Put": {
                 "TableName": s.uploads_table,
@@ -347,25 +367,30 @@ class Repository:
         }
         plan = _Plan(identity="upload")  # a lost response, retried: recognised by the record it put
         plan.add("upload", put)
-        plan.add("usage", self._count_pending_item(upload.tenant, upload.size), QuotaRefused)
-        self._run(plan)
+        plan.add("usage", self._count_pending_item(shard, upload.size, others), QuotaRefused)
+        try:
+            self._run(plan)
+        except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
+            raise QuotaRefused(_usage_sum(refused.item, others)) from None
 
-    def _count_pending_item(self, tenant: str, size: int) -> dict[str, Any]:
-        """+1 pending upload of `size` bytes on the tenant's usage item, conditioned on the quota (DynamoDB
-        conditions have no arithmetic: `used_bytes` = pending + stored is kept for this comparison)."""
+    def _count_pending_item(self, shard: usage.UsageShard, size: int, others: TenantUsage) -> dict[str, Any]:
+        """+1 pending upload of `size` bytes on a usage shard of the tenant, conditioned on the limits less what its
+        other shards hold (DynamoDB conditions have no arithmetic: `used_bytes` = pending + stored is kept for
+        this comparison)."""
         s = self._s
+        tenant = shard.tenant
         values: dict[str, Any] = {":one": to_attr(1), ":size": to_attr(size), ":tenant": to_attr(tenant)}
         names = {"#tn": "tenant"}
         conditions: list[str] = []
         if s.tenant_pending_limit:
             conditions.append("(attribute_not_exists(pending_count) OR pending_count < :pending_limit)")
-            values[":pending_limit"] = to_attr(s.tenant_pending_limit)
+            values[":pending_limit"] = to_attr(s.tenant_pending_limit - others.pending_count)
         if s.tenant_quota_bytes:
             conditions.append("(attribute_not_exists(used_bytes) OR used_bytes <= :room)")
-            values[":room"] = to_attr(s.tenant_quota_bytes - size)
+            values[":room"] = to_attr(s.tenant_quota_bytes - others.used_bytes - size)
         update: dict[str, Any] = {
             "TableName": s.counters_table,
-            "Key": to_item(usage_key(tenant)),
+            "Key": to_item(shard.key),
             "UpdateExpression": "SET #tn = :tenant ADD pending_count :one, pending_bytes :size, used_bytes :size",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -397,7 +422,7 @@ class Repository:
         request = {
             "Update": {
                 "TableName": self._s.counters_table,
-                "Key": to_item(usage_key(tenant.tenant)),
+                "Key": to_item(usage.write_shard(tenant.tenant, self._s, self._rng).key),
                 "UpdateExpression": f"SET #tn = :tenant ADD {adds}",
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -540,7 +565,7 @@ class Repository:
         return {
             "Update": {
                 "TableName": self._s.counters_table,
-                "Key": to_item(usage_key(tenant)),
+                "Key": to_item(usage.write_shard(tenant, self._s, self._rng).key),
                 "UpdateExpression": "ADD pending_count :minus, pending_bytes :release, used_bytes :release",
                 "ExpressionAttributeValues": {":minus": to_attr(-1), ":release": to_attr(-quota_bytes)},
             }
@@ -1114,11 +1139,9 @@ class Repository:
         }
 
 
-def usage_key(tenant: str) -> Item:
-    """The tenant's usage item in the counters table: `usage#<tenant>` never collides with a shard (`shard#NNN`)
-    or an audit scratch item (`audit#<uuid>`); stats read shard keys only, the audits sum COUNTER_FIELDS, which a
-    usage item does not have."""
-    return {"counter_id": f"usage#{tenant}"}
+def _usage_sum(item: Item | None, others: TenantUsage) -> Item:
+    """A usage shard's item with what the tenant's other shards hold added: the tenant's usage, as an item."""
+    return {**(item or {}), **{name: int((item or {}).get(name, 0)) + getattr(others, name) for name in USAGE_FIELDS}}
 
 
 def request_token(items: list[dict[str, Any]]) -> str:

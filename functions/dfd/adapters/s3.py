@@ -26,10 +26,18 @@ from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
-from dfd.errors import DfdError, MultipartGone, ObjectChanged, ObjectNotFound, PartsRejected, ServiceUnavailable
+from dfd.errors import (
+    DfdError,
+    MultipartGone,
+    ObjectChanged,
+    ObjectNotFound,
+    PartsRejected,
+    ServiceUnavailable,
+    StillCompleting,
+)
 from dfd.hashing import b64_to_hex
 from dfd.ids import tenant_from_metadata
 from dfd.ports import ObjectInfo, OpenedObject, PartInfo, Sink
@@ -155,9 +163,17 @@ class _Part:
 
 
 class ObjectStore:
-    def __init__(self, client: Any, presign_client: Any | None = None, *, tuning: ReadTuning | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        presign_client: Any | None = None,
+        *,
+        tuning: ReadTuning | None = None,
+        complete_client: Any | None = None,
+    ) -> None:
         self._s3 = client
         self._presign = presign_client or client
+        self._complete = complete_client or client
         self.tuning = tuning or ReadTuning()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -490,7 +506,9 @@ class ObjectStore:
 
     def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
         """CompleteMultipartUpload IfNoneMatch "*" (an object at the key → ObjectChanged), with each part's
-        checksum when S3 keeps one (an upload created with SHA-256 requires them)."""
+        checksum when S3 keeps one (an upload created with SHA-256 requires them). Sent on the complete client,
+        whose read timeout is the request's budget: S3 may take minutes to assemble 10,000 parts, and a wait
+        past the budget is StillCompleting (the client repeats the complete)."""
         listed: list[dict[str, Any]] = []
         for part in parts:
             entry: dict[str, Any] = {"PartNumber": part.part_number, "ETag": part.etag}
@@ -498,7 +516,7 @@ class ObjectStore:
                 entry["ChecksumSHA256"] = part.checksum_sha256
             listed.append(entry)
         try:
-            self._s3.complete_multipart_upload(
+            self._complete.complete_multipart_upload(
                 Bucket=bucket,
                 Key=key,
                 UploadId=s3_upload_id,
@@ -506,6 +524,8 @@ class ObjectStore:
                 IfNoneMatch="*",
                 MpuObjectSize=size,  # S3 refuses an assembly of any other size
             )
+        except ReadTimeoutError as error:
+            raise StillCompleting(f"S3 is still assembling {key}") from error
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "CompleteMultipartUpload", key) from error
 

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from dfd import aws, deps
 from dfd.config import settings
-from dfd.errors import DfdError, Forbidden, NotFound, PayloadTooLarge, ServiceUnavailable, Unauthorized
+from dfd.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
 from dfd.handlers import init_done
 from dfd.http import lambda_entry, make_app
 from dfd.identity import Caller
@@ -77,7 +77,7 @@ def _domain_error(error: DfdError) -> Response[str]:
     if error.status >= 500:
         logger.error("lfs request failed", extra={"code": error.code, "error": error.message[:512]})
         return lfs_error(500, "internal error; the request id is in the logs")
-    status = error.status if isinstance(error, Forbidden | NotFound | PayloadTooLarge) else 422
+    status = error.status if isinstance(error, Forbidden | NotFound) else 422
     logger.warning("lfs request refused", extra={"status": status, "code": error.code})
     return lfs_error(status, error.message)
 

@@ -15,6 +15,7 @@ from dfd.errors import BadRequest
 from dfd.handlers import init_done
 from dfd.http import json_body, json_response, lambda_entry, make_app, path_id
 from dfd.identity import current_caller
+from dfd.multipart import COMPLETING, RETRY_AFTER_SECONDS
 from dfd.observability import logger
 
 settings()
@@ -39,7 +40,10 @@ def complete(id: str) -> Any:
     caller = current_caller(app)
     answer = deps.multipart_service().complete(caller, path_id(app, id), _optional_body())
     logger.info("multipart completed", extra={"upload_id": path_id(app, id), "status": answer["status"]})
-    return json_response(202, answer)
+    response = json_response(202, answer)
+    if answer["status"] == COMPLETING:  # S3 is still assembling: the client repeats the same POST after this
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def _optional_body() -> Any:
