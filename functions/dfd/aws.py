@@ -74,9 +74,7 @@ def _s3() -> Any:
 
 
 def _s3_ingest() -> Any:
-    from dfd.adapters.s3 import ask_for_stored_checksums
-
-    client = boto3.client(
+    return boto3.client(
         "s3",
         config=Config(
             signature_version="s3v4",
@@ -87,8 +85,6 @@ def _s3_ingest() -> Any:
             tcp_keepalive=True,
         ),
     )
-    ask_for_stored_checksums(client)
-    return client
 
 
 # CompleteMultipartUpload's wait, within UploadPartsFunction's Timeout (29 s: the HTTP API gives up at 30 s) after

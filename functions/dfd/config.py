@@ -68,6 +68,9 @@ class Settings:
     # per-tenant quotas (0 = unlimited): bytes of pending + stored uploads, pending uploads at once
     tenant_quota_bytes: int = _integer("TENANT_QUOTA_BYTES", 0, 0, 2**53)
     tenant_pending_limit: int = _integer("TENANT_PENDING_LIMIT", 0, 0, 10**9)
+    # precheck duplicates (409s) a tenant gets per window (0 = unbounded): docs/design.md, "Prechecks bounded"
+    precheck_limit: int = _integer("PRECHECK_LIMIT", 1000, 0, 10**9)
+    precheck_window_seconds: int = _integer("PRECHECK_WINDOW_SECONDS", 3600, 1, 7 * 24 * 3600)
     # multipart uploads (dfd.multipart): from this size on (or when asked), parts of at least this many bytes;
     # a size above 5 GiB (S3's largest PUT) is always multipart; the upload expires (and is aborted) after
     # MULTIPART_EXPIRES seconds

@@ -57,6 +57,13 @@ class NotReady(Conflict):
     code = "not_ready"
 
 
+class TooManyRequests(DfdError):
+    """Refused for now: `details["retry_after"]` seconds later it may be answered (also a Retry-After header)."""
+
+    status = 429
+    code = "too_many_requests"
+
+
 class Gone(DfdError):
     """The resource existed and was deleted (an upload deleted by its owner or an admin)."""
 

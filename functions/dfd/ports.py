@@ -165,6 +165,18 @@ class PrecheckDuplicate:
     filename: str
     size: int  # the STORED size (never the client's claim)
     content_type: str
+    bound: PrecheckBound | None = None  # counted against the tenant's precheck bound, in the same transaction
+
+
+@dataclass(frozen=True, slots=True)
+class PrecheckBound:
+    """At most `limit` precheck duplicates per tenant per window (docs/design.md, "Prechecks bounded"), counted
+    on the tenant's usage item: `window` is the window's number (epoch seconds // its length); `fresh`: the item
+    counts an earlier window (or none), so this one starts the count at 1."""
+
+    window: int
+    limit: int
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -312,6 +324,11 @@ class DeleteRaced(CommitRefused):
 class ReferenceMissing(CommitRefused):
     """Deleting a processed upload: the content's live count or its tenant's reference count is not above 0 (or
     the item is absent, or a record written before deletes has no count) — a broken invariant, never a race."""
+
+
+class PrecheckLimited(CommitRefused):
+    """A precheck duplicate's bound refused it (item: the tenant's usage item as it is: its `precheck_window` and
+    `prechecks` say whether the window is another one or full)."""
 
 
 class QuotaRefused(CommitRefused):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
-from dfd.errors import Forbidden, TooLarge, ValidationFailed
+from dfd.errors import Forbidden, TooLarge, TooManyRequests, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
@@ -19,7 +19,9 @@ from dfd.ports import (
     CommitRefused,
     NewUpload,
     ObjectStore,
+    PrecheckBound,
     PrecheckDuplicate,
+    PrecheckLimited,
     QuotaRefused,
     Repository,
     TenantUsage,
@@ -153,7 +155,11 @@ class UploadService:
         and the tenant's reference, a duplicate avoided crediting the STORED size — in one transaction.
 
         Content held only by other tenants (or unknown) is not answered here: the caller must upload it (proof
-        of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
+        of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle.
+
+        Bounded: at most PRECHECK_LIMIT of these per tenant per PRECHECK_WINDOW_SECONDS, counted in the same
+        transaction (docs/design.md, "Prechecks bounded"); beyond, 429 with Retry-After."""
+        bound = self._precheck_bound()
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
             if stored is not None and is_legacy(stored):  # written before deletes: give it its count first
@@ -171,10 +177,11 @@ class UploadService:
                 filename=request.filename,
                 size=int(stored["size"]),
                 content_type=request.content_type,
+                bound=bound,
             )
             shard = self._rng.randrange(self._s.counter_shards)
             try:
-                self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
+                self._commit_bounded(upload, shard, now)
             except CommitRefused:
                 continue  # the record or the reference changed between read and write: look again
             assert ref is not None
@@ -183,6 +190,39 @@ class UploadService:
             body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}
             return UploadAnswer(409, body)
         return None
+
+    def _commit_bounded(self, upload: PrecheckDuplicate, shard: int, now: datetime) -> None:
+        """commit_precheck_duplicate, counted against the bound: a refusal that says the usage item counts
+        another window (once per tenant and window) or this one (started meanwhile) is retried counted the
+        other way; one that says the window is full is the 429."""
+        for _ in range(3):
+            try:
+                self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
+                return
+            except PrecheckLimited as limited:
+                bound = upload.bound
+                assert bound is not None
+                window = (limited.item or {}).get("precheck_window")
+                if window == bound.window and not bound.fresh:
+                    raise self._too_many_prechecks(bound) from None
+                upload = replace(upload, bound=replace(bound, fresh=window != bound.window))
+        raise CommitRefused(None, "the precheck bound's window kept changing")
+
+    def _precheck_bound(self) -> PrecheckBound | None:
+        if not self._s.precheck_limit:
+            return None
+        window = int(self._now().timestamp()) // self._s.precheck_window_seconds
+        return PrecheckBound(window=window, limit=self._s.precheck_limit)
+
+    def _too_many_prechecks(self, bound: PrecheckBound) -> TooManyRequests:
+        seconds = self._s.precheck_window_seconds
+        retry_after = max(1, (bound.window + 1) * seconds - int(self._now().timestamp()))
+        return TooManyRequests(
+            f"the tenant had {bound.limit} duplicates answered without an upload in this {seconds} s window: "
+            f"upload the bytes (POST /upload without sha256) or ask again in {retry_after} s",
+            code="too_many_prechecks",
+            details={"limit": bound.limit, "window_seconds": seconds, "retry_after": retry_after},
+        )
 
     def _issue(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
         now = self._now()

@@ -24,6 +24,7 @@ import json
 import math
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -352,16 +353,21 @@ def _item_key(item: dict[str, Any]) -> str:
 
 
 class _FakeObjects:
-    """Every object is new content with a stored checksum; reading it costs some ticks."""
+    """Every object is new content (1000 bytes of its own, put straight into the bucket: hashed by the ingest);
+    reading it costs some ticks."""
 
     def __init__(self, sim: Simulation, who: int, rng: random.Random) -> None:
         self.sim, self.who, self.rng = sim, who, rng
 
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
         self.sim.wait_ticks(self.who, self.rng.randint(*self.sim.read_ticks))  # S3 + the state read
-        digest = hashlib.sha256(key.encode()).hexdigest()
-        info = ObjectInfo(bucket, key, '"etag"', None, SIZE, "application/octet-stream", digest)
+        info = ObjectInfo(bucket, key, '"etag"', None, SIZE, "application/octet-stream", None)
         return OpenedObject(info, None)
+
+    def stream(self, opened: OpenedObject, sink: Callable[[memoryview], None]) -> int:
+        data = (hashlib.sha256(opened.info.key.encode()).digest() * 32)[: opened.info.size]
+        sink(memoryview(data))
+        return len(data)
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         raise AssertionError("new content is never deleted")

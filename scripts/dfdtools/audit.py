@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
+from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import clock, usage
 from dfd.adapters.dynamo import COUNTER_FIELDS
@@ -86,20 +87,50 @@ def _objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _sha256(s3: Any, bucket: str, key: str) -> str | None:
-    """The object's SHA-256, or None when it is gone by now (listed a moment ago: deleted meanwhile)."""
+@dataclass(frozen=True)
+class Unreadable:
+    """Why an object could not be hashed (its S3 error code, or the client's error)."""
+
+    reason: str
+    gone: bool = False  # NoSuchKey: deleted since it was listed
+
+
+def _no_checksum_mode(params: dict[str, Any], model: Any, **_: Any) -> None:
+    """Undo botocore's default ChecksumMode on GetObject (set by its own handler of the same event: this one is
+    registered last, on the generic event, as botocore calls specific handlers first)."""
+    if model.name == "GetObject":
+        params.pop("ChecksumMode", None)
+
+
+def _sha256(s3: Any, bucket: str, key: str) -> str | Unreadable:
+    """The SHA-256 of the object's bytes, or why they cannot be read (archived, denied, gone, cut short). The
+    bytes are hashed here, never checked against S3's stored checksum by botocore: a checksum that disagrees
+    with the bytes would raise mid-read, and what matters is what the bytes hash to."""
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-    except s3.exceptions.NoSuchKey:
-        return None
-    digest = hashlib.sha256()
-    for chunk in body.iter_chunks(1024 * 1024):
-        digest.update(chunk)
+        digest = hashlib.sha256()
+        for chunk in body.iter_chunks(1024 * 1024):
+            digest.update(chunk)
+    except ClientError as error:
+        code = str(error.response.get("Error", {}).get("Code", "")) or "unknown error"
+        message = str(error.response.get("Error", {}).get("Message", "")).strip()
+        return Unreadable(f"{code}: {message}" if message else code, gone=code in ("NoSuchKey", "404"))
+    except BotoCoreError as error:
+        return Unreadable(f"{type(error).__name__}: {error}")
     return digest.hexdigest()
 
 
 def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
     """Check every invariant. settled=False tolerates objects whose events are still in flight."""
+    handler = "before-parameter-build"
+    s3.meta.events.register_last(handler, _no_checksum_mode, unique_id="dfd-audit-no-checksum-mode")
+    try:
+        return _audit(ddb, s3, settings, settled=settled)
+    finally:
+        s3.meta.events.unregister(handler, unique_id="dfd-audit-no-checksum-mode")
+
+
+def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     files = list(_scan(ddb, settings.files_table))
     events = list(_scan(ddb, settings.events_table))
     uploads = list(_scan(ddb, settings.uploads_table))
@@ -125,8 +156,10 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
             c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
             continue
         actual = _sha256(s3, settings.bucket, key)
-        if actual is None:
+        if isinstance(actual, Unreadable) and actual.gone:
             c1.problems.append(f"stored object {key} of {item['hash']} vanished while audited (invariant 5)")
+        elif isinstance(actual, Unreadable):
+            c1.problems.append(f"stored object {key} of {item['hash']} cannot be read: {actual.reason} (invariant 5)")
         elif actual != item["hash"]:
             c1.problems.append(f"{key} hashes to {actual}, its record says {item['hash']} (invariant 6)")
     c1.counts = {"files": len(files), "checked_objects": sum(1 for i in files if i.get("s3_key") in objects)}

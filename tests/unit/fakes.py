@@ -45,6 +45,7 @@ from dfd.ports import (
     OpenedObject,
     PartInfo,
     PrecheckDuplicate,
+    PrecheckLimited,
     QuotaRefused,
     ReapPending,
     ReferenceMissing,
@@ -414,6 +415,16 @@ class FakeRepository:
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:
             raise refused
+        usage = self.usage.get(upload.tenant, {})
+        bound = upload.bound
+        if bound is not None:  # the adapter's precheck_bound_update
+            window = usage.get("precheck_window")
+            same = window == bound.window and usage.get("prechecks", 0) < bound.limit
+            if (window == bound.window) if bound.fresh else not same:
+                raise PrecheckLimited(copy.deepcopy(usage) if upload.tenant in self.usage else None)
+            counted = self.usage.setdefault(upload.tenant, {})
+            counted["prechecks"] = 1 if bound.fresh else counted["prechecks"] + 1
+            counted["precheck_window"] = bound.window
         stamp = clock.iso(now)
         self.uploads[upload.upload_id] = {
             "upload_id": upload.upload_id,
@@ -653,7 +664,7 @@ class FakeObjectStore:
             found.checksum_sha256,
             tenant_from_metadata(found.metadata),
         )
-        body = None if (found.checksum_sha256 or expect_checksum) else io.BytesIO(found.data)
+        body = None if expect_checksum else io.BytesIO(found.data)
         return OpenedObject(info, body)
 
     def stream(self, opened: OpenedObject, sink: Sink) -> int:

@@ -24,6 +24,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import clock, usage
+from dfd.adapters.limits import precheck_bound_update
 from dfd.config import Settings
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
 from dfd.ids import key_claim
@@ -45,6 +46,7 @@ from dfd.ports import (
     ObjectVersion,
     PendingReleased,
     PrecheckDuplicate,
+    PrecheckLimited,
     QuotaRefused,
     ReapPending,
     ReferenceMissing,
@@ -823,6 +825,9 @@ class Repository:
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        if upload.bound is not None:
+            bound = precheck_bound_update(self._s.counters_table, usage.gate(upload.tenant).key, upload.bound)
+            plan.add("bound", bound, PrecheckLimited)
         self._run(plan)
 
     def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime, *, upload_deleted: bool = False) -> None:

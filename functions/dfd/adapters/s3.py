@@ -1,12 +1,11 @@
 """S3 adapter: identify, stream and delete objects, presign URLs; turns ClientError into domain errors.
 
 Reading an object for the ingest (the numbers behind these choices: docs/performance.md):
-- ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId) and, on a client
-  prepared with :func:`ask_for_stored_checksums`, carry S3's stored checksums; when one is a full-object
-  SHA-256 the body is dropped unread.
+- ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId); its body is
+  what the ingest hashes (a stored checksum the upload did not sign is never trusted: dfd.ingest).
 - ``open(bucket, key, expect_checksum=True)``: HeadObject (ChecksumMode ENABLED) first. When S3 holds the
-  SHA-256 no GetObject is ever sent; otherwise :meth:`ObjectStore.stream` fetches the body IfMatch the ETag
-  the HEAD identified (a 412 means superseded).
+  SHA-256 the upload signed no GetObject is ever sent; otherwise :meth:`ObjectStore.stream` fetches the body
+  IfMatch the ETag the HEAD identified (a 412 means superseded).
 - ``stream()``: every byte, in order, into a sink (the hash). One stream up to the threshold. Above it, the
   first bytes of that stream time the connection: one that already keeps the hash busy (a local endpoint)
   carries on alone; a slower one (S3 gives ~100 MB/s per connection) is joined by byte ranges fetched
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 
 CHUNK = 1024 * 1024  # one stream's reads
 RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap
-DRAIN_LIMIT = 256 * 1024  # an unread body up to this size is drained (the connection stays pooled)
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _NO_UPLOAD = {"NoSuchUpload"}
@@ -70,18 +68,6 @@ def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdE
     if code in _RETRYABLE:
         return ServiceUnavailable(f"S3 {action} {key} is throttled or unavailable ({code})")
     return DfdError(f"S3 {action} {key} failed ({code})", code="storage_error")
-
-
-def _checksum_mode_header(request: Any, **_: Any) -> None:
-    request.headers["x-amz-checksum-mode"] = "ENABLED"
-
-
-def ask_for_stored_checksums(client: Any) -> None:
-    """Make every GetObject of `client` ask S3 for the object's stored checksums (x-amz-checksum-mode) WITHOUT
-    botocore re-validating the body against them, as it does when the ChecksumMode parameter is set: the
-    ingest hashes every byte with SHA-256 itself, and a second pass (CRC32 of every byte) would cost a third of
-    its throughput. Only for a client that never presigns (the header would become a signed header)."""
-    client.meta.events.register("before-sign.s3.GetObject", _checksum_mode_header, unique_id="dfd-checksum-mode")
 
 
 @dataclass(frozen=True)
@@ -195,14 +181,7 @@ class ObjectStore:
             response = self._s3.get_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetObject", key) from error
-        info = _info(bucket, key, response)
-        if not info.checksum_sha256:
-            return OpenedObject(info, response["Body"])
-        if info.size <= DRAIN_LIMIT:
-            _release(response["Body"])
-        else:
-            response["Body"].close()
-        return OpenedObject(info, None)
+        return OpenedObject(_info(bucket, key, response), response["Body"])
 
     # ------------------------------------------------------------------ read
     def stream(self, opened: OpenedObject, sink: Sink) -> int:
