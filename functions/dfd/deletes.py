@@ -29,12 +29,12 @@ from datetime import datetime
 
 from dfd import clock
 from dfd.config import Settings
-from dfd.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
+from dfd.errors import Conflict, Forbidden, NotFound, ServiceUnavailable
 from dfd.identity import Caller
-from dfd.ids import is_upload_id
 from dfd.multipart import MultipartService
 from dfd.observability import logger
 from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion, is_legacy
+from dfd.queries import check_upload_id
 
 MAX_ATTEMPTS = 8
 PROCESSED = ("stored", "duplicate")
@@ -68,8 +68,7 @@ class DeleteService:
         self._rng = rng or random.Random()
 
     def delete(self, caller: Caller, upload_id: str) -> DeleteResult:
-        if not is_upload_id(upload_id):
-            raise BadRequest("id must be a 32-character hex upload id", code="invalid_id")
+        check_upload_id(upload_id)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             record = self._owned(caller, upload_id)
             status = str(record.get("status"))

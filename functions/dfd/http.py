@@ -16,7 +16,7 @@ from dfd.config import settings
 from dfd.errors import BadRequest, DfdError, NotFound
 from dfd.headers import API_SECURITY_HEADERS
 from dfd.observability import logger, tracer
-from dfd.text import echo
+from dfd.text import echo, echo_list
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,6 +81,21 @@ def path_id(app: APIGatewayHttpResolver, matched: str) -> str:
     trailing newline, and an id must be validated as sent)."""
     parameters = app.current_event.path_parameters or {}
     return str(parameters.get("id", matched))
+
+
+def query_values(app: APIGatewayHttpResolver, *names: str) -> tuple[str | None, ...]:
+    """The values of the query parameters `names` (None when absent); any other parameter is a 400
+    (`unknown_parameter`): a misspelt `limit` must not silently fall back to the default."""
+    event = app.current_event
+    unknown = sorted(set(event.query_string_parameters or {}) - set(names))
+    if unknown:
+        shown = echo_list(unknown)
+        raise BadRequest(
+            f"unknown query parameter(s): {', '.join(shown)}; this route takes {', '.join(names)}",
+            code="unknown_parameter",
+            details={"parameters": shown},
+        )
+    return tuple(event.get_query_string_value(name) for name in names)
 
 
 def json_body(app: APIGatewayHttpResolver) -> Any:

@@ -38,11 +38,14 @@ from dfd.errors import (
     ValidationFailed,
 )
 from dfd.identity import Caller
-from dfd.ids import is_upload_id, new_upload_id, object_key, tenant_metadata
+from dfd.ids import new_upload_id, object_key, tenant_metadata
 from dfd.ports import Item, MultipartAttached, NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
+from dfd.queries import check_upload_id
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
+PART_REQUEST_FIELDS = frozenset({"part_number", "checksum_sha256"})  # an entry of POST /uploads/{id}/parts
+COMPLETE_PART_FIELDS = frozenset({"part_number", "etag"})  # an entry of POST /uploads/{id}/complete
 PENDING = "pending"
 # POST /uploads/{id}/complete while S3 still assembles the object: 202 with this status and a Retry-After
 COMPLETING = "completing"
@@ -273,9 +276,9 @@ class MultipartService:
     # ------------------------------------------------------------------ records and ownership
     def _owned(self, caller: Caller, upload_id: str) -> Item:
         """The caller's multipart upload record: another tenant's (or an unknown) id → 404, a same-tenant
-        upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart."""
-        if not is_upload_id(upload_id):
-            raise NotFound("no such upload")
+        upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart; a malformed
+        id → 400 invalid_id."""
+        check_upload_id(upload_id)
         record = self._repo.get_upload(upload_id)
         if record is None:
             raise NotFound("no such upload")
@@ -343,7 +346,7 @@ def _parse_part_requests(body: Any, part_count: int) -> list[tuple[int, str | No
     wanted: list[tuple[int, str | None]] = []
     seen: set[int] = set()
     for entry in entries:
-        unknown = sorted(set(entry) - {"part_number", "checksum_sha256"})
+        unknown = sorted(set(entry) - PART_REQUEST_FIELDS)
         if unknown:
             raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
         number = _part_number(entry.get("part_number"), part_count)
@@ -363,7 +366,7 @@ def _parse_complete(body: Any, part_count: int) -> dict[int, str]:
     """{part_number: etag} of an optional POST /uploads/{id}/complete body."""
     expected: dict[int, str] = {}
     for entry in _entries(body, required=False):
-        unknown = sorted(set(entry) - {"part_number", "etag"})
+        unknown = sorted(set(entry) - COMPLETE_PART_FIELDS)
         if unknown:
             raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
         number = _part_number(entry.get("part_number"), part_count)

@@ -171,8 +171,8 @@ class PrecheckDuplicate:
 @dataclass(frozen=True, slots=True)
 class PrecheckBound:
     """At most `limit` precheck duplicates per tenant per window (docs/design.md, "Prechecks bounded"), counted
-    on the tenant's usage item: `window` is the window's number (epoch seconds // its length); `fresh`: the item
-    counts an earlier window (or none), so this one starts the count at 1."""
+    on the tenant's precheck item: `window` is the window's number (epoch seconds // its length); `fresh`: the
+    item counts an earlier window (or none), so this one starts the count at 1."""
 
     window: int
     limit: int
@@ -327,8 +327,8 @@ class ReferenceMissing(CommitRefused):
 
 
 class PrecheckLimited(CommitRefused):
-    """A precheck duplicate's bound refused it (item: the tenant's usage item as it is: its `precheck_window` and
-    `prechecks` say whether the window is another one or full)."""
+    """A precheck duplicate's bound refused it (item: the tenant's precheck item as it is: its `precheck_window`
+    and `prechecks` say whether the window is another one or full)."""
 
 
 class QuotaRefused(CommitRefused):

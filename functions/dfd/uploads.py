@@ -127,6 +127,9 @@ class UploadService:
         self._now = now
         self._rng = rng or random.Random()
         self.multipart = MultipartService(settings, repo, objects, now=now)
+        # tenant -> the precheck window this service last counted for it: which way the next count starts (a
+        # guess the bound's condition checks; a wrong one costs one cancelled transaction)
+        self._windows: dict[str, int] = {}
 
     def is_multipart(self, request: UploadRequest) -> bool:
         return self.multipart.wanted(request.size, request.multipart)
@@ -159,7 +162,7 @@ class UploadService:
 
         Bounded: at most PRECHECK_LIMIT of these per tenant per PRECHECK_WINDOW_SECONDS, counted in the same
         transaction (docs/design.md, "Prechecks bounded"); beyond, 429 with Retry-After."""
-        bound = self._precheck_bound()
+        bound = self._precheck_bound(caller.tenant)
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
             if stored is not None and is_legacy(stored):  # written before deletes: give it its count first
@@ -198,6 +201,10 @@ class UploadService:
         for _ in range(3):
             try:
                 self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
+                if upload.bound is not None:
+                    if len(self._windows) > 10_000:
+                        self._windows.clear()
+                    self._windows[upload.tenant] = upload.bound.window
                 return
             except PrecheckLimited as limited:
                 bound = upload.bound
@@ -208,11 +215,13 @@ class UploadService:
                 upload = replace(upload, bound=replace(bound, fresh=window != bound.window))
         raise CommitRefused(None, "the precheck bound's window kept changing")
 
-    def _precheck_bound(self) -> PrecheckBound | None:
+    def _precheck_bound(self, tenant: str) -> PrecheckBound | None:
+        """This window's bound; counted as the window's first unless this service counted it already (the first
+        precheck of a tenant in a window is the common case: it then costs no extra transaction)."""
         if not self._s.precheck_limit:
             return None
         window = int(self._now().timestamp()) // self._s.precheck_window_seconds
-        return PrecheckBound(window=window, limit=self._s.precheck_limit)
+        return PrecheckBound(window=window, limit=self._s.precheck_limit, fresh=self._windows.get(tenant) != window)
 
     def _too_many_prechecks(self, bound: PrecheckBound) -> TooManyRequests:
         seconds = self._s.precheck_window_seconds

@@ -21,9 +21,10 @@ What API Gateway does and this mirrors:
   "[a b]">, "scopes": <the route's scopes the token has, null when the route requires none>}``.
   Preflights are answered before any authorizer (as API Gateway does), static pages and /config.js are open.
 
-Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html),
-plus the generated ``/config.js`` telling the pages to call this same origin (and, with a user pool, where to
-sign in: :func:`config_js`).
+Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html,
+``/docs`` -> docs.html, the API reference), plus the generated ``/config.js`` telling the pages to call this same
+origin (and, with a user pool, where to sign in: :func:`config_js`) and the API's OpenAPI document
+(docs/openapi.yaml) at ``/openapi.yaml``.
 """
 
 from __future__ import annotations
@@ -465,12 +466,14 @@ class HttpApi:
         *,
         authorizers: Mapping[str, RouteAuthorizer] | None = None,
         config_script: str = CONFIG_JS,
+        openapi_document: Path | None = None,
         page_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.routes = list(routes)
         self.router = Router(self.routes)
         self.authorizers = dict(authorizers or {})
         self.config_script = config_script
+        self.openapi_document = openapi_document
         missing = sorted({r.authorizer for r in self.routes if r.authorizer and r.authorizer not in self.authorizers})
         if missing:
             raise ValueError(f"routes name authorizer(s) that are not configured: {', '.join(missing)}")
@@ -521,6 +524,11 @@ class HttpApi:
             if request.path == "/config.js":
                 response = Response(self.config_script, content_type="text/javascript; charset=utf-8")
                 response.headers["cache-control"] = "no-store"
+                response.headers.update(self.page_headers)
+                return response, ""
+            if request.path == "/openapi.yaml" and self.openapi_document is not None:
+                response = Response(self.openapi_document.read_bytes(), content_type="application/yaml")
+                response.headers["cache-control"] = "no-cache"
                 response.headers.update(self.page_headers)
                 return response, ""
             static = self.static.response(request.path)

@@ -307,6 +307,7 @@ class LocalStack:
             options.web_path,
             authorizers=authorizers,
             config_script=config_js(auth),
+            openapi_document=options.root / "docs" / "openapi.yaml",
             page_headers=page_headers(connect=[self.aws_url]),  # S3 and the sign-in are the emulator's
         )
         self._serve("api", self._server(sockets["api"], api))

@@ -208,8 +208,8 @@ def test_bad_input_owner_rules_and_checksum_rules(stack: RunningStack) -> None:
         assert error_code(call(stack, method, path, "bob", json=json_body), 404) == "not_found", (method, path)
         assert error_code(call(stack, method, path, "carol", json=json_body), 403) == "not_owner", (method, path)
         assert call(stack, method, path, None, json=json_body).status_code == 401, (method, path)
-    for unknown in ("/uploads/" + "0" * 32 + "/parts", "/uploads/not-an-id/parts"):
-        assert error_code(call(stack, "GET", unknown), 404) == "not_found"
+    assert error_code(call(stack, "GET", "/uploads/" + "0" * 32 + "/parts"), 404) == "not_found"
+    assert error_code(call(stack, "GET", "/uploads/not-an-id/parts"), 400) == "invalid_id"
 
     # per-part checksums are all-or-nothing once the first parts call gave them
     first = presign(stack, upload_id, [1])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dfd.handlers import admin_hashes, download, metadata, upload
+from dfd.handlers import admin_hashes, admin_stats, download, metadata, upload, uploads
 from dfd.tokens import encode_token
 from tests.integration.conftest import Aws
 from tests.integration.test_flow import upload_bytes
@@ -115,6 +115,19 @@ def test_unknown_ids_are_404(aws: Aws) -> None:
 def test_bad_limits_are_400(aws: Aws, limit: str) -> None:
     status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": limit}))
     assert_error(status, body, 400, "invalid_limit")
+
+
+def test_unknown_query_parameters_are_400(aws: Aws) -> None:
+    for handler, route in ((admin_hashes.handler, "/admin/hashes"), (uploads.handler, "/uploads")):
+        status, body = call(handler, api_event("GET", route, query={"limt": "5", "limit": "5"}))
+        assert_error(status, body, 400, "unknown_parameter")
+        assert body["error"]["details"] == {"parameters": ["limt"]}
+        status, body = call(handler, api_event("GET", route, query={"limit": "5", "last_evaluated_key": ""}))
+        assert status == 200, body
+    # a route that takes none refuses any
+    for handler, route in ((metadata.handler, "/metadata/" + "a" * 64), (admin_stats.handler, "/admin/stats")):
+        status, body = call(handler, api_event("GET", route, query={"limit": "5"}))
+        assert_error(status, body, 400, "unknown_parameter")
 
 
 def test_tampered_tokens_are_400(aws: Aws) -> None:

@@ -72,6 +72,7 @@ class FakeRepository:
         self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
         self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
+        self.prechecks: dict[str, dict[str, int]] = {}  # tenant -> its precheck bound's item (precheck#<tenant>)
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
         self.after_tenant_file: Callable[[], None] | None = None
@@ -415,14 +416,14 @@ class FakeRepository:
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:
             raise refused
-        usage = self.usage.get(upload.tenant, {})
+        counted = self.prechecks.get(upload.tenant, {})
         bound = upload.bound
         if bound is not None:  # the adapter's precheck_bound_update
-            window = usage.get("precheck_window")
-            same = window == bound.window and usage.get("prechecks", 0) < bound.limit
+            window = counted.get("precheck_window")
+            same = window == bound.window and counted.get("prechecks", 0) < bound.limit
             if (window == bound.window) if bound.fresh else not same:
-                raise PrecheckLimited(copy.deepcopy(usage) if upload.tenant in self.usage else None)
-            counted = self.usage.setdefault(upload.tenant, {})
+                raise PrecheckLimited(copy.deepcopy(counted) if upload.tenant in self.prechecks else None)
+            counted = self.prechecks.setdefault(upload.tenant, {})
             counted["prechecks"] = 1 if bound.fresh else counted["prechecks"] + 1
             counted["precheck_window"] = bound.window
         stamp = clock.iso(now)

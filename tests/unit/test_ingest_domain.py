@@ -460,9 +460,7 @@ def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
     world.repo.tenant_file = flapping  # type: ignore[method-assign]
     answer = world.service().create(UploadRequest("d.txt", len(data), "text/plain", sha(data)), ALICE.caller)
     assert answer.status == 409 and len(reads) == 2
-    # 3: the file vanished, then the tenant's first precheck of the window started its bound's count (one
-    # transaction more, once per tenant and window: docs/design.md, "Prechecks bounded"), then the commit
-    assert world.repo.transactions == 3 and world.repo.committed == 1 and world.totals()["duplicates_avoided"] == 1
+    assert world.repo.transactions == 2 and world.repo.committed == 1 and world.totals()["duplicates_avoided"] == 1
 
 
 # ---------------------------------------------------------------------------------------------- the tenant hint

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dfd.config import GIB, MIB, TIB, Settings
-from dfd.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from dfd.errors import BadRequest, Conflict, Forbidden, NotFound, ValidationFailed
 from dfd.identity import Caller
 from dfd.multipart import MAX_PARTS, MultipartService, part_layout, part_length
 from dfd.uploads import UploadService, parse_request
@@ -148,8 +148,9 @@ def test_ownership(world: Any) -> None:
     assert refused.value.code == "not_owner"
     with pytest.raises(NotFound):
         service.complete(BOB, "0" * 32, None)
-    with pytest.raises(NotFound):
+    with pytest.raises(BadRequest) as malformed:
         service.complete(ALICE, "not-an-id", None)
+    assert malformed.value.code == "invalid_id"
     assert service.list_parts(ADMIN, upload_id)["parts"] == []
 
 

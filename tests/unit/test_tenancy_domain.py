@@ -638,7 +638,7 @@ def test_repeated_prechecks_are_bounded_per_tenant_and_window(world: Tenancy, re
     # the next window
     world.tick(50)
     assert world.precheck(CAROL, REPORT).status == 409
-    assert world.repo.usage["acme"]["prechecks"] == 1
+    assert world.repo.prechecks["acme"]["prechecks"] == 1
     world.assert_invariants()
 
 
@@ -646,4 +646,4 @@ def test_a_precheck_bound_of_zero_is_unbounded(world: Tenancy, report: str) -> N
     world.settings = dataclasses.replace(world.settings, precheck_limit=0)
     for _ in range(5):
         assert world.precheck(CAROL, REPORT).status == 409
-    assert "prechecks" not in world.repo.usage.get("acme", {})
+    assert "acme" not in world.repo.prechecks

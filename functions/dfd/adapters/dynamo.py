@@ -826,7 +826,7 @@ class Repository:
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         if upload.bound is not None:
-            bound = precheck_bound_update(self._s.counters_table, usage.gate(upload.tenant).key, upload.bound)
+            bound = precheck_bound_update(self._s.counters_table, upload.tenant, upload.bound)
             plan.add("bound", bound, PrecheckLimited)
         self._run(plan)
 

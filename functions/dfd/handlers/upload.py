@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import json_body, json_response, make_app, resolve
+from dfd.http import json_body, json_response, make_app, query_values, resolve
 from dfd.identity import current_caller
 from dfd.observability import logger, metrics, tracer
 from dfd.uploads import parse_request
@@ -22,6 +22,7 @@ app = make_app()
 
 @app.post("/upload")
 def create_upload() -> Any:
+    query_values(app)
     caller = current_caller(app)
     request = parse_request(json_body(app), settings().max_upload_bytes)
     answer = deps.upload_service().create(request, caller)
