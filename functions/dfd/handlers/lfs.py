@@ -17,7 +17,7 @@ from dfd import aws, deps
 from dfd.config import settings
 from dfd.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
 from dfd.handlers import init_done
-from dfd.http import lambda_entry, make_app
+from dfd.http import lambda_entry, make_app, query_values
 from dfd.identity import Caller
 from dfd.lfs import MEDIA_TYPE, LfsError, check_repo
 from dfd.locks import LockError
@@ -138,13 +138,16 @@ def verify(repo: str, id: str) -> Response[str]:
 def create_lock(repo: str) -> Response[str]:
     caller = _caller()
     status, body = deps.lock_service().create(caller, _repo(repo), _body())
-    return lfs_response(status, body)
+    if status == 409:  # the lock in the way, with git-lfs's message
+        return lfs_response(409, body)
+    return lfs_response(201, body)
 
 
 @app.get("/lfs/<repo>/locks")
 def list_locks(repo: str) -> Response[str]:
     caller = _caller()
-    query = dict(app.current_event.query_string_parameters or {})
+    values = query_values(app, "path", "id", "cursor", "limit", "refspec")  # refspec: git-lfs's, not filtered on
+    query = {name: value for name, value in zip(("path", "id", "cursor", "limit"), values, strict=False) if value}
     return lfs_response(200, deps.lock_service().list(caller, _repo(repo), query))
 
 
