@@ -415,6 +415,16 @@ class LocalStack:
                 env[variable] = TABLES[logical_id]
         if "S3_BUCKET" not in env and len(self.resources.buckets) == 1:
             env["S3_BUCKET"] = next(iter(self.resources.buckets.values()))
+        if self.pool is not None:
+            # the /lfs routes verify tokens themselves (dfd.credentials): the pool exists only now (the template's
+            # variables were read with placeholder ids), and its keys are on the emulator
+            if "JWT_ISSUER" in env:
+                env["JWT_ISSUER"] = self.pool.issuer
+            if "JWT_AUDIENCE" in env:
+                env["JWT_AUDIENCE"] = self.pool.client_id
+            if "USER_POOL_ID" in env:
+                env["USER_POOL_ID"] = self.pool.user_pool_id
+            env["JWKS_URL"] = self.pool.jwks_url
         env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
         env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()

@@ -61,6 +61,8 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
         stack.uploads_table,
         stack.events_table,
         stack.tenant_files_table,
+        stack.description["tables"]["LfsTokensTable"],
+        stack.description["tables"]["LfsLocksTable"],
     } == set(names.TABLES.values())
     for logical_id, props in tables.items():
         name = stack.description["tables"][logical_id]

@@ -80,6 +80,12 @@ def session_env(workdir: Path, ports: dict[str, int]) -> dict[str, str]:
     env["XDG_CACHE_HOME"] = str(workdir / ".cache")  # scripts/upload's resume state
     env["TMPDIR"] = str(workdir / ".tmp")
     (workdir / ".tmp").mkdir(exist_ok=True)
+    # git's global settings (`git lfs install` writes them) stay in the scratch directory; the identity stands in
+    # for the reader's own, which a fresh CI machine lacks
+    env["HOME"] = str(workdir / ".home")
+    (workdir / ".home").mkdir(exist_ok=True)
+    for role in ("AUTHOR", "COMMITTER"):
+        env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = "README reader", "reader@example.com"
     env.update({name: str(port) for name, port in ports.items()})
     return env
 
