@@ -12,7 +12,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 
+from tests.e2e.browser_support import CHROMIUM_ARGS, browser_unavailable, find_chromium
 from tests.e2e.e2e_helpers import ROOT, RunningStack, clean_env, launch_stack, stop_stack
 from tests.e2e.openapi_check import validating_responses
 
@@ -29,3 +31,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     stop_stack(running)
     if checker.failures:
         pytest.fail(f"{len(checker.failures)} API response(s) broke docs/openapi.yaml:\n" + "\n".join(checker.failures))
+
+
+# Module scope: Playwright's sync API marks its event loop as running in the main thread for as long as it is
+# open, and the ingest handler's batch processor (asyncio) must not find a running loop when later tests call it
+# in-process.
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = find_chromium()
+    if executable is None:
+        browser_unavailable("no Chromium found (DFD_CHROMIUM, chromium on PATH, /usr/bin/chromium)")
+    with sync_playwright() as playwright:
+        try:
+            launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        except Exception as exc:  # a broken install is as unavailable as a missing one
+            browser_unavailable(f"Chromium at {executable} could not be started: {exc}")
+        yield launched
+        launched.close()

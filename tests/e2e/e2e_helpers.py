@@ -22,7 +22,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from dfd.config import Settings
 from dfdlocal.names import CREDENTIALS
+from dfdtools.audit import audit
 from tests.conftest import TEST_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +121,41 @@ def nothing_to_reap(stack: RunningStack) -> bool:
     pages = stack.client("dynamodb").get_paginator("scan")
     scan = pages.paginate(TableName=stack.files_table, ProjectionExpression="live_refs")
     return not any(item.get("live_refs", {}).get("N") == "0" for page in scan for item in page["Items"])
+
+
+def settings_of(stack: RunningStack) -> Settings:
+    """The stack's tables and bucket as dfd's settings (for the operator tools' functions)."""
+    return Settings(
+        files_table=stack.files_table,
+        counters_table=stack.counters_table,
+        uploads_table=stack.uploads_table,
+        events_table=stack.events_table,
+        tenant_files_table=stack.tenant_files_table,
+        bucket=stack.bucket,
+    )
+
+
+def settled(stack: RunningStack) -> bool:
+    """The ingest queue is empty and scripts/audit finds every invariant holding."""
+    sqs = stack.client("sqs")
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attrs = sqs.get_queue_attributes(QueueUrl=stack.ingest_queue_url, AttributeNames=names)["Attributes"]
+    if any(int(attrs[n]) for n in names):
+        return False
+    return audit(stack.client("dynamodb"), stack.client("s3"), settings_of(stack)).ok
+
+
+def tool(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m dfdtools.<module> args` from the repository, with only PATH of this environment."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return subprocess.run(
+        [sys.executable, "-m", f"dfdtools.{module}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
 
 
 def clean_env() -> dict[str, str]:

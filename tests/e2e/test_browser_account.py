@@ -15,8 +15,8 @@ from playwright.sync_api import Browser, expect
 
 from dfdlocal.cognito import local_password
 from tests.e2e.browser_auth import SIGN_IN_TIMEOUT_MS, open_signed_in
+from tests.e2e.browser_support import browser_session
 from tests.e2e.e2e_helpers import RunningStack, wait_until
-from tests.e2e.test_browser import browser, browser_session  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -24,7 +24,7 @@ PHONE = {"width": 390, "height": 844}
 
 
 def test_the_local_sign_in_form_names_the_local_users(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -39,7 +39,7 @@ def test_the_local_sign_in_form_names_the_local_users(
 
 
 def test_a_temporary_password_leads_to_choosing_a_new_one_then_signed_in(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -78,7 +78,7 @@ def test_a_temporary_password_leads_to_choosing_a_new_one_then_signed_in(
 
 
 def test_the_header_names_an_admin_as_admin_and_a_tenant_user_by_tenant(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -113,7 +113,7 @@ def stored_file(stack: RunningStack) -> None:
 
 
 def test_the_admin_page_fits_a_phone_and_writes_dates_one_way(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     request: pytest.FixtureRequest,
 ) -> None:

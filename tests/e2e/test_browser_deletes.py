@@ -12,11 +12,10 @@ import requests
 from playwright.sync_api import Browser, expect
 
 from tests.e2e.browser_auth import open_signed_in
+from tests.e2e.browser_support import INGEST_TIMEOUT_MS, browser_session, file_row
 from tests.e2e.e2e_helpers import RunningStack
-from tests.e2e.test_browser import INGEST_TIMEOUT_MS, browser, browser_session, file_row
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-__all__ = ["browser"]  # the fixture
 
 
 def test_my_uploads_lists_and_deletes(

@@ -22,8 +22,8 @@ from playwright.sync_api import Browser, Dialog, Frame, Page, Route, expect
 
 from dfdlocal.cognito import local_password
 from tests.e2e.browser_auth import SIGN_IN_TIMEOUT_MS, sign_in
+from tests.e2e.browser_support import INGEST_TIMEOUT_MS, browser_session, file_row
 from tests.e2e.e2e_helpers import RunningStack
-from tests.e2e.test_browser import INGEST_TIMEOUT_MS, browser, browser_session, file_row  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -45,7 +45,7 @@ def origin(url: str) -> str:
 
 
 def test_api_address_in_the_page_url_is_ignored(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -84,7 +84,7 @@ def test_api_address_in_the_page_url_is_ignored(
 
 
 def test_a_javascript_download_url_from_the_api_does_nothing(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,

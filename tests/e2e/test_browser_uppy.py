@@ -27,15 +27,8 @@ import requests
 from playwright.sync_api import Browser, Page, Request, Route, expect
 
 from tests.e2e.browser_auth import sign_in
+from tests.e2e.browser_support import INGEST_TIMEOUT_MS, browser_session, download_bytes, file_row, pick
 from tests.e2e.e2e_helpers import RunningStack
-from tests.e2e.test_browser import (  # noqa: F401 - browser is a fixture used by name
-    INGEST_TIMEOUT_MS,
-    browser,
-    browser_session,
-    download_bytes,
-    file_row,
-    pick,
-)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -99,7 +92,7 @@ def s3_multipart_uploads(stack: RunningStack) -> list[dict[str, Any]]:
 
 
 def test_new_file_known_file_and_download_from_my_uploads(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -141,7 +134,7 @@ def test_new_file_known_file_and_download_from_my_uploads(
 
 
 def test_phone_width_has_no_sideways_scroll(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -159,7 +152,7 @@ def test_phone_width_has_no_sideways_scroll(
 
 
 def test_multipart_with_a_part_damaged_in_flight_is_sent_again(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -202,7 +195,7 @@ def test_multipart_with_a_part_damaged_in_flight_is_sent_again(
 
 
 def test_pause_and_resume(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -230,7 +223,7 @@ def test_pause_and_resume(
 
 
 def test_reload_mid_upload_resumes_with_only_the_missing_part(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -285,7 +278,7 @@ def held_parts(stack: RunningStack, upload_id: str) -> list[dict[str, Any]]:
 
 
 def test_quota_error_is_shown(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -309,7 +302,7 @@ def test_quota_error_is_shown(
 
 
 def test_cancel_aborts_the_multipart_upload_in_s3(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     tmp_path: Path,
     request: pytest.FixtureRequest,

@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.e2e_helpers import RunningStack, wait_until
-from tests.e2e.test_storm import settled
-from tests.e2e.test_tools import tool
+from tests.e2e.e2e_helpers import RunningStack, settled, tool, wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,6 @@ from playwright.sync_api import Browser, expect
 
 from tests.e2e.e2e_helpers import ROOT, RunningStack
 from tests.e2e.openapi_check import DOCUMENT, load_document
-from tests.e2e.test_browser import browser  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +38,7 @@ def test_the_web_pages_link_to_the_reference(page: str) -> None:
 
 @pytest.mark.browser
 def test_the_reference_renders_every_operation_under_the_pages_csp(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
 ) -> None:
     context = browser.new_context()

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
+from tests.e2e.browser_support import browser_session
 from tests.e2e.e2e_helpers import ROOT, RunningStack
-from tests.e2e.test_browser import browser, browser_session  # noqa: F401 - browser is a fixture used by name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -61,7 +61,7 @@ def served_page(tmp_path: Path, stack: RunningStack) -> Iterator[str]:
 
 
 def test_the_readme_page_uploads_new_and_known_files(
-    browser: Browser,  # noqa: F811 - the fixture imported above
+    browser: Browser,
     stack: RunningStack,
     served_page: str,
     tmp_path: Path,

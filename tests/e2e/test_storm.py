@@ -14,23 +14,10 @@ from typing import Any
 import pytest
 import requests
 
-from dfd.config import Settings
-from dfdtools.audit import audit
 from dfdtools.replay import notification
-from tests.e2e.e2e_helpers import RunningStack, nothing_to_reap, run_audit, wait_until
+from tests.e2e.e2e_helpers import RunningStack, nothing_to_reap, run_audit, settled, wait_until
 
 pytestmark = pytest.mark.e2e
-
-
-def settings_of(stack: RunningStack) -> Settings:
-    return Settings(
-        files_table=stack.files_table,
-        counters_table=stack.counters_table,
-        uploads_table=stack.uploads_table,
-        events_table=stack.events_table,
-        tenant_files_table=stack.tenant_files_table,
-        bucket=stack.bucket,
-    )
 
 
 def totals(stack: RunningStack) -> dict[str, int]:
@@ -51,15 +38,6 @@ def upload(stack: RunningStack, data: bytes, name: str, *, precheck: bool = Fals
     put = requests.put(issued["upload_url"], data=data, headers=issued["headers"], timeout=10)
     assert put.status_code == 200, put.text
     return issued
-
-
-def settled(stack: RunningStack) -> bool:
-    sqs = stack.client("sqs")
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    attrs = sqs.get_queue_attributes(QueueUrl=stack.ingest_queue_url, AttributeNames=names)["Attributes"]
-    if any(int(attrs[n]) for n in names):
-        return False
-    return audit(stack.client("dynamodb"), stack.client("s3"), settings_of(stack)).ok
 
 
 def invoke(stack: RunningStack, event: dict[str, Any]) -> None:

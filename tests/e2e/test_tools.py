@@ -13,22 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.e2e_helpers import ROOT, RunningStack, nothing_to_reap, wait_until
-from tests.e2e.test_storm import settled
+from tests.e2e.e2e_helpers import ROOT, RunningStack, nothing_to_reap, settled, tool, wait_until
 
 pytestmark = pytest.mark.e2e
-
-
-def tool(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    return subprocess.run(
-        [sys.executable, "-m", f"dfdtools.{module}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
 
 
 def test_upload_tool_then_replay_tool(stack: RunningStack, tmp_path: Path) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib import request as urlrequest
 
 import boto3
 import pytest
@@ -14,10 +17,14 @@ from moto.core.botocore_stubber import BotocoreStubber
 
 from dfd import deps
 from dfd.config import Settings
-from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, create_resources
+from dfdlocal import reconcile
+from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, create_resources, make_emulator_server
 from dfdlocal.template import TEMPLATE, LocalModel, read_model
 from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
+
+if TYPE_CHECKING:
+    from tests.integration.reconcile_support import Emulator, Local
 
 
 @dataclass
@@ -109,4 +116,65 @@ def aws(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel) -> Iterator
         env = Aws(Settings.from_env(), s3, ddb, sqs, resources.queues["IngestQueue"].url)
         env.drain()  # the s3:TestEvent sent when the notification was configured
         yield env
+    deps.reset()
+
+
+# The reconcile workflow's emulator (tests/integration/reconcile_support.py), for the modules that run it.
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Emulator]:
+    """One moto server for the module (the local stack's emulator app); each test resets it."""
+    from tests.integration.reconcile_support import Emulator, dynamodb_lock  # the handlers load on first use
+
+    with pytest.MonkeyPatch.context() as patch:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        endpoint = f"http://127.0.0.1:{port}"
+        for name, value in TEST_ENV.items():
+            patch.setenv(name, value)
+        patch.setenv("AWS_ENDPOINT_URL", endpoint)  # the handlers' clients and presigned URLs
+        patch.setenv("MOTO_PORT", str(port))  # where the Step Functions executor sends its SDK calls
+        # moto logs every JSONPath a Choice finds absent (IsPresent false) at ERROR
+        interpreter_log = logging.getLogger(reconcile.MOTO_INTERPRETER_LOGGER)
+        level = interpreter_log.level
+        interpreter_log.setLevel(logging.CRITICAL)
+        reconcile.patch_moto_start_execution()
+        server = make_emulator_server(sock)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        thread.start()
+        try:
+            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), dynamodb_lock(server.app))
+        finally:
+            server.shutdown()
+            server.server_close()
+            sock.close()
+            interpreter_log.setLevel(level)
+            deps.reset()
+
+
+@pytest.fixture
+def local(emulator: Emulator) -> Iterator[Local]:
+    """The reconcile state machine on a reset emulator, with the stack's resources."""
+    from tests.integration.reconcile_support import Local
+
+    urlrequest.urlopen(urlrequest.Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
+    reconcile.enable_executions(emulator.endpoint)
+    resources = template_resources(emulator.model, emulator.client)
+    name, path, substitutions = reconcile.state_machine_from_model(emulator.model)
+    sfn = emulator.client("stepfunctions")
+    arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
+    deps.reset()
+    env = Local(
+        emulator,
+        Settings.from_env(),
+        emulator.client("dynamodb"),
+        emulator.client("s3"),
+        emulator.client("sqs"),
+        sfn,
+        resources.queues["IngestQueue"].url,
+        arn,
+    )
+    env.drain()  # the s3:TestEvent sent when the notification was configured
+    yield env
     deps.reset()

@@ -15,11 +15,9 @@ import pytest
 import requests
 
 from dfd.handlers import download, ingest, upload
-from tests.integration.test_deletes import delete
-from tests.integration.test_reconcile import Local, emulator, later, local
+from tests.integration.deletes_support import delete
+from tests.integration.reconcile_support import Local, later
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
-
-__all__ = ["emulator", "local"]  # the fixtures
 
 DATA = b"one content, many references, deleted at random\n" * 64
 DIGEST = hashlib.sha256(DATA).hexdigest()

@@ -14,11 +14,9 @@ import requests
 from dfd import deps
 from dfd.handlers import admin_stats, download, me, upload
 from dfd.ids import key_claim
-from tests.integration.test_deletes import delete
-from tests.integration.test_reconcile import Local, emulator, later, local
+from tests.integration.deletes_support import delete
+from tests.integration.reconcile_support import Local, later
 from tests.support import ALICE, BOB, CAROL, api_event, call
-
-__all__ = ["emulator", "local"]  # the fixtures
 
 DATA = b"reaped after the grace period\n" * 200
 DIGEST = hashlib.sha256(DATA).hexdigest()

@@ -16,16 +16,9 @@ from dfd.ingest import IngestResult, Outcome
 from dfdtools.replay import state
 from dfdtools.tools import Target
 from tests.integration.conftest import Aws
-from tests.integration.test_flow import post_upload, put
+from tests.integration.flow_support import put
+from tests.integration.replay_support import uploaded
 from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch
-
-
-def uploaded(aws: Aws, data: bytes, name: str = "f.bin") -> dict[str, Any]:
-    status, answer = post_upload({"filename": name, "size": len(data)})
-    assert status == 201
-    assert put(answer, data).status_code == 200
-    aws.drain()  # the S3 notification: these tests deliver events themselves
-    return answer
 
 
 def invoke(event: dict[str, Any]) -> dict[str, Any]:

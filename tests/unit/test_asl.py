@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dfdlocal import reconcile
-from tests.unit.test_template import PERMISSIONS, _as_list, _describe, _intrinsic, _template
+from tests.unit.template_support import PERMISSIONS, _as_list, _describe, _intrinsic, _template
 
 ROOT = Path(__file__).resolve().parents[2]
 ASL = ROOT / "statemachine" / "reconcile.asl.json"

@@ -18,8 +18,8 @@ from dfd.multipart import MultipartService
 from dfd.ports import content_state, holds
 from dfd.queries import Queries
 from dfd.uploads import UploadRequest, UploadService
+from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
 from tests.unit.fakes import FakeObjectStore, FakeRepository
-from tests.unit.test_multipart import ADMIN, ALICE, BOB, CAROL, settings
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DATA = b"reference counted" * 10

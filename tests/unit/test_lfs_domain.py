@@ -19,8 +19,8 @@ from dfd.locks import LockError, LockService
 from dfd.pats import PREFIX, DirectoryUser, PatService
 from dfd.uploads import UploadService
 from tests.support import ALICE, BOB, CAROL, ApiUser
+from tests.unit.ingest_world import BUCKET, NOW, World
 from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
-from tests.unit.test_ingest_domain import BUCKET, NOW, World
 
 BASE = "https://api.example"
 GIB = 1024**3

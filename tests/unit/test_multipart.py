@@ -14,28 +14,11 @@ from dfd.errors import BadRequest, Conflict, Forbidden, NotFound, ValidationFail
 from dfd.identity import Caller
 from dfd.multipart import MAX_PARTS, MultipartService, part_layout, part_length
 from dfd.uploads import UploadService, parse_request
+from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-ALICE = Caller(owner="alice-sub", tenant="acme", is_admin=False)
-CAROL = Caller(owner="carol-sub", tenant="acme", is_admin=False)
-BOB = Caller(owner="bob-sub", tenant="globex", is_admin=False)
-ADMIN = Caller(owner="admin-sub", tenant="user:admin-sub", is_admin=True)
 SIZE = 12 * MIB + 123  # 3 parts of 5 MiB: 5, 5, 2 MiB + 123
-
-
-def settings(**overrides: Any) -> Settings:
-    base: dict[str, Any] = {
-        "files_table": "f",
-        "counters_table": "c",
-        "uploads_table": "u",
-        "events_table": "e",
-        "tenant_files_table": "t",
-        "bucket": "b",
-        "multipart_min_part": 5 * MIB,
-        "multipart_threshold": 10 * MIB,
-    }
-    return Settings(**{**base, **overrides})
 
 
 @pytest.fixture

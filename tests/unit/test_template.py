@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dfdlocal.template import load_template
+from tests.unit.template_support import PERMISSIONS, TEMPLATE, _as_list, _describe, _intrinsic, _template
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "template.yaml"
 
 ROUTES = {
     ("POST", "/upload"): "UploadFunction",
@@ -56,113 +54,6 @@ HANDLERS = {
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
-OBJECTS = "${FilesBucket.Arn}/${UploadPrefix}*"
-# Exactly what each function may do, as (action, resource) pairs; resources are shown by _describe().
-PERMISSIONS: dict[str, set[tuple[str, str]]] = {
-    "UploadFunction": {
-        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
-        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
-        ("dynamodb:PutItem", "UploadsTable.Arn"),
-        ("dynamodb:BatchGetItem", "CountersTable.Arn"),  # the tenant's usage shards, with a quota set
-        ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version, migrated by another writer first
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
-        ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("s3:PutObject", OBJECTS),
-    },
-    "MetadataFunction": {
-        ("dynamodb:GetItem", "FilesTable.Arn"),
-        ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
-        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
-    },
-    "DownloadFunction": {
-        ("dynamodb:GetItem", "FilesTable.Arn"),
-        ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:BatchGetItem", "FilesTable.Arn"),
-        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
-        ("s3:GetObject", OBJECTS),
-    },
-    "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes)
-        ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version: read once, given its count
-        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
-        ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("s3:AbortMultipartUpload", OBJECTS),
-        ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
-    },
-    "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "MeFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
-    "IngestFunction": {
-        ("s3:GetObject", OBJECTS),
-        ("s3:DeleteObject", OBJECTS),
-        ("s3:ListBucket", "FilesBucket.Arn"),
-        *{
-            (f"dynamodb:{action}", f"{table}.Arn")
-            for action in ("BatchGetItem", "GetItem", "PutItem")
-            for table in ("EventsTable", "FilesTable")
-        },
-        ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
-        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),  # the reference the object's tenant hint names
-        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a lost stored copy's key claim, when a duplicate adopts
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
-        ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
-        ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
-    },
-    # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
-    # tests/unit/test_asl.py), the listing to the upload prefix, the metric to the stack's namespace.
-    "ReconcileStateMachine": {
-        ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
-        ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "EventsTable.Arn"),
-        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
-        ("dynamodb:Scan", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),  # the sweep marks a file whose object is gone lost
-        ("dynamodb:Scan", "CountersTable.Arn"),
-        ("dynamodb:PutItem", "CountersTable.Arn"),
-        ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("dynamodb:DeleteItem", "CountersTable.Arn"),
-        ("s3:ListBucket", "FilesBucket.Arn"),
-        ("s3:AbortMultipartUpload", OBJECTS),
-        ("sqs:SendMessage", "IngestQueue.Arn"),
-        ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
-        ("dynamodb:Query", "${TenantFilesTable.Arn}/index/ReapIndex"),
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),
-        ("dynamodb:DeleteItem", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
-        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
-        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a reaped generation's key claim (claim#* only)
-        ("s3:DeleteObject", OBJECTS),
-        ("s3:GetObject", OBJECTS),  # DeleteObject IfMatch an ETag is authorized with GetObject too
-        ("cloudwatch:PutMetricData", "*"),
-        (
-            "states:StartExecution",
-            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
-        ),
-        (
-            "states:ListExecutions",
-            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
-        ),
-        *{
-            (f"logs:{action}", "*")
-            for action in (
-                "CreateLogDelivery",
-                "GetLogDelivery",
-                "UpdateLogDelivery",
-                "DeleteLogDelivery",
-                "ListLogDeliveries",
-                "PutResourcePolicy",
-                "DescribeResourcePolicies",
-                "DescribeLogGroups",
-            )
-        },
-    },
-}
 # Actions AWS only authorizes on Resource "*" (X-Ray comes from `Tracing: Active` as a managed policy; the
 # log-delivery actions are what Step Functions logging needs; PutMetricData has no resource ARN). Nothing
 # else may use "*".
@@ -199,43 +90,9 @@ def Tag(name: str, value: Any) -> dict[str, Any]:
     return {name: value} if name in ("Ref", "Condition") else {f"Fn::{name}": value}
 
 
-@cache
-def _template() -> dict[str, Any]:
-    return load_template(TEMPLATE)
-
-
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
     return _template()
-
-
-# --------------------------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------------------------
-def _intrinsic(node: Any) -> tuple[str, Any] | None:
-    """("Ref" | "Sub" | "GetAtt" | ..., value) for a long-form {"Ref": ...} or {"Fn::X": ...} mapping."""
-    if isinstance(node, dict) and len(node) == 1:
-        (key, value) = next(iter(node.items()))
-        if key == "Ref":
-            return "Ref", value
-        if isinstance(key, str) and key.startswith("Fn::"):
-            return key[4:], value
-    return None
-
-
-def _describe(node: Any) -> str:
-    """A readable form of a policy resource: 'X.Arn' for GetAtt, the template string for Sub, 'Ref(X)'."""
-    found = _intrinsic(node)
-    if found is None:
-        return str(node)
-    name, value = found
-    if name == "GetAtt":
-        return value if isinstance(value, str) else ".".join(value)
-    if name == "Sub":
-        return value if isinstance(value, str) else f"Sub({value[0]})"
-    if name == "Ref":
-        return f"Ref({value})"
-    return f"{name}({value!r})"
 
 
 def _is_ref(node: Any, target: str) -> bool:
@@ -245,10 +102,6 @@ def _is_ref(node: Any, target: str) -> bool:
 def _is_getatt(node: Any, target: str) -> bool:
     found = _intrinsic(node)
     return found is not None and found[0] == "GetAtt" and _describe(node) == target
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 def _resources(template: dict[str, Any], type_: str | None = None) -> dict[str, dict[str, Any]]:

@@ -27,7 +27,7 @@ from dfd.ports import CommitRefused, NewUpload, ObjectVersion, TenantShare
 from dfd.queries import Queries
 from dfd.uploads import UploadAnswer, UploadRequest, UploadService
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser
-from tests.unit.test_ingest_domain import BUCKET, NOW, World, expect, sha
+from tests.unit.ingest_world import BUCKET, NOW, World, expect, sha
 
 ERIN = ApiUser("erin", "00000000-0000-4000-8000-0000000e4140")  # no group either: another tenant of one
 PREFIX = "uploads/"
