@@ -9,7 +9,7 @@
   a reference at 0 means its tenant no longer holds the content, and the reaper deletes the item.
 * The status condition is what makes a delete exactly once: a retry (after a lost response, or racing another
   delete of the same upload) reads again and answers `already`. A count that is not above 0 is a broken
-  invariant (or a record written before deletes): 503, logged — never retried into a wrong count.
+  invariant: 503, logged — never retried into a wrong count.
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
   counted; a pending one's `quota_bytes` are released from its tenant's usage in the same transaction; a
   pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still arrives for it
@@ -34,7 +34,7 @@ from dfd.identity import Caller
 from dfd.ids import is_upload_id
 from dfd.multipart import MultipartService
 from dfd.observability import logger
-from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion, is_legacy
+from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion
 
 MAX_ATTEMPTS = 8
 PROCESSED = ("stored", "duplicate")
@@ -80,12 +80,7 @@ class DeleteService:
                     self._remove_reference(record)
                 except ReferenceMissing:
                     # a processed upload's references are counted until this very delete (the audit checks it):
-                    # a count not above 0 is a broken invariant — or a content recorded before deletes existed,
-                    # which gets its count now (once per content: its later deletes are two calls again)
-                    file = self._repo.get_file(str(record["hash"]), consistent=True)
-                    if file is not None and is_legacy(file):
-                        self._repo.migrate_legacy_file(file)
-                        continue
+                    # a count not above 0 is a broken invariant
                     logger.error("processed upload without its references", extra={"upload_id": upload_id})
                     raise ServiceUnavailable(f"upload {upload_id} has no reference to remove") from None
                 except (DeleteRaced, ServiceUnavailable):

@@ -51,7 +51,6 @@ from dfd.ports import (
     TenantRefChanged,
     TenantShare,
     UploadTaken,
-    is_legacy,
     is_tombstoned,
 )
 from dfd.views import FILE_LOST
@@ -207,9 +206,6 @@ class Ingestor:
                 result.outcome = Outcome.CANONICAL
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
-            if known is not None and is_legacy(known):  # written before deletes: give it its count first
-                known = self._repo.migrate_legacy_file(known)
-                continue
             duplicate = known is not None
             # tombstoned content (its live count is 0: every reference deleted) takes no new reference: this
             # upload resurrects it

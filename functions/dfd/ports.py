@@ -65,11 +65,10 @@ COUNTER_FIELDS = (
     "deleted_uploads",  # processed uploads deleted (their references removed); cancelled pending ones are not
 )
 
-# The states of a content's physical record. Only `lost` is written (FileMetadata `state`, by the reconcile sweep;
-# records of older versions may still say `live` or `tombstoned`). TOMBSTONED is derived from the live reference
-# count alone: a record whose `live_refs` is 0 has no reference left — its bytes await the reaper, and an upload
-# of the content resurrects it. Records written before deletes existed have no `live_refs` and are live. New
-# references are only ever added to live content (docs/design.md, "Deletes").
+# The states of a content's physical record. Only `lost` is written (FileMetadata `state`, by the reconcile sweep).
+# TOMBSTONED is derived from the live reference count alone: a record whose `live_refs` is 0 has no reference
+# left — its bytes await the reaper, and an upload of the content resurrects it. New references are only ever
+# added to live content (docs/design.md, "Deletes").
 LIVE = "live"
 TOMBSTONED = "tombstoned"
 LOST = "lost"  # every copy of the content is gone: the reconcile sweep marked it (dfd.views shows it)
@@ -89,15 +88,6 @@ def content_state(file: Item) -> str:
 
 def is_live(file: Item) -> bool:
     return content_state(file) == LIVE
-
-
-def is_legacy(file: Item) -> bool:
-    """A record written by an older version: before deletes (no live reference count, nor `stores`,
-    `generation`), or before the record kept the bytes its duplicates saved (`saved_bytes`, which the reaper
-    moves into the history counters). Every upload a record without a count counts is a live reference (nothing
-    could be deleted then); the first write that needs either gives the record both (Repository.migrate_legacy_file:
-    no upgrade step is needed)."""
-    return "live_refs" not in file or "saved_bytes" not in file
 
 
 def holds(ref: Item | None) -> bool:
@@ -149,8 +139,8 @@ class NewUpload:
     key: str
     bucket: str
     expires_at: datetime
-    owner: str | None = None  # the caller's sub (dfd.identity.Caller.owner)
-    tenant: str | None = None  # the caller's tenant (dfd.identity.Caller.tenant)
+    owner: str  # the caller's sub (dfd.identity.Caller.owner)
+    tenant: str  # the caller's tenant (dfd.identity.Caller.tenant)
 
 
 @dataclass(frozen=True)
@@ -178,7 +168,7 @@ class TenantShare:
     held: bool
     counted: bool
     # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
-    # releases them (0: nothing pending to release, e.g. an upload registered before quotas)
+    # releases them (0: nothing pending to release: released by the reconcile already)
     pending_bytes: int = 0
 
     def __post_init__(self) -> None:
@@ -311,7 +301,7 @@ class DeleteRaced(CommitRefused):
 
 class ReferenceMissing(CommitRefused):
     """Deleting a processed upload: the content's live count or its tenant's reference count is not above 0 (or
-    the item is absent, or a record written before deletes has no count) — a broken invariant, never a race."""
+    the item is absent) — a broken invariant, never a race."""
 
 
 class QuotaRefused(CommitRefused):
@@ -460,15 +450,6 @@ class Repository(Protocol):
         deleted (`upload_deleted`, as read: its bytes still serve the content's other uploads, the upload stays
         deleted). Raises FileChanged (the record moved on: item is the record now), UploadTaken (the upload was
         deleted meanwhile: item is the upload now) or CommitRefused."""
-        ...
-
-    def migrate_legacy_file(self, file: Item) -> Item | None:
-        """Give a record written by an older version (`file` as read, dfd.ports.is_legacy) what every newer
-        record carries: where absent, `live_refs` = its `upload_count` (each counted upload is a live reference),
-        `stores` 1 and `generation` 1; and `saved_bytes` = its duplicates (upload_count - stores) x size —
-        conditioned on the record being as read (still without saved bytes, the same upload_count). Returns the
-        record as it is now (migrated by this call or by another writer, or changed meanwhile: the caller decides
-        again on it), None when it is gone."""
         ...
 
     # ------------------------------------------------------------------ deletes (dfd.deletes)

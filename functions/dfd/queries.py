@@ -80,7 +80,7 @@ class Queries:
         if caller.is_admin:
             return True
         tenant = upload.get("tenant")
-        if tenant is None:  # legacy uploads and direct puts: admins only
+        if tenant is None:  # direct puts (no uploader): admins only
             return False
         return bool(upload.get("owner") == caller.owner or tenant == caller.tenant)
 

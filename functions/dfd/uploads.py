@@ -24,7 +24,6 @@ from dfd.ports import (
     Repository,
     TenantUsage,
     holds,
-    is_legacy,
     is_live,
 )
 from dfd.text import echo_list
@@ -152,8 +151,6 @@ class UploadService:
         of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
-            if stored is not None and is_legacy(stored):  # written before deletes: give it its count first
-                stored = self._repo.migrate_legacy_file(stored)
             if stored is None or not holds(ref) or not is_live(stored):
                 # not held by the tenant (no reference, or one at 0), tombstoned, or lost (uploaded again: its
                 # ingest adopts the new copy)

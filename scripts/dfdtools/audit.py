@@ -274,18 +274,13 @@ def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], even
         digest, live = str(item["hash"]), int(item.get("live_refs", 0))
         dead = is_tombstoned(item)
         tombstoned += dead
-        # a record written before deletes has no count yet: the first write that needs it gives it its uploads
-        # (Repository.migrate_legacy_file); until then its uploads are recounted by check 2+3
-        if "live_refs" in item and live != refs.get(digest, 0):
+        if live != refs.get(digest, 0):
             check.problems.append(f"content {digest}: live_refs {live}, live references {refs.get(digest, 0)}")
         if dead and not (item.get("tombstone_shard") and item.get("reap_after")):
             check.problems.append(f"content {digest}: no live reference, but not marked for the reaper")
-        if item.get("state") == "tombstoned" and not dead:  # written by older versions, at the last delete
-            check.problems.append(f"content {digest}: state tombstoned with live_refs {live}")
-        if "saved_bytes" in item:
-            saved = (int(item.get("upload_count", 0)) - int(item.get("stores", 1))) * int(item["size"])
-            if int(item["saved_bytes"]) != saved:
-                check.problems.append(f"content {digest}: saved_bytes {item['saved_bytes']}, its duplicates {saved}")
+        saved = (int(item.get("upload_count", 0)) - int(item.get("stores", 1))) * int(item["size"])
+        if int(item.get("saved_bytes", 0)) != saved:
+            check.problems.append(f"content {digest}: saved_bytes {item.get('saved_bytes', 0)}, its duplicates {saved}")
     for digest in sorted(set(refs) - {str(i["hash"]) for i in files}):
         check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
     check.counts = {"files": len(files), "tombstoned": tombstoned}

@@ -56,7 +56,6 @@ from dfd.ports import (
     UploadTaken,
     counts_stored,
     holds,
-    is_legacy,
     is_tombstoned,
 )
 
@@ -101,15 +100,6 @@ class FakeRepository:
 
     def get_upload(self, upload_id: str) -> Item | None:
         return copy.deepcopy(self.uploads.get(upload_id))
-
-    def migrate_legacy_file(self, file: Item) -> Item | None:
-        now = self.files.get(str(file["hash"]))
-        if now is None or not is_legacy(now) or now.get("upload_count") != file.get("upload_count"):
-            return copy.deepcopy(now)
-        count, stores = int(now.get("upload_count", 0)), int(now.get("stores", 1))
-        now.update(live_refs=count, stores=stores, saved_bytes=max(0, count - stores) * int(now.get("size", 0)))
-        now.setdefault("generation", 1)
-        return copy.deepcopy(now)
 
     def get_event(self, event_key: str) -> Item | None:
         return copy.deepcopy(self.events.get(event_key))
@@ -160,14 +150,13 @@ class FakeRepository:
     # ---------------------------------------------------------------- writes
     def register_upload(self, upload: NewUpload, now: datetime) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
-        if upload.tenant is not None:
-            usage = TenantUsage.from_item(self.usage.get(upload.tenant))
-            bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
-            if (pending_limit and usage.pending_count >= pending_limit) or (
-                bytes_limit and usage.used_bytes + upload.size > bytes_limit
-            ):
-                raise QuotaRefused(copy.deepcopy(self.usage.get(upload.tenant)))
-            self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
+        usage = TenantUsage.from_item(self.usage.get(upload.tenant))
+        bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+        if (pending_limit and usage.pending_count >= pending_limit) or (
+            bytes_limit and usage.used_bytes + upload.size > bytes_limit
+        ):
+            raise QuotaRefused(copy.deepcopy(self.usage.get(upload.tenant)))
+        self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
         self.uploads[upload.upload_id] = {
             "upload_id": upload.upload_id,
             "status": "pending",
@@ -182,9 +171,8 @@ class FakeRepository:
             "pending": True,
             "owner": upload.owner,
             "tenant": upload.tenant,
+            "quota_bytes": upload.size,
         }
-        if upload.tenant is not None:
-            self.uploads[upload.upload_id]["quota_bytes"] = upload.size
 
     def _move(self, tenant: str, **deltas: int) -> None:
         usage = self.usage.setdefault(tenant, {})
@@ -250,8 +238,7 @@ class FakeRepository:
             raise DeleteRaced(None)
         if deletion.tenant is not None and (ref is None or int(ref.get("upload_count", 0)) <= 0):
             raise ReferenceMissing(None)
-        # a record of an older version (no count, or no saved bytes) fails the condition too
-        if file is None or is_legacy(file) or int(file.get("live_refs", 0)) <= 0:
+        if file is None or int(file.get("live_refs", 0)) <= 0:
             raise ReferenceMissing(None)
         stamp = clock.iso(now)
         upload.update(status="deleted", deleted_at=stamp)
@@ -333,8 +320,8 @@ class FakeRepository:
             file_refused = FileChanged(copy.deepcopy(file))
         elif file["s3_key"] == version.key:
             file_refused = FileIsThisObject(copy.deepcopy(file))
-        elif is_tombstoned(file) or is_legacy(file):  # new references only to live (or lost: adopted) content:
-            file_refused = FileChanged(copy.deepcopy(file))  # a count above 0 (a record without one: migrated first)
+        elif is_tombstoned(file):  # new references only to live (or lost: adopted) content: a count above 0
+            file_refused = FileChanged(copy.deepcopy(file))
         self._check(
             version,
             claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
@@ -408,8 +395,8 @@ class FakeRepository:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
         # the adapter's order: upload (a fresh id: never refused), file, tenant
-        # no new reference: not live (a record without a count, written before deletes, fails `live_refs > 0`)
-        if file is None or is_tombstoned(file) or is_legacy(file) or file.get("state") == LOST:
+        # no new reference: not live
+        if file is None or is_tombstoned(file) or file.get("state") == LOST:
             raise FileVanished(None if file is None else copy.deepcopy(file))
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:

@@ -146,47 +146,6 @@ def test_a_count_not_above_zero_is_a_broken_invariant_answered_503(world: World)
     assert world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
 
 
-def _make_legacy(file: dict[str, Any]) -> None:
-    """As a release before deletes wrote it: no live count, stores, generation nor saved bytes."""
-    for name in ("live_refs", "stores", "generation", "saved_bytes"):
-        del file[name]
-
-
-def test_a_content_recorded_before_deletes_gets_its_count_at_its_first_delete(world: World) -> None:
-    first, second, third = world.upload(ALICE), world.upload(ALICE), world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    _make_legacy(file)
-    assert world.deletes.delete(ALICE, second).outcome == "deleted"
-    assert file["live_refs"] == 2 and file["stores"] == 1 and file["generation"] == 1
-    assert file["saved_bytes"] == 2 * len(DATA)  # its two duplicates, as counted in total_s3_size_saved
-    transactions = world.repo.transactions
-    assert world.deletes.delete(ALICE, first).outcome == "deleted"  # migrated once: two calls again
-    assert world.repo.transactions == transactions + 1 and file["live_refs"] == 1
-    assert world.deletes.delete(ALICE, third).outcome == "deleted"
-    assert content_state(file) == "tombstoned"
-
-
-def test_a_duplicate_of_content_recorded_before_deletes_counts_every_older_upload(world: World) -> None:
-    """A record without a count refuses the duplicate's `live_refs > 0`; the ingest migrates it (count = its
-    uploads) and counts the duplicate on top: deleting this one upload does not tombstone the older ones."""
-    world.upload(ALICE)
-    world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    _make_legacy(file)
-    newest = world.upload(BOB)
-    assert file["live_refs"] == 3 and file["upload_count"] == 3 and file["saved_bytes"] == 2 * len(DATA)
-    world.deletes.delete(BOB, newest)
-    assert file["live_refs"] == 2 and content_state(file) == "live"
-
-
-def test_a_precheck_of_content_recorded_before_deletes_migrates_it_and_answers_409(world: World) -> None:
-    world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    _make_legacy(file)
-    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", file["hash"]), CAROL)
-    assert answer.status == 409 and file["live_refs"] == 2 and file["upload_count"] == 2
-
-
 def _duplicate_whose_delete_crashed(world: World) -> tuple[str, str]:
     """A duplicate of alice's content committed, its bytes' delete never done (a crash): its key and upload id."""
     answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), ALICE)
@@ -509,14 +468,3 @@ def test_an_upload_deleted_while_its_copy_is_adopted_stays_deleted(world: World)
     assert result.outcome == Outcome.DUPLICATE and result.detail["adopted_from"] == stored_key
     assert world.repo.files[digest]["s3_key"] == key and world.repo.files[digest]["live_refs"] == 1
     assert world.repo.uploads[upload_id]["status"] == "deleted" and world.repo.uploads[first]["status"] == "stored"
-
-
-def test_a_content_of_the_previous_version_without_saved_bytes_is_migrated_by_its_delete(world: World) -> None:
-    """The previous version counted live references but kept no saved bytes: the delete's condition refuses it,
-    it is given them ((upload_count - stores) x size, its count kept), then the delete goes through."""
-    world.upload(ALICE)
-    second = world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    del file["saved_bytes"]
-    assert world.deletes.delete(ALICE, second).outcome == "deleted"
-    assert file["live_refs"] == 1 and file["saved_bytes"] == len(DATA) and file["stores"] == 1

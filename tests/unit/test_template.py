@@ -53,7 +53,6 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
         ("dynamodb:GetItem", "CountersTable.Arn"),
-        ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version, migrated by another writer first
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -74,7 +73,6 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
     },
     "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes)
         ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version: read once, given its count
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),

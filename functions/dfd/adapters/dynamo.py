@@ -60,10 +60,8 @@ from dfd.ports import Item as Item
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
-# A file record that takes a new reference or gives one up: it has live references (not tombstoned) and the
-# shape of this version (the condition form of `not dfd.ports.is_legacy`: an older record is refused, and its
-# caller migrates it, Repository.migrate_legacy_file). `:zero` is 0.
-_REFERENCED_CURRENT = "live_refs > :zero AND attribute_exists(saved_bytes)"
+# A file record that takes a new reference or gives one up: it has live references (not tombstoned). `:zero` is 0.
+_REFERENCED = "live_refs > :zero"
 
 _RETRYABLE_CODES = {
     "ProvisionedThroughputExceededException",
@@ -314,26 +312,11 @@ class Repository:
             "tenant": upload.tenant,
         }
         record.update(extra or {})
-        if upload.tenant is not None:  # counted against its tenant's quota, in the same write
-            self._register_counted(upload, record)
-            return
-        item = to_item(record)
-        try:
-            self._db.put_item(
-                TableName=s.uploads_table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(upload_id)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except (ClientError, BotoCoreError) as error:
-            if _already_put(error, item):
-                return  # our own put, applied before its response was lost (botocore retried it)
-            raise translate(error, "PutItem") from error
+        self._register_counted(upload, record)
 
     def _register_counted(self, upload: NewUpload, record: Item) -> None:
         """The upload record and its count against the tenant's quota, in ONE transaction: the conditional ADD
         on the tenant's usage item is the quota check (docs/design.md, "Quotas")."""
-        assert upload.tenant is not None
         s = self._s
         if s.tenant_quota_bytes and upload.size > s.tenant_quota_bytes:
             raise QuotaRefused(self._get(s.counters_table, usage_key(upload.tenant), consistent=True))
@@ -509,32 +492,6 @@ class Repository:
             raise translate(error, "UpdateItem") from error
         return True
 
-    def migrate_legacy_file(self, file: Item) -> Item | None:
-        count = int(file.get("upload_count", 0))
-        stores = int(file.get("stores", 1))
-        try:
-            response = self._db.update_item(
-                TableName=self._s.files_table,
-                Key=to_item({"hash": file["hash"]}),
-                UpdateExpression="SET live_refs = if_not_exists(live_refs, :count),"
-                " stores = if_not_exists(stores, :stores), #gen = if_not_exists(#gen, :one), saved_bytes = :saved",
-                ConditionExpression="attribute_exists(#h) AND attribute_not_exists(saved_bytes)"
-                " AND upload_count = :count",
-                ExpressionAttributeNames={"#h": "hash", "#gen": "generation"},
-                ExpressionAttributeValues={
-                    ":count": to_attr(count),
-                    ":stores": to_attr(stores),
-                    ":one": to_attr(1),
-                    ":saved": to_attr(max(0, count - stores) * int(file.get("size", 0))),
-                },
-                ReturnValues="ALL_NEW",
-            )
-        except (ClientError, BotoCoreError) as error:
-            if _condition_failed(error):  # migrated by another writer, changed or gone: as it is now
-                return self.get_file(str(file["hash"]), consistent=True)
-            raise translate(error, "UpdateItem") from error
-        return from_item(response["Attributes"])
-
     def _release_pending_item(self, tenant: str, quota_bytes: int) -> dict[str, Any]:
         """-1 pending upload of `quota_bytes` on the tenant's usage item (never conditioned)."""
         return {
@@ -603,7 +560,7 @@ class Repository:
                     "Key": to_item({"hash": deletion.hash}),
                     "UpdateExpression": "ADD live_refs :minus"
                     " SET reap_after = :reap, tombstone_shard = if_not_exists(tombstone_shard, :shard)",
-                    "ConditionExpression": _REFERENCED_CURRENT,
+                    "ConditionExpression": _REFERENCED,
                     "ExpressionAttributeValues": {
                         ":minus": to_attr(-1),
                         ":zero": to_attr(0),
@@ -1037,10 +994,10 @@ class Repository:
     ) -> dict[str, Any]:
         """+1 upload (and +1 live reference, + `size` saved bytes) on an existing file record — never the record
         whose object IS this key; only LIVE content: a live count above 0 (at 0 the content is tombstoned and is
-        resurrected instead; a record written before deletes has no count: migrated first, dfd.ports.is_legacy).
+        resurrected instead).
         `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the ingest then adopts this
         upload's copy; the precheck never counts one (it answers 409 only for content whose copy exists)."""
-        condition = "attribute_exists(#h) AND " + _REFERENCED_CURRENT  # an older record: refused (FileChanged)
+        condition = "attribute_exists(#h) AND " + _REFERENCED
         values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(now), ":zero": to_attr(0), ":size": to_attr(size)}
         names = {"#h": "hash"}
         if not lost_too:
