@@ -30,7 +30,7 @@ from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
 # run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
-ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11")
+ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -44,12 +44,13 @@ NAMES = {
     "10": "multipart upload, 4 parts in flight vs one PUT (capped link)",
     "11": "multipart resume after an interruption at ~50 %",
     "12": "flat memory, multipart object ingest",
+    "13": "upload page (Uppy + @dfd/uppy): drop to stored vs the raw transfer",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-12)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-13)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-12)", file=sys.stderr)
+        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-13)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         for target in [t for t in ALL if t in wanted]:
             print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
             try:
-                if target in ("9", "8", "10", "11"):
+                if target in ("9", "8", "10", "11", "13"):
                     produced = _standalone(target, options, args.clients)
                 else:
                     if bench is None:
@@ -172,6 +173,10 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         from dfdbench.scaling import scaling
 
         return scaling(options.quick)
+    if target == "13":
+        from dfdbench import uppy_bench
+
+        return uppy_bench.row(options)
     if target in ("10", "11"):
         from dfdbench import rows_multipart
 

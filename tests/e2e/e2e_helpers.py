@@ -8,6 +8,7 @@ The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,3 +115,15 @@ def nothing_to_reap(stack: RunningStack) -> bool:
     pages = stack.client("dynamodb").get_paginator("scan")
     scan = pages.paginate(TableName=stack.files_table, ProjectionExpression="live_refs")
     return not any(item.get("live_refs", {}).get("N") == "0" for page in scan for item in page["Items"])
+
+
+def run_audit(stack: RunningStack) -> subprocess.CompletedProcess[str]:
+    """scripts/audit against the stack, as an operator runs it (its own process, the stack's names)."""
+    return subprocess.run(
+        [sys.executable, "-m", "dfdtools.audit", "--endpoint-url", stack.aws_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "DDB_TABLE": stack.files_table, "S3_BUCKET": stack.bucket},
+    )
