@@ -31,7 +31,6 @@ from dfd.conflicts import MultipartAttached
 from dfd.errors import (
     Conflict,
     MultipartGone,
-    NotFound,
     ObjectChanged,
     ObjectNotFound,
     StillCompleting,
