@@ -74,6 +74,16 @@ def _s3_ingest() -> Any:
     return client
 
 
+def _events() -> Any:
+    return boto3.client("events", config=Config(retries=_RETRIES))
+
+
+@cache
+def events() -> Any:
+    """EventBridge: the publisher's PutEvents."""
+    return LazyClient(_events)
+
+
 @cache
 def dynamodb() -> Any:
     return LazyClient(_dynamodb)

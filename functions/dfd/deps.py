@@ -83,5 +83,6 @@ def reset() -> None:
         aws.dynamodb,
         aws.s3,
         aws.s3_ingest,
+        aws.events,
     ):
         factory.cache_clear()

@@ -296,7 +296,7 @@ class FakeRepository:
             "saved_bytes": 0,
         }
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
-        self._finish_upload(version, "stored", filename, content_type, stamp)
+        self._finish_upload(version, "stored", "stored", filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1, total_files=1, total_bytes_stored=version.size)
 
@@ -336,7 +336,7 @@ class FakeRepository:
         file["saved_bytes"] = file.get("saved_bytes", 0) + version.size
         file["last_upload_at"] = stamp
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
-        self._finish_upload(version, status, filename, content_type, stamp)
+        self._finish_upload(version, status, "duplicate", filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
 
@@ -386,7 +386,7 @@ class FakeRepository:
             upload_count=file.get("upload_count", 0) + 1,
         )
         self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
-        self._finish_upload(version, "stored", filename, content_type, stamp)
+        self._finish_upload(version, "stored", "stored", filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
         self._count(counter_shard, total_uploads=1)
 
@@ -405,6 +405,7 @@ class FakeRepository:
         self.uploads[upload.upload_id] = {
             "upload_id": upload.upload_id,
             "status": "duplicate",
+            "outcome": "duplicate",
             "owner": upload.owner,
             "tenant": upload.tenant,
             "hash": upload.hash,
@@ -563,12 +564,15 @@ class FakeRepository:
             "processed_at": clock.iso(now),
         }
 
-    def _finish_upload(self, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str) -> None:
+    def _finish_upload(
+        self, version: ObjectVersion, status: str, outcome: str, filename: str, content_type: str, stamp: str
+    ) -> None:
         if version.upload_id is None:
             return
         upload = self.uploads.setdefault(version.upload_id, {"upload_id": version.upload_id})
         upload.update(
             status=status,
+            outcome=outcome,
             hash=version.hash,
             size=version.size,
             processed_at=stamp,

@@ -32,9 +32,10 @@ FUNCTIONS = [
     "AdminStatsFunction",
     "AdminHashesFunction",
     "IngestFunction",
+    "PublisherFunction",
 ]
 TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable"]
-QUEUES = ["IngestQueue", "IngestDLQ"]
+QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
 KEY_OR_NOTHING = {"Fn::If": ["HasKmsKey", {"Ref": "KmsKeyArn"}, NO_VALUE]}
 

@@ -625,7 +625,7 @@ class Repository:
         plan.add("event", self._put_event_item(self._committed_event(version, "stored", now)), EventRecorded)
         plan.add("file", self._put_new_file_item(record), FileAppeared)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
+        self._add_finish_upload(plan, version, "stored", "stored", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
         self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
@@ -657,7 +657,7 @@ class Repository:
         plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
         status = "stored" if tenant is not None and not tenant.held else "duplicate"
-        self._add_finish_upload(plan, version, status, filename, content_type, stamp, tenant)
+        self._add_finish_upload(plan, version, status, "duplicate", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
         self._add_usage_moves(plan, tenant, version)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
@@ -717,7 +717,7 @@ class Repository:
         plan.add("event", self._put_event_item(self._event_record(version, "stored", now)), EventRecorded)
         plan.add("file", file, file_changed)
         plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        self._add_finish_upload(plan, version, "stored", filename, content_type, stamp, tenant)
+        self._add_finish_upload(plan, version, "stored", "stored", filename, content_type, stamp, tenant)
         self._add_tenant_ref(plan, tenant, version, filename, content_type, stamp)
         self._add_usage_moves(plan, tenant, version)
         plan.add("counters", self._add_counters_item(counter_shard, {"total_uploads": 1}))
@@ -728,6 +728,7 @@ class Repository:
         record = {
             "upload_id": upload.upload_id,
             "status": "duplicate",
+            "outcome": "duplicate",
             "owner": upload.owner,
             "tenant": upload.tenant,
             "hash": upload.hash,
@@ -866,6 +867,7 @@ class Repository:
         plan: _Plan,
         version: ObjectVersion,
         status: str,
+        outcome: str,
         filename: str,
         content_type: str,
         stamp: str,
@@ -875,6 +877,7 @@ class Repository:
             return
         fields = {
             "status": status,
+            "outcome": outcome,
             "hash": version.hash,
             "size": version.size,
             "processed_at": stamp,
