@@ -48,6 +48,7 @@ from dfdlocal.names import (
 from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
+from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
 
 log = logging.getLogger("dfdlocal")
@@ -153,6 +154,8 @@ class LocalStack:
         self.resources: Resources | None = None
         self.runtime: Runtime | None = None
         self.pollers: list[SqsPoller] = []
+        self.stream_pollers: list[StreamPoller] = []
+        self.events_queue: tuple[str, str] | None = None  # the local queue every bus event goes to: (name, URL)
         self.reconcile: ReconcileSchedule | None = None
         self.import_errors: dict[str, str] = {}
         self.environment: dict[str, str] = {}
@@ -226,6 +229,7 @@ class LocalStack:
             log.warning("%s", warning)
 
         prepare_environment(self.aws_url, self.ports["aws"])
+        patch_moto_streams()
         self._serve("aws", make_emulator_server(sockets["aws"]))
         try:
             self.resources = resources = create_resources(
@@ -233,6 +237,8 @@ class LocalStack:
             )
         except ResourceError as exc:
             raise StartupError(str(exc)) from exc
+        if model.event_buses:
+            self.events_queue = route_events(model.event_buses, self.client)
         self.pool = self._create_pool(model)
         authorizers = self._authorizers(model)
         self.environment = self._function_environment(model)
@@ -273,6 +279,21 @@ class LocalStack:
             )
             poller.start()
             self.pollers.append(poller)
+
+        for stream in model.stream_sources:
+            if not stream.enabled:
+                log.info("stream event source %s of %s is disabled in the template", stream.event_name, stream.function)
+                continue
+            failure = resources.queues.get(stream.on_failure_queue) if stream.on_failure_queue else None
+            stream_poller = StreamPoller(
+                stream,
+                resources.tables[stream.table_logical_id],
+                runtime.invoke,
+                self.client,
+                on_failure_url=failure.url if failure else None,
+            )
+            stream_poller.start()
+            self.stream_pollers.append(stream_poller)
 
         self.reconcile = start_reconcile_schedule(self)
 
@@ -374,6 +395,9 @@ class LocalStack:
         for poller in self.pollers:
             poller.stop()
         self.pollers = []
+        for stream_poller in self.stream_pollers:
+            stream_poller.stop()
+        self.stream_pollers = []
         if self.reconcile is not None:
             self.reconcile.stop()
             self.reconcile = None
@@ -417,4 +441,14 @@ class LocalStack:
             "environment": dict(self.environment),
             "import_errors": dict(self.import_errors),
             "cognito": self.pool.describe(self.aws_url) if self.pool is not None else None,
+            "events": (
+                {
+                    "buses": dict(self.model.event_buses),
+                    "queue": self.events_queue[0],
+                    "queue_url": self.events_queue[1],
+                    "streams": [poller.description for poller in self.stream_pollers],
+                }
+                if self.events_queue is not None
+                else None
+            ),
         }

@@ -51,6 +51,8 @@ def sink() -> EventBridgeSink:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = event.get("Records") or []
+    if not records:
+        return {"batchItemFailures": []}
     result = publish(records, TABLES, sink())
     _report(result)
     failed = set(result.failed)
