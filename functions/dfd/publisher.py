@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dfd.adapters.streams import NotARecord, change, file_record, upload_record
+from dfd.adapters.dynamo import codec
+from dfd.adapters.streams import NotARecord, change
 from dfd.outcomes import OutcomeEvent, file_events, upload_events
 
 
@@ -49,10 +50,10 @@ def events_of(record: Mapping[str, Any], tables: Tables) -> list[OutcomeEvent]:
     """The outcomes of one stream record (NotARecord: none, and nothing to retry)."""
     table = table_of(record)
     if table == tables.uploads:
-        uploads = change(record, upload_record)
+        uploads = change(record, codec.upload_record)
         return upload_events(uploads.old, uploads.new, committed_at=uploads.committed_at)
     if table == tables.files:
-        files = change(record, file_record)
+        files = change(record, codec.file_record)
         return file_events(files.old, files.new, committed_at=files.committed_at)
     raise NotARecord(f"a record of table {table!r}, which carries no outcome")
 

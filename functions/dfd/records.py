@@ -45,10 +45,10 @@ class FileRecord:
     """FileMetadata: one per content, global (its physical facts and its global counts)."""
 
     hash: str
-    size: int
-    s3_key: str | None
-    bucket: str | None
-    etag: str | None
+    size: int = 0
+    s3_key: str | None = None
+    bucket: str | None = None
+    etag: str | None = None
     content_type: str | None = None
     filename: str | None = None
     created_at: str | None = None
@@ -57,12 +57,14 @@ class FileRecord:
     first_upload_id: str | None = None
     live_refs: int = 0  # processed, undeleted uploads (and direct puts) of the content
     generation: int = 0  # +1 at each resurrection
-    stores: int = 0  # generations stored: its duplicates are upload_count - stores
+    stores: int = 1  # generations stored: its duplicates are upload_count - stores
     saved_bytes: int = 0  # the bytes its duplicates saved (the reaper's history)
     lost: bool = False  # the reconcile sweep marked every copy gone
     lost_at: str | None = None
     reap_key: str | None = None  # a tombstoned generation's object, awaiting the reaper
     reap_etag: str | None = None
+    reap_after: str | None = None  # in the reaper's index (set by a delete) from then on
+    tombstone_shard: str | None = None  # the reaper's index key: None when not in it
 
     @property
     def tombstoned(self) -> bool:
@@ -127,6 +129,8 @@ class TenantRef:
     created_at: str | None = None
     last_upload_at: str | None = None
     first_upload_id: str | None = None
+    reap_after: str | None = None  # in the reaper's index (set by a delete) from then on
+    reap_shard: str | None = None  # the reaper's index key: None when not in it
 
     @property
     def holds(self) -> bool:
@@ -150,7 +154,7 @@ class EventRecord:
     """Events: what the ingest of one object version recorded (its outcome), exactly once."""
 
     event_key: str
-    outcome: str
+    outcome: str = "unknown"
     hash: str | None = None
     bucket: str | None = None
     key: str | None = None
@@ -194,7 +198,19 @@ class CounterShard:
     duplicates_avoided: int = 0
     total_s3_size_saved: int = 0
     deleted_uploads: int = 0  # processed uploads deleted (their references removed); cancelled pending ones are not
+    # the history of reaped contents, moved here by the reaper (the audit's recount adds it)
+    reaped_uploads: int = 0
+    reaped_duplicates: int = 0
+    reaped_saved: int = 0
 
 
-COUNTER_FIELDS = tuple(f.name for f in fields(CounterShard))
+COUNTER_FIELDS = (  # what GET /admin/stats shows
+    "total_files",
+    "total_bytes_stored",
+    "total_uploads",
+    "duplicates_avoided",
+    "total_s3_size_saved",
+    "deleted_uploads",
+)
+REAPED_FIELDS = ("reaped_uploads", "reaped_duplicates", "reaped_saved")
 USAGE_FIELDS = tuple(f.name for f in fields(TenantUsage))

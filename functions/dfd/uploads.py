@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
+from dfd.conflicts import CommitRefused, QuotaRefused
 from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService
-from dfd.ports import (
-    CommitRefused,
-    NewUpload,
-    ObjectStore,
-    PrecheckDuplicate,
-    QuotaRefused,
-    Repository,
-    TenantUsage,
-    holds,
-    is_live,
-)
+from dfd.ports import NewUpload, ObjectStore, PrecheckDuplicate, Repository
+from dfd.records import TenantUsage, holds
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
@@ -88,7 +80,7 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
 def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
     """The 403 for an upload its tenant's quota refused: which limit, and the usage it met (the usage item as the
     refused write found it)."""
-    usage = TenantUsage.from_item(refused.item)
+    usage = refused.item or TenantUsage()
     if settings.tenant_pending_limit and usage.pending_count >= settings.tenant_pending_limit:
         kind, limit, used = "pending", settings.tenant_pending_limit, usage.pending_count
         message = f"the tenant has {used} uploads pending, the limit is {limit}: finish or abandon some first"
@@ -151,7 +143,7 @@ class UploadService:
         of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
-            if stored is None or not holds(ref) or not is_live(stored):
+            if stored is None or ref is None or not holds(ref) or not stored.live:
                 # not held by the tenant (no reference, or one at 0), tombstoned, or lost (uploaded again: its
                 # ingest adopts the new copy)
                 return None
@@ -162,7 +154,7 @@ class UploadService:
                 tenant=caller.tenant,
                 hash=digest,
                 filename=request.filename,
-                size=int(stored["size"]),
+                size=stored.size,
                 content_type=request.content_type,
             )
             shard = self._rng.randrange(self._s.counter_shards)
@@ -170,9 +162,7 @@ class UploadService:
                 self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
             except CommitRefused:
                 continue  # the record or the reference changed between read and write: look again
-            assert ref is not None
-            ref["upload_count"] = int(ref.get("upload_count", 0)) + 1
-            ref["last_upload_at"] = clock.iso(now)
+            ref = replace(ref, upload_count=ref.upload_count + 1, last_upload_at=clock.iso(now))  # as committed
             body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}
             return UploadAnswer(409, body)
         return None

@@ -22,12 +22,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from dfd.adapters.dynamo import IngestState, Repository
+from dfd.adapters.dynamo import Repository
 from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ingest import Ingestor, Outcome
-from dfd.ports import ObjectInfo, OpenedObject
+from dfd.ports import IngestState, ObjectInfo, OpenedObject
 
 BUCKET = "sim-bucket"
 TICK_SECONDS = 0.005  # the assumed conflict window d (docs/scaling.md): 5 ms
