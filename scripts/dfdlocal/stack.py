@@ -11,6 +11,7 @@ One stack per process: the handlers, moto's backends and os.environ are process-
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import socket
@@ -29,6 +30,7 @@ from dfdlocal.cognito import CognitoTemplateError, LocalPool, bootstrap, cognito
 from dfdlocal.emulator import (
     ResourceError,
     Resources,
+    SerializeDynamoDB,
     create_resources,
     make_emulator_server,
     prepare_environment,
@@ -48,7 +50,7 @@ from dfdlocal.names import (
 from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
-from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events
+from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events, trim_stream
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
 
 log = logging.getLogger("dfdlocal")
@@ -147,6 +149,18 @@ class _Server:
         self.server.server_close()
 
 
+def dynamodb_lock(app: Any) -> Any:
+    """The emulator's DynamoDB serialization lock (SerializeDynamoDB), wherever it sits in the middleware chain."""
+    while not isinstance(app, SerializeDynamoDB):
+        app = app.app
+    return app.lock
+
+
+def _trim_locked(lock: Any, table: str, upto: int) -> None:
+    with lock:
+        trim_stream(table, upto)
+
+
 class LocalStack:
     def __init__(self, options: StackOptions) -> None:
         self.options = options
@@ -230,7 +244,8 @@ class LocalStack:
 
         prepare_environment(self.aws_url, self.ports["aws"])
         patch_moto_streams()
-        self._serve("aws", make_emulator_server(sockets["aws"]))
+        emulator = make_emulator_server(sockets["aws"])
+        self._serve("aws", emulator)
         try:
             self.resources = resources = create_resources(
                 model, self.client, local_visibility_timeout=options.visibility_timeout
@@ -291,6 +306,7 @@ class LocalStack:
                 runtime.invoke,
                 self.client,
                 on_failure_url=failure.url if failure else None,
+                trim=functools.partial(_trim_locked, dynamodb_lock(emulator.app)),
             )
             stream_poller.start()
             self.stream_pollers.append(stream_poller)

@@ -134,12 +134,14 @@ class StreamPoller:
         *,
         on_failure_url: str | None = None,
         sleep: Callable[[float], None] | None = None,
+        trim: Callable[[str, int], None] | None = None,
     ) -> None:
         self.source = source
         self.table = table
         self.invoke = invoke
         self.client = client
         self.on_failure_url = on_failure_url
+        self._trim = trim
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait
         self._thread: threading.Thread | None = None
@@ -225,6 +227,8 @@ class StreamPoller:
         return done
 
     def _done(self, count: int) -> int:
+        if count and self._trim is not None:
+            self._trim(self.table, int(self._pending[count - 1]["dynamodb"]["SequenceNumber"]))
         del self._pending[:count]
         self._attempts = 0 if count else self._attempts
         self.delivered += count
@@ -251,6 +255,21 @@ class StreamPoller:
         log.error("%s: %d record(s) from %s gave up: %s", self.source.function, len(numbers), self.table, document)
         if self.on_failure_url:
             self.client("sqs").send_message(QueueUrl=self.on_failure_url, MessageBody=json.dumps(document))
+
+
+def trim_stream(table_name: str, upto: int) -> None:
+    """Drop the in-process moto stream's records up to sequence number `upto` (delivered: DynamoDB trims after 24
+    hours). moto copies a table's stream with the table at every transaction: an ever-growing stream would make
+    every transaction slower. Call with DynamoDB requests paused (the emulator's lock)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    shard = dynamodb_backends[ACCOUNT_ID][REGION].get_table(table_name).stream_shard
+    if shard is None:
+        return
+    count = min(len(shard.items), upto + 1 - shard.starting_sequence_number)
+    if count > 0:
+        del shard.items[:count]
+        shard.starting_sequence_number += count  # sequence numbers and open iterators stay valid
 
 
 # ---------------------------------------------------------------------------------------------- the buses
