@@ -10,7 +10,7 @@ Flow per object (docs/design.md):
      hash, the upload record and — with the tenant hint the object's metadata carries (dfd.ids.tenant_metadata)
      — that tenant's reference to the content.
   4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
-     commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo).
+     commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo.codec).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
      is confirmed (HeadObject IfMatch its ETag). When it is lost, this object becomes the stored copy instead
      (Repository.adopt_copy) and is kept: the last copy of a content is never deleted.
@@ -264,7 +264,8 @@ class Ingestor:
             if share is not None:
                 result.detail["tenant"] = share.tenant
                 # what the uploader sees: new for its tenant unless the tenant held the content already
-                result.detail["upload_status"] = "duplicate" if duplicate and share.held else "stored"
+                shown = UploadStatus.DUPLICATE if duplicate and share.held else UploadStatus.STORED
+                result.detail["upload_status"] = shown.value
             if duplicate:
                 result.bytes_saved = info.size
                 if self._after_commit:
@@ -339,7 +340,7 @@ class Ingestor:
                 continue
             result.detail["adopted_from"] = file.s3_key
             if not upload_deleted:
-                result.detail["upload_status"] = "stored"
+                result.detail["upload_status"] = UploadStatus.STORED.value
             return
         result.detail["kept"] = "stored copy unconfirmed"
 

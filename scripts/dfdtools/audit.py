@@ -25,7 +25,6 @@ from dfdtools.tools import add_target_args, reports_unreachable, target
 # Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
 # counter shards' REAPED_FIELDS are the reaper's history: a reaped content's upload_count, its duplicates and the
 # bytes they saved (history counters are never rewritten, the recount needs them once the record is gone).
-PROCESSED = (UploadStatus.STORED, UploadStatus.DUPLICATE)
 
 
 @dataclass
@@ -189,7 +188,7 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
     states: dict[str, int] = {}
     for upload in uploads:
         states[upload.status.value] = states.get(upload.status.value, 0) + 1
-        if upload.status in PROCESSED and upload.hash not in hashes:
+        if upload.status.processed and upload.hash not in hashes:
             c7.problems.append(f"upload {upload.upload_id} is {upload.status.value} but file {upload.hash} is missing")
     c7.counts = states
     c7.holds = not c7.problems
@@ -250,7 +249,7 @@ def _live_check(files: list[FileRecord], uploads: list[UploadRecord], events: li
     check = Check("deletes: live_refs = the live references to the content; at 0 marked for the reaper", True)
     refs: dict[str, int] = {}
     for upload in uploads:
-        if upload.status in PROCESSED and upload.hash:
+        if upload.status.processed and upload.hash:
             refs[upload.hash] = refs.get(upload.hash, 0) + 1
     for event in events:
         if event.outcome in ("stored", "duplicate") and not event.upload_id and event.hash:
@@ -290,7 +289,7 @@ def _upload_count_check(
             counted.setdefault(event.hash, set()).add(event.event_key)
     for upload in uploads:
         # a deleted upload that had been processed stays counted: upload_count is history
-        processed = upload.status in PROCESSED or (upload.status == UploadStatus.DELETED and upload.processed_at)
+        processed = upload.status.processed or (upload.status == UploadStatus.DELETED and upload.processed_at)
         if processed and upload.hash:
             counted.setdefault(upload.hash, set()).add(upload.event_key or "upload#" + upload.upload_id)
             from_uploads[upload.hash] = from_uploads.get(upload.hash, 0) + 1
@@ -319,7 +318,7 @@ def _tenant_checks(refs: list[TenantRef], uploads: list[UploadRecord], hashes: s
     )
     recount: dict[tuple[str, str], int] = {}
     for upload in uploads:
-        if upload.tenant and upload.status in PROCESSED and upload.hash:
+        if upload.tenant and upload.status.processed and upload.hash:
             key = (upload.tenant, upload.hash)
             recount[key] = recount.get(key, 0) + 1
     held = {(ref.tenant, ref.hash): ref.upload_count for ref in refs}

@@ -15,8 +15,7 @@ import pytest
 import requests
 
 from dfd.handlers import download, ingest, upload
-from tests.integration.test_deletes import delete
-from tests.integration.test_reconcile import Local, emulator, later, local
+from tests.integration.support import Local, delete, emulator, later, local
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
 
 __all__ = ["emulator", "local"]  # the fixtures

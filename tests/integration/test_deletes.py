@@ -5,7 +5,6 @@ pending uploads (single PUT and multipart), an object arriving for a cancelled u
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 import requests
@@ -13,23 +12,12 @@ import requests
 from dfd import deps
 from dfd.handlers import admin_stats, download, ingest, metadata, upload, uploads
 from tests.integration.conftest import Aws
-from tests.integration.test_flow import deliver, put
-from tests.integration.test_multipart import ALICE as ALICE_CLAIMS
-from tests.integration.test_multipart import DATA as MP_DATA
-from tests.integration.test_multipart import create, route
+from tests.integration.support import ALICE_CLAIMS, create, delete, deliver, put, route
+from tests.integration.support import DATA as MP_DATA
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
 
 DATA = b"delete me, twice over\n" * 300
 DIGEST = hashlib.sha256(DATA).hexdigest()
-
-
-def delete(upload_id: str, user: ApiUser = ALICE) -> tuple[int, dict[str, Any]]:
-    event = api_event("DELETE", f"/uploads/{upload_id}", user=user)
-    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /uploads/{id}"
-    event["pathParameters"] = {"id": upload_id}
-    response = uploads.handler(event, LambdaContext())
-    body = response.get("body") or ""
-    return int(response["statusCode"]), (json.loads(body) if body else {})
 
 
 def post(data: bytes, name: str, user: ApiUser = ALICE, **extra: Any) -> tuple[int, dict[str, Any]]:

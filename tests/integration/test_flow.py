@@ -5,41 +5,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import boto3
 import pytest
 import requests
 
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
+from dfd.handlers import admin_hashes, admin_stats, download, metadata
 from dfdlocal.s3auth import Refused, verify_url
 from tests.integration.conftest import Aws
-from tests.support import LambdaContext, api_event, call, sqs_batch
-
-
-def post_upload(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    return call(upload.handler, api_event("POST", "/upload", body=body))
-
-
-def put(answer: dict[str, Any], data: bytes) -> requests.Response:
-    return requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
-
-
-def deliver(aws: Aws) -> dict[str, Any]:
-    """Hand what S3 put on the queue to the ingest function, as the event source mapping would."""
-    messages = aws.drain()
-    assert messages, "S3 sent no notification"
-    result: dict[str, Any] = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
-    return result
-
-
-def upload_bytes(aws: Aws, data: bytes, filename: str, **extra: Any) -> dict[str, Any]:
-    status, answer = post_upload({"filename": filename, "size": len(data), **extra})
-    assert status == 201, answer
-    assert put(answer, data).status_code == 200
-    assert deliver(aws) == {"batchItemFailures": []}
-    return answer
+from tests.integration.support import deliver, post_upload, put, upload_bytes
+from tests.support import api_event, call
 
 
 def test_full_path(aws: Aws) -> None:

@@ -6,26 +6,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Any
 
 import pytest
-import requests
 
 from dfd import deps
-from dfd.config import MIB
 from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
 from dfd.identity import caller_from_claims
 from tests import support
 from tests.integration.conftest import Aws
-from tests.integration.test_flow import deliver
+from tests.integration.support import ALICE_CLAIMS as ALICE
+from tests.integration.support import DATA, PART, as_user, create, deliver, put_parts, route
 from tests.support import api_event, call
 
-ALICE = support.ALICE.claims()
 CAROL = support.CAROL.claims()
 BOB = support.BOB.claims()
-PART = 5 * MIB
-DATA = (b"multipart!" * (PART // 10 + 1))[:PART] * 2 + b"tail" * 1000  # parts: 5 MiB, 5 MiB, 4,000 bytes
 
 
 @pytest.fixture(autouse=True)
@@ -33,39 +28,6 @@ def small_parts(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     """Parts of 5 MiB (S3's minimum), as the local stack may use."""
     monkeypatch.setenv("MULTIPART_MIN_PART_BYTES", str(PART))
     deps.reset()
-
-
-def as_user(event: dict[str, Any], claims: dict[str, str]) -> dict[str, Any]:
-    """The event as API Gateway's JWT authorizer passes it for a user with these claims."""
-    event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
-    return event
-
-
-def route(method: str, upload_id: str, action: str, claims: dict[str, str], body: Any = None) -> tuple[int, Any]:
-    event = as_user(api_event(method, f"/uploads/{upload_id}/{action}", body=body), claims)
-    event["routeKey"] = f"{method} /uploads/{{id}}/{action}"
-    event["pathParameters"] = {"id": upload_id}
-    return call(parts_handler.handler, event)
-
-
-def create(size: int = len(DATA), claims: dict[str, str] = ALICE, **extra: Any) -> dict[str, Any]:
-    body = {"filename": "big.bin", "size": size, "multipart": True, **extra}
-    status, answer = call(upload.handler, as_user(api_event("POST", "/upload", body=body), claims))
-    assert status == 201, answer
-    return answer
-
-
-def put_parts(answer: dict[str, Any], numbers: list[int], data: bytes = DATA, part_size: int = PART) -> dict[int, str]:
-    etags = {}
-    for part in answer["parts"]:
-        number = part["part_number"]
-        if number not in numbers:
-            continue
-        chunk = data[(number - 1) * part_size : number * part_size]
-        response = requests.put(part["url"], data=chunk, headers=part["headers"], timeout=10)
-        assert response.status_code == 200, response.text
-        etags[number] = response.headers["ETag"]
-    return etags
 
 
 def test_create_presign_put_list_complete_ingest(aws: Aws) -> None:
@@ -141,7 +103,7 @@ def test_wrong_size_part_and_checksummed_parts(aws: Aws) -> None:
     record = deps.repository().get_upload(upload_id)
     assert record is not None
     aws.s3.upload_part(
-        Bucket=answer["bucket"], Key=answer["key"], UploadId=record["s3_upload_id"], PartNumber=3, Body=b"short"
+        Bucket=answer["bucket"], Key=answer["key"], UploadId=record.s3_upload_id, PartNumber=3, Body=b"short"
     )
     status, refused = route("POST", upload_id, "complete", ALICE)
     assert status == 409 and refused["error"]["details"] == {"missing": [], "wrong_size": [3]}

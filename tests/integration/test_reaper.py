@@ -14,8 +14,7 @@ import requests
 from dfd import deps
 from dfd.handlers import admin_stats, download, me, upload
 from dfd.ids import key_claim
-from tests.integration.test_deletes import delete
-from tests.integration.test_reconcile import Local, emulator, later, local
+from tests.integration.support import Local, delete, emulator, later, local
 from tests.support import ALICE, BOB, CAROL, api_event, call
 
 __all__ = ["emulator", "local"]  # the fixtures
@@ -228,7 +227,7 @@ def test_the_reference_pass_between_an_ingest_s_read_and_its_commit(local: Local
     def read_then_reap(*args: Any, **kwargs: Any) -> Any:
         state = read(*args, **kwargs)
         monkeypatch.setattr(repo, "ingest_state", read)  # once
-        assert state.tenant_ref is not None and state.tenant_ref["upload_count"] == 0
+        assert state.tenant_ref is not None and state.tenant_ref.upload_count == 0
         local.run(now=later(minutes=1))
         assert [r for r in refs(local) if r["tenant"] == "acme"] == []
         return state

@@ -9,184 +9,27 @@ DefinitionUri and DefinitionSubstitutions. The ingest function runs in-process o
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
-from urllib import request as urlrequest
 
-import boto3
 import pytest
 import requests
 
-from dfd import clock, deps
-from dfd.config import MIB, Settings
-from dfd.handlers import ingest, metadata, upload
+from dfd import deps
+from dfd.config import MIB
+from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile
-from dfdlocal.emulator import SerializeDynamoDB, make_emulator_server
-from dfdlocal.names import RECONCILE_STATE_MACHINE, REGION
-from dfdlocal.template import TEMPLATE, load_template, read_model
+from dfdlocal.names import RECONCILE_STATE_MACHINE
+from dfdlocal.template import TEMPLATE, load_template
 from dfdtools import reconcile as reconcile_tool
-from dfdtools.audit import Report, audit
-from tests.conftest import TEST_ENV
-from tests.integration.conftest import template_resources
-from tests.integration.test_multipart import ALICE, as_user
-from tests.support import LambdaContext, api_event, call, sqs_batch
-
-
-def dynamodb_lock(app: Any) -> Any:
-    """The lock of the emulator's SerializeDynamoDB middleware, wherever it sits in the middleware chain."""
-    while not isinstance(app, SerializeDynamoDB):
-        app = app.app
-    return app.lock
-
-
-@dataclass
-class Emulator:
-    endpoint: str
-    model: Any
-    dynamodb_lock: Any  # the emulator's DynamoDB serialization: held, it pauses every DynamoDB request
-
-    def client(self, service: str) -> Any:
-        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Emulator]:
-    """One moto server for the module (the local stack's emulator app); each test resets it."""
-    with pytest.MonkeyPatch.context() as patch:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        port = sock.getsockname()[1]
-        endpoint = f"http://127.0.0.1:{port}"
-        for name, value in TEST_ENV.items():
-            patch.setenv(name, value)
-        patch.setenv("AWS_ENDPOINT_URL", endpoint)  # the handlers' clients and presigned URLs
-        patch.setenv("MOTO_PORT", str(port))  # where the Step Functions executor sends its SDK calls
-        # moto logs every JSONPath a Choice finds absent (IsPresent false) at ERROR
-        interpreter_log = logging.getLogger(reconcile.MOTO_INTERPRETER_LOGGER)
-        level = interpreter_log.level
-        interpreter_log.setLevel(logging.CRITICAL)
-        reconcile.patch_moto_start_execution()
-        server = make_emulator_server(sock)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        thread.start()
-        try:
-            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), dynamodb_lock(server.app))
-        finally:
-            server.shutdown()
-            server.server_close()
-            sock.close()
-            interpreter_log.setLevel(level)
-            deps.reset()
-
-
-@dataclass
-class Local:
-    emulator: Emulator
-    settings: Settings
-    ddb: Any
-    s3: Any
-    sqs: Any
-    sfn: Any
-    queue_url: str
-    state_machine_arn: str
-
-    # -- the workflow ---------------------------------------------------------------------------------
-    def run(self, **execution_input: Any) -> dict[str, Any]:
-        return reconcile.run_reconcile(self.sfn, self.state_machine_arn, 60, execution_input=execution_input)
-
-    # -- the ingest queue and function ----------------------------------------------------------------
-    def drain(self) -> list[str]:
-        """Take every message off the ingest queue (a lost notification, or to deliver it)."""
-        bodies: list[str] = []
-        while True:
-            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
-            if not got:
-                return bodies
-            for message in got:
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-                bodies.append(message["Body"])
-
-    def deliver(self) -> list[dict[str, Any]]:
-        """Hand the queue's messages to the ingest function (the event source mapping); their payloads."""
-        bodies = self.drain()
-        if bodies:
-            result = ingest.handler(sqs_batch(*bodies), LambdaContext())
-            assert result == {"batchItemFailures": []}
-        return [json.loads(body) for body in bodies]
-
-    # -- uploads --------------------------------------------------------------------------------------
-    def register(self, data: bytes, filename: str = "f.bin") -> dict[str, Any]:
-        status, answer = call(
-            upload.handler, api_event("POST", "/upload", body={"filename": filename, "size": len(data)})
-        )
-        assert status == 201, answer
-        return answer
-
-    def upload(self, data: bytes, filename: str = "f.bin") -> dict[str, Any]:
-        """POST /upload and the PUT; the S3 notification stays on the queue."""
-        answer = self.register(data, filename)
-        response = requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
-        assert response.status_code == 200, response.text
-        return answer
-
-    def upload_item(self, upload_id: str) -> dict[str, Any]:
-        item = self.ddb.get_item(TableName=self.settings.uploads_table, Key={"upload_id": {"S": upload_id}})["Item"]
-        return {k: next(iter(v.values())) for k, v in item.items()}
-
-    # -- state ----------------------------------------------------------------------------------------
-    def audit(self) -> Report:
-        return audit(self.ddb, self.s3, self.settings)
-
-    def assert_invariants(self) -> None:
-        report = self.audit()
-        assert report.ok, report.text()
-
-    def snapshot(self) -> dict[str, list[Any]]:
-        s = self.settings
-        state: dict[str, list[Any]] = {}
-        for table in (s.files_table, s.counters_table, s.uploads_table, s.events_table):
-            state[table] = sorted(self.ddb.scan(TableName=table, ConsistentRead=True)["Items"], key=repr)
-        listing = self.s3.list_objects_v2(Bucket=s.bucket).get("Contents", [])
-        state["objects"] = sorted((o["Key"], o["ETag"]) for o in listing)
-        return state
-
-
-@pytest.fixture
-def local(emulator: Emulator) -> Iterator[Local]:
-    urlrequest.urlopen(urlrequest.Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
-    reconcile.enable_executions(emulator.endpoint)
-    resources = template_resources(emulator.model, emulator.client)
-    name, path, substitutions = reconcile.state_machine_from_model(emulator.model)
-    sfn = emulator.client("stepfunctions")
-    arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
-    deps.reset()
-    env = Local(
-        emulator,
-        Settings.from_env(),
-        emulator.client("dynamodb"),
-        emulator.client("s3"),
-        emulator.client("sqs"),
-        sfn,
-        resources.queues["IngestQueue"].url,
-        arn,
-    )
-    env.drain()  # the s3:TestEvent sent when the notification was configured
-    yield env
-    deps.reset()
-
-
-def later(**delta: float) -> str:
-    """An execution's notion of now, moved forward (instead of waiting out grace periods and URL expiry)."""
-    return clock.iso(datetime.now(UTC) + timedelta(**delta))
+from tests.integration.support import ALICE_CLAIMS as ALICE
+from tests.integration.support import Local, as_user, later
+from tests.support import api_event, call
 
 
 def nothing(summary: dict[str, Any]) -> bool:

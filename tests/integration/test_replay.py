@@ -16,16 +16,8 @@ from dfd.ingest import IngestResult, Outcome
 from dfdtools.replay import state
 from dfdtools.tools import Target
 from tests.integration.conftest import Aws
-from tests.integration.test_flow import post_upload, put
+from tests.integration.support import put, uploaded
 from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch
-
-
-def uploaded(aws: Aws, data: bytes, name: str = "f.bin") -> dict[str, Any]:
-    status, answer = post_upload({"filename": name, "size": len(data)})
-    assert status == 201
-    assert put(answer, data).status_code == 200
-    aws.drain()  # the S3 notification: these tests deliver events themselves
-    return answer
 
 
 def invoke(event: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +96,7 @@ def test_keys_with_spaces_plus_and_unicode(aws: Aws, key: str) -> None:
     assert messages
     assert invoke(sqs_batch(*(m["Body"] for m in messages))) == {"batchItemFailures": []}
     file = deps.repository().get_file(hashlib.sha256(data).hexdigest())
-    assert file is not None and file["s3_key"] == key and file["filename"] == key.rsplit("/", 1)[-1]
+    assert file is not None and file.s3_key == key and file.filename == key.rsplit("/", 1)[-1]
     assert outcomes(invoke(s3_notification(bucket, key))) == ["replay"]  # real S3 encoding: '+' for spaces
     aws.assert_invariants()
 
@@ -314,7 +306,7 @@ def test_second_put_with_the_same_url_after_a_duplicate_was_deleted(aws: Aws) ->
     assert deps.repository().counter_totals() == counters
     upload = deps.repository().get_upload(answer["upload_id"])
     # physically a duplicate of the direct put, new for alice's tenant: her upload is (and stays) stored
-    assert upload is not None and upload["status"] == "stored"
+    assert upload is not None and upload.status == "stored"
     aws.assert_invariants()
 
 

@@ -4,7 +4,6 @@ yours" answers exactly like "does not exist", /admin/* is admins only, no claims
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from typing import Any
@@ -14,8 +13,8 @@ import requests
 
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
 from tests.integration.conftest import Aws
-from tests.integration.test_flow import put
-from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
+from tests.integration.support import get, post, put, sha, upload_as
+from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, LambdaContext, api_event, call, sqs_batch
 
 ROUTES = (
     (upload.handler, "POST", "/upload"),
@@ -24,41 +23,6 @@ ROUTES = (
     (admin_stats.handler, "GET", "/admin/stats"),
     (admin_hashes.handler, "GET", "/admin/hashes"),
 )
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def post(
-    user: ApiUser, data: bytes, name: str, *, digest: bool = False, content_type: str | None = None
-) -> tuple[int, dict[str, Any]]:
-    body: dict[str, Any] = {"filename": name, "size": len(data)}
-    if content_type:
-        body["content_type"] = content_type
-    if digest:
-        body["sha256"] = sha(data)
-    return call(upload.handler, api_event("POST", "/upload", body=body, user=user))
-
-
-def ingest_all(aws: Aws) -> None:
-    messages = aws.drain()
-    assert messages
-    result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
-    assert result == {"batchItemFailures": []}
-
-
-def upload_as(aws: Aws, user: ApiUser, data: bytes, name: str, content_type: str | None = None) -> dict[str, Any]:
-    status, answer = post(user, data, name, content_type=content_type)
-    assert status == 201, answer
-    assert put(answer, data).status_code == 200
-    ingest_all(aws)
-    return answer
-
-
-def get(route: str, ident: str, user: ApiUser) -> tuple[int, dict[str, Any]]:
-    handler = metadata.handler if route == "metadata" else download.handler
-    return call(handler, api_event("GET", f"/{route}/{ident}", user=user))
 
 
 def test_the_rules_table(aws: Aws) -> None:

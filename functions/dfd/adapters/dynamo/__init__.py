@@ -9,6 +9,7 @@ parsed into its record and written, in one place). docs/design.md, "Storage", li
 
 from __future__ import annotations
 
+from dfd.adapters.dynamo.base import from_item, to_attr, to_item, translate
 from dfd.adapters.dynamo.contents import Contents
 from dfd.adapters.dynamo.deletes import Deletes
 from dfd.adapters.dynamo.reads import Reads
@@ -18,3 +19,7 @@ from dfd.adapters.dynamo.uploads import Uploads
 class Repository(Reads, Uploads, Contents, Deletes):
     """Reads and writes of the five tables. Receives its client; `rng` spreads pending uploads and the reaper's
     marks over their index shards."""
+
+
+# the attribute-value and error helpers, for the adapters of other tables (their own codecs)
+__all__ = ["Repository", "from_item", "to_attr", "to_item", "translate"]

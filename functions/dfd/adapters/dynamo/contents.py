@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +50,18 @@ REFERENCED = "live_refs > :zero"
 _DELETED = UploadStatus.DELETED.value
 
 
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """What every ingest commit is given: the object version, its upload's filename and type, and the rest."""
+
+    version: ObjectVersion
+    filename: str
+    content_type: str
+    counter_shard: int
+    now: datetime
+    tenant: TenantShare | None
+
+
 class Contents(Store):
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         item = to_item(self._event_item(version, outcome, now))
@@ -81,19 +94,8 @@ class Contents(Store):
         stamp = clock.iso(now)
         file = self._put_new(self._s.files_table, codec.new_file_item(version, filename, content_type, stamp), "hash")
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
-        self._commit(
-            version,
-            "stored",
-            (file, FileAppeared),
-            True,
-            UploadStatus.STORED,
-            deltas,
-            filename,
-            content_type,
-            counter_shard,
-            now,
-            tenant,
-        )
+        made = _Made(version, filename, content_type, counter_shard, now, tenant)
+        self._commit(made, "stored", (file, FileAppeared), claims=True, status=UploadStatus.STORED, deltas=deltas)
 
     def commit_duplicate(
         self,
@@ -117,19 +119,8 @@ class Contents(Store):
         status = UploadStatus.STORED if tenant is not None and not tenant.held else UploadStatus.DUPLICATE
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
         # never claims the key: never delete bytes some record stores there
-        self._commit(
-            version,
-            "duplicate",
-            (counted, file_changed),
-            False,
-            status,
-            deltas,
-            filename,
-            content_type,
-            counter_shard,
-            now,
-            tenant,
-        )
+        made = _Made(version, filename, content_type, counter_shard, now, tenant)
+        self._commit(made, "duplicate", (counted, file_changed), claims=False, status=status, deltas=deltas)
 
     def commit_resurrect(
         self,
@@ -180,38 +171,30 @@ class Contents(Store):
             }
         }
         deltas = {"total_uploads": 1}
-        self._commit(
-            version,
-            "stored",
-            (file, file_changed),
-            True,
-            UploadStatus.STORED,
-            deltas,
-            filename,
-            content_type,
-            counter_shard,
-            now,
-            tenant,
-        )
+        made = _Made(version, filename, content_type, counter_shard, now, tenant)
+        self._commit(made, "stored", (file, file_changed), claims=True, status=UploadStatus.STORED, deltas=deltas)
 
     def _commit(
         self,
-        version: ObjectVersion,
+        made: _Made,
         outcome: str,
         file: tuple[Request, Refusal],
+        *,
         claims: bool,
         status: UploadStatus,
         deltas: Mapping[str, int],
-        filename: str,
-        content_type: str,
-        counter_shard: int,
-        now: datetime,
-        tenant: TenantShare | None,
     ) -> None:
         """The one skeleton of the ingest's commits: the event (`outcome`), the file record's change (`file`: the
         request and what its refusal means), the key claimed (`claims`: this object is the stored copy) or
         conditioned on no claim, the upload finished as `status`, the tenant's reference and usage, and `deltas`
         on one counter shard."""
+        version, filename, content_type, now, tenant = (
+            made.version,
+            made.filename,
+            made.content_type,
+            made.now,
+            made.tenant,
+        )
         stamp = clock.iso(now)
         claim = key_claim(version.bucket, version.key)
         event = self._event_item(version, outcome, now) | {"commit": secrets.token_hex(8)}
@@ -227,7 +210,7 @@ class Contents(Store):
             first = codec.first_reference(version, filename, content_type, stamp)
             plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
             self._add_usage_moves(plan, tenant, version)
-        plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        plan.add("counters", self._add_counters_item(made.counter_shard, deltas))
         self._run(plan)
 
     def _event_item(self, version: ObjectVersion, outcome: str, now: datetime) -> codec.Item:
