@@ -9,70 +9,26 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 import requests
-from botocore.config import Config
 
 from dfd import deps
 from dfd.adapters.eventbridge import EventBridgeSink
-from dfd.handlers import ingest, publisher, upload, uploads
-from dfdlocal.runtime import Runtime
-from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events
+from dfd.handlers import ingest, publisher, upload
 from dfdlocal.template import LocalModel
 from tests.integration.conftest import Aws
+from tests.integration.outbox import Outbox, in_process_client, kinds
+from tests.integration.support import delete
 from tests.support import ALICE, BOB, CAROL, ApiUser, LambdaContext, api_event, call, sqs_batch
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def client(service: str) -> Any:
-    # botocore sends DynamoDB Streams calls to <account>.streams-ddb...: moto answers only the regional endpoint
-    config = Config(account_id_endpoint_mode="disabled") if service == "dynamodbstreams" else None
-    return boto3.client(service, config=config)  # type: ignore[call-overload]
-
-
-class Outbox:
-    def __init__(self, aws: Aws, model: LocalModel) -> None:
-        self.aws = aws
-        self.runtime = Runtime(model.functions, ROOT)
-        _, self.queue_url = route_events(model.event_buses, client)
-        self.pollers = [
-            StreamPoller(
-                source, model.tables[source.table_logical_id].name, self.runtime.invoke, client, sleep=lambda _: None
-            )
-            for source in model.stream_sources
-        ]
-        for poller in self.pollers:
-            poller.open()
-        self.received: list[dict[str, Any]] = []
-
-    def publish(self) -> list[dict[str, Any]]:
-        """Run the mappings until the streams are read to their end; the events delivered meanwhile."""
-        for _ in range(1000):
-            if sum(poller.poll_once() for poller in self.pollers) == 0 and not any(p._pending for p in self.pollers):
-                break
-        got: list[dict[str, Any]] = []
-        while messages := self.aws.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages"):
-            for message in messages:
-                got.append(json.loads(message["Body"]))
-                self.aws.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-        self.received += got
-        return got
 
 
 @pytest.fixture
 def outbox(aws: Aws, template_model: LocalModel) -> Iterator[Outbox]:
-    patch_moto_streams()
     deps.reset()
-    yield Outbox(aws, template_model)
-
-
-def kinds(events: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(event["detail-type"] for event in events)
+    yield Outbox(template_model, in_process_client)
 
 
 def post(data: bytes, user: ApiUser = ALICE, **extra: Any) -> tuple[int, dict[str, Any]]:
@@ -90,13 +46,6 @@ def stored(aws: Aws, data: bytes, user: ApiUser = ALICE) -> tuple[dict[str, Any]
     return answer, bodies
 
 
-def delete(upload_id: str, user: ApiUser = ALICE) -> int:
-    event = api_event("DELETE", f"/uploads/{upload_id}", user=user)
-    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /uploads/{id}"
-    event["pathParameters"] = {"id": upload_id}
-    return int(uploads.handler(event, LambdaContext())["statusCode"])
-
-
 def test_each_outcome_once_counts_equal_the_audit_and_replays_publish_nothing(aws: Aws, outbox: Outbox) -> None:
     data, other = b"events out " * 100, b"another content " * 50
     _first, first_bodies = stored(aws, data)
@@ -108,14 +57,14 @@ def test_each_outcome_once_counts_equal_the_audit_and_replays_publish_nothing(aw
     assert status == 409
     status, pending = post(other, BOB)
     assert status == 201
-    assert delete(pending["upload_id"], BOB) == 204  # a cancel
-    assert delete(same["upload_id"], CAROL) == 204
+    assert delete(pending["upload_id"], BOB)[0] == 204  # a cancel
+    assert delete(same["upload_id"], CAROL)[0] == 204
     assert kinds(outbox.publish()) == {"Upload Deduplicated": 1, "Upload Deleted": 2}
 
     # replays: the same S3 notifications again, the same deletes again: nothing changes, nothing is published
     for _ in range(3):
         assert ingest.handler(sqs_batch(*first_bodies), LambdaContext()) == {"batchItemFailures": []}
-    assert delete(same["upload_id"], CAROL) == 204
+    assert delete(same["upload_id"], CAROL)[0] == 204
     assert outbox.publish() == []
 
     for i in range(6):  # a small storm: new contents and duplicates of them, interleaved
