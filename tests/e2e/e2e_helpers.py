@@ -7,6 +7,7 @@ The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -114,3 +115,13 @@ def nothing_to_reap(stack: RunningStack) -> bool:
     pages = stack.client("dynamodb").get_paginator("scan")
     scan = pages.paginate(TableName=stack.files_table, ProjectionExpression="live_refs")
     return not any(item.get("live_refs", {}).get("N") == "0" for page in scan for item in page["Items"])
+
+
+def take_events(stack: RunningStack, into: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Receive (and delete) what is on the local `dfd-events` queue now, appended to `into`; `into` returned."""
+    sqs, url = stack.client("sqs"), stack.description["events"]["queue_url"]
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        for message in messages:
+            into.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return into

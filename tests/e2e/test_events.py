@@ -4,7 +4,6 @@ SQS queue `dfd-events` (named in the ready file); scripts/events prints them."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import uuid
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
+from tests.e2e.e2e_helpers import ROOT, RunningStack, take_events, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -27,13 +26,10 @@ def test_every_outcome_reaches_the_local_events_queue(stack: RunningStack) -> No
     answer = requests.post(f"{stack.api_url}/upload", json=body, headers=stack.auth("bob"), timeout=10).json()
     assert requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10).status_code == 200
     upload_id = answer["upload_id"]
-    sqs = stack.client("sqs")
     seen: list[dict[str, Any]] = []
 
     def mine(*kinds: str) -> list[dict[str, Any]] | None:
-        for message in sqs.receive_message(QueueUrl=events["queue_url"], MaxNumberOfMessages=10).get("Messages", []):
-            seen.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=events["queue_url"], ReceiptHandle=message["ReceiptHandle"])
+        take_events(stack, seen)
         found = [e for e in seen if e["detail"].get("upload_id") == upload_id or e["detail"]["sha256"] == digest]
         return found if sorted(e["detail-type"] for e in found) == sorted(kinds) else None
 
