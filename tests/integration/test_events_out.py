@@ -133,3 +133,18 @@ def test_a_crash_between_two_events_republishes_the_same_event_ids_only(
     assert len(ids) == 24  # every outcome, each with one id
     assert {event_id for event_id, count in ids.items() if count == 2} == set(first_call)
     assert len(first_call) == 10 and max(ids.values()) == 2
+
+
+def test_content_stored_again_after_every_upload_was_deleted_is_a_new_file_event(aws: Aws, outbox: Outbox) -> None:
+    data = b"stored, deleted, stored again " * 30
+    first, _ = stored(aws, data)
+    assert delete(first["upload_id"])[0] == 204
+    again, _ = stored(aws, data, BOB)  # before the reaper: its own bytes resurrect the content (generation 2)
+    events = outbox.publish()
+    assert [e["detail-type"] for e in events].count("File Stored") == 2
+    assert kinds(events) == {"Upload Stored": 2, "File Stored": 2, "Upload Deleted": 1}
+    assert len({e["detail"]["event_id"] for e in events}) == 5
+    assert {e["detail"]["upload_id"] for e in events if e["detail-type"] == "Upload Stored"} == {
+        first["upload_id"],
+        again["upload_id"],
+    }
