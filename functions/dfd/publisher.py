@@ -10,7 +10,7 @@ table's kind (dfd.adapters.streams.NotARecord) publishes nothing and is not retr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,14 +62,8 @@ def sequence_number(record: Mapping[str, Any]) -> str:
     return str((record.get("dynamodb") or {}).get("SequenceNumber", ""))
 
 
-def publish(
-    records: Sequence[Mapping[str, Any]],
-    tables: Tables,
-    sink: EventSink,
-    *,
-    before_put: Callable[[Sequence[OutcomeEvent]], None] | None = None,
-) -> BatchResult:
-    """Publish the batch's outcomes; `before_put` sees each group of events about to go (tests, the bench)."""
+def publish(records: Sequence[Mapping[str, Any]], tables: Tables, sink: EventSink) -> BatchResult:
+    """Publish the batch's outcomes, in stream order; which records to deliver again."""
     result = BatchResult()
     owners: list[str] = []  # per event: the sequence number of its record
     events: list[OutcomeEvent] = []
@@ -82,8 +76,6 @@ def publish(
             continue
         events += found
         owners += [number] * len(found)
-    if before_put is not None:
-        before_put(events)
     taken = sink.put(events) if events else []
     failed: set[str] = set()
     for event, owner, ok in zip(events, owners, taken, strict=True):
