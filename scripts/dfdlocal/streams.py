@@ -8,8 +8,9 @@ bus routed to the local `dfd-events` queue.
   numbers) goes to the on-failure destination queue and the mapping moves on.
 - :func:`patch_moto_streams`: moto appends a transaction's stream records as each of its writes applies, and a
   cancelled transaction puts back a copy of its tables — records included, but in a new shard object that open
-  iterators never see, while the old one keeps the cancelled writes' records. Patched: a cancelled transaction
-  leaves its tables' shards exactly as they were (only committed writes are streamed, as DynamoDB does).
+  iterators never see, while the old one keeps the cancelled writes' records. Patched: the copy shares the
+  shard, and a cancelled transaction leaves it exactly as it was (only committed writes are streamed, as
+  DynamoDB does).
   moto's PutEvents and SendMessage made affordable (JSONPath parses cached, the clock read cheaply).
 - :func:`route_events`: every event on the template's buses goes to the local queue `dfd-events` (a rule per
   bus, pattern: source dfd), which local consumers, tests and scripts/events read.
@@ -49,8 +50,12 @@ def patch_moto_streams() -> None:
         return
     require_supported()
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import StreamShard
 
     original = DynamoDBBackend.transact_write_items
+    # the copy of the tables a transaction takes (to put back when cancelled) shares their streams instead of
+    # copying every record: a cancelled transaction's records are cut off below
+    StreamShard.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]
 
     def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
         shards = {
@@ -64,8 +69,8 @@ def patch_moto_streams() -> None:
             for name, (shard, length) in shards.items():
                 del shard.items[length:]  # the cancelled writes' records
                 table = self.tables.get(name)
-                if table is not None and table.stream_shard is not shard:
-                    table.stream_shard = shard  # the shard open iterators read, not the restored copy
+                if table is not None:
+                    table.stream_shard = shard  # the shard open iterators read
                     shard.table = table
             raise
 

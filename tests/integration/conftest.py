@@ -15,6 +15,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 from dfd import deps
 from dfd.config import Settings
 from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, create_resources
+from dfdlocal.streams import patch_moto_streams
 from dfdlocal.template import TEMPLATE, LocalModel, read_model
 from dfdtools.audit import Report, audit
 from tests.conftest import TEST_ENV
@@ -67,7 +68,9 @@ QUEUE_VISIBILITY_TIMEOUT = 30  # seconds, for the polled ingest queue (the templ
 
 def template_resources(model: LocalModel, client: Callable[[str], Any]) -> Resources:
     """The template's tables, queues and bucket, created as the local stack creates them (GSIs, TTL, redrive,
-    bucket notification), through ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    bucket notification, the tables' streams: only committed writes reach them, dfdlocal.streams), through
+    ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    patch_moto_streams()
     return create_resources(model, client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
 
 
