@@ -91,7 +91,11 @@ def upload_events(old: UploadRecord | None, new: UploadRecord | None, *, committ
     kind_of_ending = UPLOAD_ENDINGS.get(new.status)
     if kind_of_ending is None:
         return []
-    at = {UploadStatus.DELETED: new.deleted_at, UploadStatus.FAILED: new.failed_at}.get(new.status)
+    at = {
+        UploadStatus.DELETED: new.deleted_at,
+        UploadStatus.FAILED: new.failed_at,
+        UploadStatus.EXPIRED: new.expired_at,
+    }.get(new.status)
     return [_upload_event(kind_of_ending, new, new.status.value, at or committed_at)]
 
 

@@ -106,6 +106,7 @@ class UploadRecord:
     tenant: str | None = None
     quota_bytes: int = 0  # bytes held against its tenant's quota while pending
     failed_at: str | None = None
+    expired_at: str | None = None  # the reconcile marked it expired
     failure: str | None = None
     deleted_at: str | None = None
     multipart: bool = False

@@ -232,3 +232,15 @@ def test_upload_detail_names_the_uploader() -> None:
         "sha256": "c" * 64,
         "size": 3,
     }
+
+
+@pytest.mark.parametrize(
+    ("status", "stamp"),
+    [(UploadStatus.DELETED, "deleted_at"), (UploadStatus.FAILED, "failed_at"), (UploadStatus.EXPIRED, "expired_at")],
+)
+def test_occurred_at_is_the_record_s_own_time_of_the_transition(status: UploadStatus, stamp: str) -> None:
+    ended = upload(status, **{stamp: "2026-03-01T12:34:56Z"})
+    [event] = upload_events(upload(UploadStatus.PENDING), ended, committed_at="2026-03-01T12:35:00.000Z")
+    assert event.occurred_at == "2026-03-01T12:34:56Z"
+    [event] = upload_events(upload(UploadStatus.PENDING), upload(status), committed_at="2026-03-01T12:35:00.000Z")
+    assert event.occurred_at == "2026-03-01T12:35:00.000Z"  # no such time on the record: the commit's
