@@ -7,9 +7,38 @@ from typing import Any
 
 from dfd.records import ContentState, FileRecord, TenantRef, UploadRecord
 
+# The fields each view shows, in this order (the API document's schemas list the same: tests/unit/test_openapi.py)
+_FILE_FIELDS = (
+    "hash",
+    "size",
+    "content_type",
+    "filename",
+    "created_at",
+    "upload_count",
+    "last_upload_at",
+    "state",
+    "lost_at",
+)
+_UPLOAD_FIELDS = (
+    "upload_id",
+    "status",
+    "filename",
+    "size",
+    "content_type",
+    "created_at",
+    "expires_at",
+    "processed_at",
+    "hash",
+    "failed_at",
+    "failure",
+    "deleted_at",
+)
+_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at")
 
-def _present(**fields: Any) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if value is not None}
+
+def _present(shown: tuple[str, ...], **fields: Any) -> dict[str, Any]:
+    """The fields `shown` that hold a value, in that order."""
+    return {name: fields[name] for name in shown if fields.get(name) is not None}
 
 
 def _content_view(file: FileRecord, described: FileRecord | TenantRef) -> dict[str, Any]:
@@ -20,6 +49,7 @@ def _content_view(file: FileRecord, described: FileRecord | TenantRef) -> dict[s
     the state is derived (FileRecord.state), a live content shows none."""
     state = file.state
     return _present(
+        _FILE_FIELDS,
         hash=file.hash,
         size=file.size,
         content_type=described.content_type,
@@ -45,6 +75,7 @@ def tenant_file_view(file: FileRecord, ref: TenantRef) -> dict[str, Any]:
 def upload_view(upload: UploadRecord, file: dict[str, Any] | None) -> dict[str, Any]:
     """An upload; `file`: the view of its content (global or the tenant's), when it has one to show."""
     view = _present(
+        _UPLOAD_FIELDS,
         upload_id=upload.upload_id,
         status=upload.status.value,
         filename=upload.filename,
@@ -61,9 +92,6 @@ def upload_view(upload: UploadRecord, file: dict[str, Any] | None) -> dict[str, 
     if file is not None:
         view["file"] = file
     return view
-
-
-_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at")
 
 
 def listed_upload_view(upload: UploadRecord) -> dict[str, Any]:

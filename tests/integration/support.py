@@ -4,31 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib import request as urlrequest
 
 import boto3
 import pytest
 import requests
+from moto.core.botocore_stubber import BotocoreStubber
 
-from dfd import clock, deps
+from dfd import clock
 from dfd.config import MIB, Settings
 from dfd.handlers import download, ingest, metadata, upload, uploads
 from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile
-from dfdlocal.emulator import SerializeDynamoDB, make_emulator_server
+from dfdlocal.emulator import Resources, SerializeDynamoDB, create_resources
 from dfdlocal.names import REGION
-from dfdlocal.template import TEMPLATE, read_model
+from dfdlocal.streams import patch_moto_streams
+from dfdlocal.template import LocalModel
 from dfdtools.audit import Report, audit
 from tests import support
-from tests.conftest import TEST_ENV
-from tests.integration.conftest import Aws, template_resources
 from tests.support import (
     ALICE,
     ApiUser,
@@ -166,37 +163,6 @@ class Emulator:
         return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
 
 
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[Emulator]:
-    """One moto server for the module (the local stack's emulator app); each test resets it."""
-    with pytest.MonkeyPatch.context() as patch:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        port = sock.getsockname()[1]
-        endpoint = f"http://127.0.0.1:{port}"
-        for name, value in TEST_ENV.items():
-            patch.setenv(name, value)
-        patch.setenv("AWS_ENDPOINT_URL", endpoint)  # the handlers' clients and presigned URLs
-        patch.setenv("MOTO_PORT", str(port))  # where the Step Functions executor sends its SDK calls
-        # moto logs every JSONPath a Choice finds absent (IsPresent false) at ERROR
-        interpreter_log = logging.getLogger(reconcile.MOTO_INTERPRETER_LOGGER)
-        level = interpreter_log.level
-        interpreter_log.setLevel(logging.CRITICAL)
-        reconcile.patch_moto_start_execution()
-        server = make_emulator_server(sock)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        thread.start()
-        try:
-            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), dynamodb_lock(server.app))
-        finally:
-            server.shutdown()
-            server.server_close()
-            sock.close()
-            interpreter_log.setLevel(level)
-            deps.reset()
-
-
 @dataclass
 class Local:
     emulator: Emulator
@@ -269,30 +235,6 @@ class Local:
         return state
 
 
-@pytest.fixture
-def local(emulator: Emulator) -> Iterator[Local]:
-    urlrequest.urlopen(urlrequest.Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
-    reconcile.enable_executions(emulator.endpoint)
-    resources = template_resources(emulator.model, emulator.client)
-    name, path, substitutions = reconcile.state_machine_from_model(emulator.model)
-    sfn = emulator.client("stepfunctions")
-    arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
-    deps.reset()
-    env = Local(
-        emulator,
-        Settings.from_env(),
-        emulator.client("dynamodb"),
-        emulator.client("s3"),
-        emulator.client("sqs"),
-        sfn,
-        resources.queues["IngestQueue"].url,
-        arn,
-    )
-    env.drain()  # the s3:TestEvent sent when the notification was configured
-    yield env
-    deps.reset()
-
-
 def later(**delta: float) -> str:
     """An execution's notion of now, moved forward (instead of waiting out grace periods and URL expiry)."""
     return clock.iso(datetime.now(UTC) + timedelta(**delta))
@@ -304,3 +246,74 @@ def uploaded(aws: Aws, data: bytes, name: str = "f.bin") -> dict[str, Any]:
     assert put(answer, data).status_code == 200
     aws.drain()  # the S3 notification: these tests deliver events themselves
     return answer
+
+
+@dataclass
+class Aws:
+    settings: Settings
+    s3: Any
+    ddb: Any
+    sqs: Any
+    queue_url: str
+
+    def audit(self, *, settled: bool = True) -> Report:
+        return audit(self.ddb, self.s3, self.settings, settled=settled)
+
+    def assert_invariants(self, *, settled: bool = True) -> Report:
+        report = self.audit(settled=settled)
+        assert report.ok, report.text()
+        return report
+
+    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """Every table's items and every object: to prove a replay changed nothing."""
+        tables = [self.settings.files_table, self.settings.counters_table, self.settings.uploads_table]
+        tables += [self.settings.events_table, self.settings.tenant_files_table]
+        state: dict[str, list[dict[str, Any]]] = {}
+        for table in tables:
+            items = self.ddb.scan(TableName=table, ConsistentRead=True)["Items"]
+            state[table] = sorted(items, key=repr)
+        listing = self.s3.list_objects_v2(Bucket=self.settings.bucket).get("Contents", [])
+        state["objects"] = sorted(({"Key": o["Key"], "ETag": o["ETag"]} for o in listing), key=repr)
+        return state
+
+    def drain(self, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Receive every message S3 sent to the ingest queue (deleting them), as SQS event records."""
+        records: list[dict[str, Any]] = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not got:
+                return records
+            for message in got:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                records.append(message)
+
+
+QUEUE_VISIBILITY_TIMEOUT = 30  # seconds, for the polled ingest queue (the template's 30 min are for Lambda)
+
+
+def template_resources(model: LocalModel, client: Callable[[str], Any]) -> Resources:
+    """The template's tables, queues and bucket, created as the local stack creates them (GSIs, TTL, redrive,
+    bucket notification, the tables' streams: only committed writes reach them, dfdlocal.streams), through
+    ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    patch_moto_streams()
+    return create_resources(model, client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
+
+
+_MOTO = threading.RLock()
+
+
+def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One in-process moto request at a time, as the local stack's emulator serializes DynamoDB requests.
+
+    The ingest handler runs a batch's records in threads, and moto answers in the calling thread; its DynamoDB
+    is not transaction-safe (a cancelled TransactWriteItems puts back a copy of the tables taken when it
+    started, undoing what other threads committed meanwhile). Real DynamoDB isolates transactions itself."""
+    process = BotocoreStubber.process_request
+
+    def serialized(self: BotocoreStubber, request: Any) -> Any:
+        with _MOTO:
+            return process(self, request)
+
+    monkeypatch.setattr(BotocoreStubber, "process_request", serialized)

@@ -15,10 +15,8 @@ import pytest
 import requests
 
 from dfd.handlers import download, ingest, upload
-from tests.integration.support import Local, delete, emulator, later, local
+from tests.integration.support import Local, delete, later
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
-
-__all__ = ["emulator", "local"]  # the fixtures
 
 DATA = b"one content, many references, deleted at random\n" * 64
 DIGEST = hashlib.sha256(DATA).hexdigest()

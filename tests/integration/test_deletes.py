@@ -11,8 +11,7 @@ import requests
 
 from dfd import deps
 from dfd.handlers import admin_stats, download, ingest, metadata, upload, uploads
-from tests.integration.conftest import Aws
-from tests.integration.support import ALICE_CLAIMS, create, delete, deliver, put, route
+from tests.integration.support import ALICE_CLAIMS, Aws, create, delete, deliver, put, route
 from tests.integration.support import DATA as MP_DATA
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
 

@@ -19,9 +19,8 @@ from dfd import deps
 from dfd.adapters.eventbridge import EventBridgeSink
 from dfd.handlers import ingest, publisher, upload
 from dfdlocal.template import LocalModel
-from tests.integration.conftest import Aws
 from tests.integration.outbox import Outbox, in_process_client, kinds
-from tests.integration.support import delete
+from tests.integration.support import Aws, delete
 from tests.support import ALICE, BOB, CAROL, ApiUser, LambdaContext, api_event, call, sqs_batch
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dfdlocal.template import TEMPLATE, load_template
 from tests.integration.outbox import Outbox, kinds
-from tests.integration.support import Local, delete, emulator, later, local
-
-__all__ = ["emulator", "local"]  # the fixtures
+from tests.integration.support import Local, delete, later
 
 
 def test_expired_uploads_and_reaped_contents_are_published_once(local: Local) -> None:

@@ -14,9 +14,8 @@ from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
 from dfd.identity import caller_from_claims
 from tests import support
-from tests.integration.conftest import Aws
 from tests.integration.support import ALICE_CLAIMS as ALICE
-from tests.integration.support import DATA, PART, as_user, create, deliver, put_parts, route
+from tests.integration.support import DATA, PART, Aws, as_user, create, deliver, put_parts, route
 from tests.support import api_event, call
 
 CAROL = support.CAROL.claims()

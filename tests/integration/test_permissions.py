@@ -23,8 +23,7 @@ import pytest
 from dfd import deps
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
-from tests.integration.conftest import Aws
-from tests.integration.support import ALICE_CLAIMS, DATA, create, post_upload, put, put_parts, route
+from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]

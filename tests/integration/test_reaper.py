@@ -14,10 +14,8 @@ import requests
 from dfd import deps
 from dfd.handlers import admin_stats, download, me, upload
 from dfd.ids import key_claim
-from tests.integration.support import Local, delete, emulator, later, local
+from tests.integration.support import Local, delete, later
 from tests.support import ALICE, BOB, CAROL, api_event, call
-
-__all__ = ["emulator", "local"]  # the fixtures
 
 DATA = b"reaped after the grace period\n" * 200
 DIGEST = hashlib.sha256(DATA).hexdigest()

@@ -15,8 +15,7 @@ from dfd.handlers import ingest
 from dfd.ingest import IngestResult, Outcome
 from dfdtools.replay import state
 from dfdtools.tools import Target
-from tests.integration.conftest import Aws
-from tests.integration.support import put, uploaded
+from tests.integration.support import Aws, put, uploaded
 from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch
 
 
