@@ -9,6 +9,7 @@ LazyClient stays. `deps.reset()` clears the factories.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from functools import cache
@@ -18,7 +19,7 @@ import boto3
 from botocore.config import Config
 
 if TYPE_CHECKING:
-    from botocore.config import _RetryDict
+    from botocore.config import _RetryDict, _S3Dict
 
 _RETRIES: _RetryDict = {"max_attempts": 6, "mode": "adaptive"}
 
@@ -53,25 +54,50 @@ def _dynamodb() -> Any:
     return boto3.client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
 
 
+def s3_addressing() -> _S3Dict:
+    """S3 addressing of every S3 client: the Region's own virtual-hosted endpoint, <bucket>.s3.<region>.amazonaws.com
+    (botocore otherwise presigns the global <bucket>.s3.amazonaws.com: a new bucket outside us-east-1 answers it
+    307 for up to a day, which a browser's CORS preflight cannot follow, and Regions launched after March 2019 answer
+    it 400). A configured endpoint (the local stack, AWS_ENDPOINT_URL[_S3]) keeps botocore's choice: path-style
+    on a host name that cannot carry a bucket, like localhost."""
+    if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+        return {}
+    return {"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
+
+
 def _s3() -> Any:
-    return boto3.client("s3", config=Config(signature_version="s3v4", retries=_RETRIES))
+    return boto3.client("s3", config=Config(signature_version="s3v4", retries=_RETRIES, s3=s3_addressing()))
 
 
 def _s3_ingest() -> Any:
-    from dfd.adapters.s3 import ask_for_stored_checksums
-
-    client = boto3.client(
+    return boto3.client(
         "s3",
         config=Config(
             signature_version="s3v4",
             retries=_RETRIES,
+            s3=s3_addressing(),
             response_checksum_validation="when_required",
             max_pool_connections=64,
             tcp_keepalive=True,
         ),
     )
-    ask_for_stored_checksums(client)
-    return client
+
+
+# CompleteMultipartUpload's wait, within UploadPartsFunction's Timeout (29 s: the HTTP API gives up at 30 s) after
+# listing up to 10,000 parts (10 ListParts pages)
+COMPLETE_WAIT_SECONDS = 20
+
+
+def _s3_complete() -> Any:
+    # one attempt: a wait past the budget is answered "completing", and the client's repeat is the retry
+    config = Config(
+        signature_version="s3v4",
+        s3=s3_addressing(),
+        read_timeout=COMPLETE_WAIT_SECONDS,
+        connect_timeout=3,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return boto3.client("s3", config=config)
 
 
 def _events() -> Any:
@@ -93,6 +119,12 @@ def dynamodb() -> Any:
 def s3() -> Any:
     """For presigning and small calls: SigV4 so the signed headers are enforced."""
     return LazyClient(_s3)
+
+
+@cache
+def s3_complete() -> Any:
+    """For CompleteMultipartUpload only: its read timeout is the request's budget (dfd.multipart)."""
+    return LazyClient(_s3_complete)
 
 
 @cache

@@ -53,7 +53,8 @@ class Settings:
     # stats reads the counter shards in ONE BatchGetItem (<= 100 keys)
     counter_shards: int = _integer("COUNTER_SHARDS", 16, 1, 100)
     pending_shards: int = _integer("PENDING_SHARDS", 4, 1, 64)
-    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 5 * GIB, 1, 5 * TIB)
+    # what one ingest invocation can read and hash (docs/performance.md, "The largest object")
+    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 180 * GIB, 1, 5 * TIB)
     upload_url_expires: int = _integer("UPLOAD_URL_EXPIRES", 900, 60, 7 * 24 * 3600)
     download_url_expires: int = _integer("DOWNLOAD_URL_EXPIRES", 300, 10, 7 * 24 * 3600)
     upload_ttl_days: int = _integer("UPLOAD_TTL_DAYS", 7, 1, 3650)
@@ -67,6 +68,9 @@ class Settings:
     # per-tenant quotas (0 = unlimited): bytes of pending + stored uploads, pending uploads at once
     tenant_quota_bytes: int = _integer("TENANT_QUOTA_BYTES", 0, 0, 2**53)
     tenant_pending_limit: int = _integer("TENANT_PENDING_LIMIT", 0, 0, 10**9)
+    # precheck duplicates (409s) a tenant gets per window (0 = unbounded): docs/design.md, "Prechecks bounded"
+    precheck_limit: int = _integer("PRECHECK_LIMIT", 1000, 0, 10**9)
+    precheck_window_seconds: int = _integer("PRECHECK_WINDOW_SECONDS", 3600, 1, 7 * 24 * 3600)
     # multipart uploads (dfd.multipart): from this size on (or when asked), parts of at least this many bytes;
     # a size above 5 GiB (S3's largest PUT) is always multipart; the upload expires (and is aborted) after
     # MULTIPART_EXPIRES seconds

@@ -5,7 +5,7 @@ returned it, or None."""
 from __future__ import annotations
 
 from dfd.errors import DfdError
-from dfd.records import EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
+from dfd.records import EventRecord, FileRecord, KeyClaim, PrecheckCount, TenantRef, TenantUsage, UploadRecord
 
 
 class CommitRefused(DfdError):
@@ -87,6 +87,13 @@ class DeleteRaced(CommitRefused):
 class ReferenceMissing(CommitRefused):
     """Deleting a processed upload: the content's live count or its tenant's reference count is not above 0 (or
     the item is absent) — a broken invariant, never a race."""
+
+
+class PrecheckLimited(CommitRefused):
+    """A precheck duplicate's bound refused it (item: the tenant's precheck count as it is: its window and count
+    say whether the window is another one or full)."""
+
+    item: PrecheckCount | None
 
 
 class QuotaRefused(CommitRefused):

@@ -30,13 +30,13 @@ from datetime import datetime
 from dfd import clock
 from dfd.config import Settings
 from dfd.conflicts import DeleteRaced, ReferenceMissing
-from dfd.errors import BadRequest, Conflict, ServiceUnavailable
+from dfd.errors import Conflict, ServiceUnavailable
 from dfd.identity import Caller
-from dfd.ids import is_upload_id
 from dfd.multipart import MultipartService
 from dfd.observability import logger
 from dfd.ownership import owned_upload
 from dfd.ports import Repository, UploadDeletion
+from dfd.queries import check_upload_id
 from dfd.records import UploadRecord, UploadStatus
 
 MAX_ATTEMPTS = 8
@@ -68,8 +68,7 @@ class DeleteService:
         self._rng = rng or random.Random()
 
     def delete(self, caller: Caller, upload_id: str) -> DeleteResult:
-        if not is_upload_id(upload_id):
-            raise BadRequest("id must be a 32-character hex upload id", code="invalid_id")
+        check_upload_id(upload_id)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             record = self._owned(caller, upload_id)
             status = record.status

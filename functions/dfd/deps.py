@@ -51,7 +51,7 @@ def multipart_service() -> MultipartService:
     from dfd.adapters.s3 import ObjectStore
     from dfd.multipart import MultipartService
 
-    return MultipartService(settings(), repository(), ObjectStore(aws.s3()))
+    return MultipartService(settings(), repository(), ObjectStore(aws.s3(), complete_client=aws.s3_complete()))
 
 
 @cache

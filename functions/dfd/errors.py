@@ -32,9 +32,15 @@ class ValidationFailed(BadRequest):
     code = "validation_error"
 
 
-class PayloadTooLarge(DfdError):
-    status = 413
-    code = "payload_too_large"
+class TooLarge(BadRequest):
+    """An upload larger than MaxUploadBytes: what one ingest invocation can read and hash (docs/performance.md)."""
+
+    code = "too_large"
+
+
+class StillCompleting(Exception):
+    """S3 has not finished assembling a multipart upload within the request's budget; it carries on, and a
+    repeat of CompleteMultipartUpload (idempotent) finds it done."""
 
 
 class NotFound(DfdError):
@@ -49,6 +55,13 @@ class Conflict(DfdError):
 
 class NotReady(Conflict):
     code = "not_ready"
+
+
+class TooManyRequests(DfdError):
+    """Refused for now: `details["retry_after"]` seconds later it may be answered (also a Retry-After header)."""
+
+    status = 429
+    code = "too_many_requests"
 
 
 class Gone(DfdError):

@@ -14,8 +14,9 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from dfd.config import settings
 from dfd.errors import BadRequest, DfdError, NotFound
+from dfd.headers import API_SECURITY_HEADERS
 from dfd.observability import logger, tracer
-from dfd.text import echo
+from dfd.text import echo, echo_list
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,7 +37,10 @@ def json_response(status: int, body: Any) -> Response[str]:
 
 
 def error_response(error: DfdError) -> Response[str]:
-    return json_response(error.status, error.to_body())
+    response = json_response(error.status, error.to_body())
+    if isinstance(error.details, dict) and "retry_after" in error.details:
+        response.headers["Retry-After"] = str(error.details["retry_after"])
+    return response
 
 
 def cors_config(origins: tuple[str, ...]) -> CORSConfig:
@@ -79,6 +83,21 @@ def path_id(app: APIGatewayHttpResolver, matched: str) -> str:
     return str(parameters.get("id", matched))
 
 
+def query_values(app: APIGatewayHttpResolver, *names: str) -> tuple[str | None, ...]:
+    """The values of the query parameters `names` (None when absent); any other parameter is a 400
+    (`unknown_parameter`): a misspelt `limit` must not silently fall back to the default."""
+    event = app.current_event
+    unknown = sorted(set(event.query_string_parameters or {}) - set(names))
+    if unknown:
+        shown = echo_list(unknown)
+        raise BadRequest(
+            f"unknown query parameter(s): {', '.join(shown)}; this route takes {', '.join(names)}",
+            code="unknown_parameter",
+            details={"parameters": shown},
+        )
+    return tuple(event.get_query_string_value(name) for name in names)
+
+
 def json_body(app: APIGatewayHttpResolver) -> Any:
     """The request's JSON body; BadRequest (400) for a missing, non-UTF-8 or non-JSON body."""
     event = app.current_event
@@ -96,6 +115,15 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
         raise BadRequest(f"request body is not valid JSON: {error}", code="invalid_json") from None
 
 
+def resolve(app: APIGatewayHttpResolver, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The resolver's answer, with the API's security headers (whatever route, error or 404 produced it)."""
+    response = app.resolve(event, context)
+    headers = response.setdefault("headers", {})
+    for name, value in API_SECURITY_HEADERS.items():
+        headers.setdefault(name, value)
+    return response
+
+
 def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
     """The Lambda handler of an HTTP function: correlation id, tracing, then the resolver.
 
@@ -103,7 +131,7 @@ def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Lambd
     a bearer credential (issue 12, item 8); errors are still recorded (capture_error)."""
 
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        return app.resolve(event, context)
+        return resolve(app, event, context)
 
     traced: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = tracer.capture_lambda_handler(
         handler, capture_response=False

@@ -1,14 +1,16 @@
 """The ingest decision: one object version → stored (new content) or duplicate, exactly once.
 
 Flow per object (docs/design.md):
-  1. Identify the object version (VersionId or ETag) → event key, with ONE S3 call: a GetObject whose headers
-     may carry S3's stored full-object SHA-256 (then the body is dropped unread), or — when the upload id in
-     the key says the PUT carried a SHA-256 (ids.hints_checksum) — a HeadObject, so a checksummed object
-     costs no GetObject at all. The hint only orders the calls; the checksum always comes from S3.
+  1. Identify the object version (VersionId or ETag) → event key, with ONE S3 call: a GetObject, or — when the
+     upload id in the key says the PUT signed a SHA-256 (ids.hints_checksum) — a HeadObject asking for S3's
+     stored full-object SHA-256, so a checksummed object costs no GetObject at all.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
   3. ONE consistent read of the state (Repository.ingest_state): the event record, the file record for the
      hash, the upload record and — with the tenant hint the object's metadata carries (dfd.ids.tenant_metadata)
-     — that tenant's reference to the content.
+     — that tenant's reference to the content. S3's stored SHA-256 is trusted only when it equals the sha256
+     the upload record declared (the one its presigned URL signed, so S3 verified the body against it): any
+     other stored checksum — an unsigned header, a trailer, a direct put — may name bytes the object does not
+     hold, and the body is hashed instead (then the state is read again for that hash).
   4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
      commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo.codec).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
@@ -135,34 +137,46 @@ class Ingestor:
             info = opened.info
             result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
             result.size = info.size
-            try:
-                result.hash, result.hashed_bytes = self._digest(opened)
-            except ObjectChanged:
-                result.outcome = Outcome.SUPERSEDED
+            # a stored checksum is only a candidate until the upload record confirms it (_decide_and_commit)
+            stored = info.checksum_sha256 if hints_checksum(result.upload_id) else None
+            if stored:
+                result.hash = stored
+            elif not self._hash_body(opened, result):
                 return result
-            except ObjectNotFound:  # deleted between the HEAD and the GET (a concurrent duplicate's delete)
-                result.outcome = Outcome.GONE
-                return result
-        self._decide_and_commit(info, result)
+        self._decide_and_commit(info, result, checksum=stored)
         return result
 
-    def _digest(self, opened: OpenedObject) -> tuple[str, int]:
+    def _hash_body(self, opened: OpenedObject, result: IngestResult) -> bool:
+        """Hash every byte of the identified version into `result`; False when it changed or went meanwhile
+        (the outcome says which)."""
         info = opened.info
-        if info.checksum_sha256:
-            return info.checksum_sha256, 0  # verified by S3 on upload: the body is never read
         digest = hashlib.sha256()
-        count = self._objects.stream(opened, digest.update)
-        if count != info.size:
-            raise ObjectChanged(f"read {count} bytes of {info.key}, expected {info.size}")
-        return digest.hexdigest(), count
+        try:
+            count = self._objects.stream(opened, digest.update)
+            if count != info.size:
+                raise ObjectChanged(f"read {count} bytes of {info.key}, expected {info.size}")
+        except ObjectChanged:
+            result.outcome = Outcome.SUPERSEDED
+            return False
+        except ObjectNotFound:  # deleted between the HEAD and the GET (a concurrent duplicate's delete)
+            result.outcome = Outcome.GONE
+            return False
+        result.hash, result.hashed_bytes = digest.hexdigest(), count
+        return True
 
     # ------------------------------------------------------------------ decision
-    def _decide_and_commit(self, info: ObjectInfo, result: IngestResult) -> None:
+    def _decide_and_commit(self, info: ObjectInfo, result: IngestResult, *, checksum: str | None = None) -> None:
         assert result.hash is not None and result.event_key is not None
+        state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id, info.tenant_hint)
+        if checksum is not None and (state.upload is None or state.upload.sha256 != checksum):
+            # S3's checksum is not the one the upload signed: what the object holds is what its bytes hash to
+            result.detail["checksum_untrusted"] = True
+            if not self._hash_body(OpenedObject(info, None), result):
+                return
+            state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id, info.tenant_hint)
         version = ObjectVersion(
             result.event_key, info.bucket, info.key, info.etag, info.size, result.hash, result.upload_id
         )
-        state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id, info.tenant_hint)
         upload = state.upload
         known = state.file
         if state.event is not None:

@@ -31,20 +31,26 @@ from dfd.conflicts import MultipartAttached
 from dfd.errors import (
     Conflict,
     MultipartGone,
-    NotFound,
     ObjectChanged,
     ObjectNotFound,
+    StillCompleting,
     Unauthorized,
     ValidationFailed,
 )
 from dfd.identity import Caller
-from dfd.ids import is_upload_id, new_upload_id, object_key, tenant_metadata
+from dfd.ids import new_upload_id, object_key, tenant_metadata
 from dfd.ownership import owned_upload
 from dfd.ports import NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
+from dfd.queries import check_upload_id
 from dfd.records import UploadRecord, UploadStatus
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
+PART_REQUEST_FIELDS = frozenset({"part_number", "checksum_sha256"})  # an entry of POST /uploads/{id}/parts
+COMPLETE_PART_FIELDS = frozenset({"part_number", "etag"})  # an entry of POST /uploads/{id}/complete
+# POST /uploads/{id}/complete while S3 still assembles the object: 202 with this status and a Retry-After
+COMPLETING = "completing"
+RETRY_AFTER_SECONDS = 5
 
 
 def part_layout(size: int, min_part: int) -> tuple[int, int]:
@@ -53,6 +59,25 @@ def part_layout(size: int, min_part: int) -> tuple[int, int]:
     part_size = max(min_part, -(-size // MAX_PARTS))
     part_size = -(-part_size // MIB) * MIB
     return part_size, -(-size // part_size)
+
+
+def checked_part_size(part_size: Any, size: int) -> int:
+    """A client's `part_size` for a `size`-byte upload: an integer of S3's bounds (5 MiB .. 5 GiB per part) that
+    splits `size` into at most 10,000 parts; ValidationFailed (400) otherwise."""
+    if isinstance(part_size, bool) or not isinstance(part_size, int):
+        raise ValidationFailed("part_size must be an integer number of bytes", details={"field": "part_size"})
+    if not S3_MIN_PART <= part_size <= S3_MAX_PUT:
+        raise ValidationFailed(
+            f"part_size must be between {S3_MIN_PART} and {S3_MAX_PUT} bytes",
+            details={"field": "part_size", "min": S3_MIN_PART, "max": S3_MAX_PUT},
+        )
+    if -(-size // part_size) > MAX_PARTS:
+        smallest = -(-size // MAX_PARTS)
+        raise ValidationFailed(
+            f"part_size {part_size} splits {size} bytes into more than {MAX_PARTS} parts; use at least {smallest}",
+            details={"field": "part_size", "min": max(smallest, S3_MIN_PART), "max": S3_MAX_PUT},
+        )
+    return part_size
 
 
 def part_length(size: int, part_size: int, part_number: int) -> int:
@@ -88,8 +113,10 @@ class MultipartService:
         size: int,
         content_type: str,
         sha256: str | None,
+        part_size: int | None = None,
     ) -> dict[str, Any]:
-        """Register a pending multipart upload of the caller; the 201 body."""
+        """Register a pending multipart upload of the caller (in parts of `part_size` when the client chose it,
+        checked by checked_part_size); the 201 body."""
         if caller is None:
             raise Unauthorized("a multipart upload needs a verified identity")
         if size < S3_MIN_PART:
@@ -97,7 +124,10 @@ class MultipartService:
                 f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"}
             )
         now = self._now()
-        part_size, part_count = part_layout(size, self._s.multipart_min_part)
+        if part_size is None:
+            part_size, part_count = part_layout(size, self._s.multipart_min_part)
+        else:
+            part_count = -(-size // part_size)
         # never the checksum hint: a multipart object only carries a COMPOSITE checksum, the ingest hashes it
         upload_id = new_upload_id(checksummed=False)
         key = object_key(self._s.upload_prefix, upload_id)
@@ -215,6 +245,8 @@ class MultipartService:
             self._objects.complete_multipart(*_where(record), str(record.s3_upload_id), parts, size=_size(record))
         except (MultipartGone, ObjectChanged):
             return self._after_gone(record)
+        except StillCompleting:  # S3 carries on; the client repeats this request after Retry-After
+            return {"upload_id": upload_id, "status": COMPLETING}
         self._repo.mark_multipart_completed(upload_id, self._now())
         return {"upload_id": upload_id, "status": UploadStatus.PENDING.value}
 
@@ -267,9 +299,9 @@ class MultipartService:
     # ------------------------------------------------------------------ records and ownership
     def _owned(self, caller: Caller, upload_id: str) -> UploadRecord:
         """The caller's multipart upload record: another tenant's (or an unknown) id → 404, a same-tenant
-        upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart."""
-        if not is_upload_id(upload_id):
-            raise NotFound("no such upload")
+        upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart; a malformed
+        id → 400 invalid_id."""
+        check_upload_id(upload_id)
         record = owned_upload(self._repo, caller, upload_id, missing="no such upload")
         if not record.multipart:
             raise Conflict("the upload is a single PUT, not a multipart upload", code="not_multipart")
@@ -339,7 +371,7 @@ def _parse_part_requests(body: Any, part_count: int) -> list[tuple[int, str | No
     wanted: list[tuple[int, str | None]] = []
     seen: set[int] = set()
     for entry in entries:
-        unknown = sorted(set(entry) - {"part_number", "checksum_sha256"})
+        unknown = sorted(set(entry) - PART_REQUEST_FIELDS)
         if unknown:
             raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
         number = _part_number(entry.get("part_number"), part_count)
@@ -359,7 +391,7 @@ def _parse_complete(body: Any, part_count: int) -> dict[int, str]:
     """{part_number: etag} of an optional POST /uploads/{id}/complete body."""
     expected: dict[int, str] = {}
     for entry in _entries(body, required=False):
-        unknown = sorted(set(entry) - {"part_number", "etag"})
+        unknown = sorted(set(entry) - COMPLETE_PART_FIELDS)
         if unknown:
             raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
         number = _part_number(entry.get("part_number"), part_count)

@@ -119,6 +119,18 @@ class PrecheckDuplicate:
     filename: str
     size: int  # the STORED size (never the client's claim)
     content_type: str
+    bound: PrecheckBound | None = None  # counted against the tenant's precheck bound, in the same transaction
+
+
+@dataclass(frozen=True, slots=True)
+class PrecheckBound:
+    """At most `limit` precheck duplicates per tenant per window (docs/design.md, "Prechecks bounded"), counted
+    on the tenant's precheck item: `window` is the window's number (epoch seconds // its length); `fresh`: the
+    item counts an earlier window (or none), so this one starts the count at 1."""
+
+    window: int
+    limit: int
+    fresh: bool = False
 
 
 @dataclass(frozen=True)

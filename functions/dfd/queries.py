@@ -27,6 +27,13 @@ def check_id(raw: str | None) -> str:
     return raw
 
 
+def check_upload_id(raw: str) -> str:
+    """A path id that must name an upload (32 hex); anything else is malformed (400)."""
+    if not is_upload_id(raw):
+        raise BadRequest("id must be a 32-character hex upload id", code="invalid_id")
+    return raw
+
+
 def parse_limit(raw: str | None) -> int:
     if raw is None or raw == "":
         return DEFAULT_LIMIT

@@ -190,6 +190,14 @@ class TenantUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class PrecheckCount:
+    """A tenant's precheck duplicates counted in one window (dfd.ports.PrecheckBound; item `precheck#<tenant>`)."""
+
+    precheck_window: int | None = None  # the window counted (epoch seconds // its length); None: none yet
+    prechecks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class CounterShard:
     """One shard of the global counters (docs/design.md, "Counters"): summed by Repository.counter_totals."""
 

@@ -10,19 +10,19 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
-from dfd.conflicts import CommitRefused, QuotaRefused
-from dfd.errors import Forbidden, PayloadTooLarge, ValidationFailed
+from dfd.conflicts import CommitRefused, PrecheckLimited, QuotaRefused
+from dfd.errors import Forbidden, TooLarge, TooManyRequests, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
-from dfd.multipart import MultipartService
-from dfd.ports import NewUpload, ObjectStore, PrecheckDuplicate, Repository
+from dfd.multipart import MultipartService, checked_part_size
+from dfd.ports import NewUpload, ObjectStore, PrecheckBound, PrecheckDuplicate, Repository
 from dfd.records import TenantUsage, holds
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-_FIELDS = {"filename", "size", "content_type", "sha256", "multipart"}
+_FIELDS = {"filename", "size", "content_type", "sha256", "multipart", "part_size"}
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,11 @@ class UploadRequest:
     content_type: str
     sha256: str | None
     multipart: bool = False  # asked for a multipart upload (dfd.multipart)
+    part_size: int | None = None  # the client's part size, used when the upload is multipart
 
 
 def parse_request(body: Any, max_bytes: int) -> UploadRequest:
-    """Validate a POST /upload body; ValidationFailed (400) or PayloadTooLarge (413)."""
+    """Validate a POST /upload body; ValidationFailed or TooLarge (both 400)."""
     if not isinstance(body, Mapping):
         raise ValidationFailed("request body must be a JSON object")
     unknown = sorted(set(body) - _FIELDS)
@@ -60,7 +61,11 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     if size < 1:
         raise ValidationFailed("size must be at least 1 byte", details={"field": "size"})
     if size > max_bytes:
-        raise PayloadTooLarge(f"size {size} exceeds the limit of {max_bytes} bytes", details={"limit": max_bytes})
+        raise TooLarge(
+            f"size {size} exceeds the largest accepted upload, {max_bytes} bytes ({max_bytes / 2**30:.4g} GiB: "
+            "what the ingest can read and hash within one invocation)",
+            details={"limit": max_bytes},
+        )
     content_type = body.get("content_type", DEFAULT_CONTENT_TYPE)
     if content_type is None:
         content_type = DEFAULT_CONTENT_TYPE
@@ -74,7 +79,10 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("multipart must be true or false", details={"field": "multipart"})
     if multipart and size < S3_MIN_PART:
         raise ValidationFailed(f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"})
-    return UploadRequest(filename, size, content_type, sha256, multipart)
+    part_size = body.get("part_size")
+    if part_size is not None:
+        part_size = checked_part_size(part_size, size)
+    return UploadRequest(filename, size, content_type, sha256, multipart, part_size)
 
 
 def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
@@ -112,6 +120,9 @@ class UploadService:
         self._now = now
         self._rng = rng or random.Random()
         self.multipart = MultipartService(settings, repo, objects, now=now)
+        # tenant -> the precheck window this service last counted for it: which way the next count starts (a
+        # guess the bound's condition checks; a wrong one costs one cancelled transaction)
+        self._windows: dict[str, int] = {}
 
     def is_multipart(self, request: UploadRequest) -> bool:
         return self.multipart.wanted(request.size, request.multipart)
@@ -129,6 +140,7 @@ class UploadService:
                     size=request.size,
                     content_type=request.content_type,
                     sha256=request.sha256,
+                    part_size=request.part_size,
                 )
             except QuotaRefused as refused:
                 raise quota_exceeded(self._s, refused) from None
@@ -140,7 +152,11 @@ class UploadService:
         and the tenant's reference, a duplicate avoided crediting the STORED size — in one transaction.
 
         Content held only by other tenants (or unknown) is not answered here: the caller must upload it (proof
-        of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle."""
+        of possession) and the ingest dedups it invisibly, so the precheck is no existence oracle.
+
+        Bounded: at most PRECHECK_LIMIT of these per tenant per PRECHECK_WINDOW_SECONDS, counted in the same
+        transaction (docs/design.md, "Prechecks bounded"); beyond, 429 with Retry-After."""
+        bound = self._precheck_bound(caller.tenant)
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
             if stored is None or ref is None or not holds(ref) or not stored.live:
@@ -156,16 +172,56 @@ class UploadService:
                 filename=request.filename,
                 size=stored.size,
                 content_type=request.content_type,
+                bound=bound,
             )
             shard = self._rng.randrange(self._s.counter_shards)
             try:
-                self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
+                self._commit_bounded(upload, shard, now)
             except CommitRefused:
                 continue  # the record or the reference changed between read and write: look again
             ref = replace(ref, upload_count=ref.upload_count + 1, last_upload_at=clock.iso(now))  # as committed
             body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}
             return UploadAnswer(409, body)
         return None
+
+    def _commit_bounded(self, upload: PrecheckDuplicate, shard: int, now: datetime) -> None:
+        """commit_precheck_duplicate, counted against the bound: a refusal that says the usage item counts
+        another window (once per tenant and window) or this one (started meanwhile) is retried counted the
+        other way; one that says the window is full is the 429."""
+        for _ in range(3):
+            try:
+                self._repo.commit_precheck_duplicate(upload, counter_shard=shard, now=now)
+                if upload.bound is not None:
+                    if len(self._windows) > 10_000:
+                        self._windows.clear()
+                    self._windows[upload.tenant] = upload.bound.window
+                return
+            except PrecheckLimited as limited:
+                bound = upload.bound
+                assert bound is not None
+                window = limited.item.precheck_window if limited.item is not None else None
+                if window == bound.window and not bound.fresh:
+                    raise self._too_many_prechecks(bound) from None
+                upload = replace(upload, bound=replace(bound, fresh=window != bound.window))
+        raise CommitRefused(None, "the precheck bound's window kept changing")
+
+    def _precheck_bound(self, tenant: str) -> PrecheckBound | None:
+        """This window's bound; counted as the window's first unless this service counted it already (the first
+        precheck of a tenant in a window is the common case: it then costs no extra transaction)."""
+        if not self._s.precheck_limit:
+            return None
+        window = int(self._now().timestamp()) // self._s.precheck_window_seconds
+        return PrecheckBound(window=window, limit=self._s.precheck_limit, fresh=self._windows.get(tenant) != window)
+
+    def _too_many_prechecks(self, bound: PrecheckBound) -> TooManyRequests:
+        seconds = self._s.precheck_window_seconds
+        retry_after = max(1, (bound.window + 1) * seconds - int(self._now().timestamp()))
+        return TooManyRequests(
+            f"the tenant had {bound.limit} duplicates answered without an upload in this {seconds} s window: "
+            f"upload the bytes (POST /upload without sha256) or ask again in {retry_after} s",
+            code="too_many_prechecks",
+            details={"limit": bound.limit, "window_seconds": seconds, "retry_after": retry_after},
+        )
 
     def _issue(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
         now = self._now()

@@ -44,7 +44,7 @@ NAMES = {
     "10": "multipart upload, 4 parts in flight vs one PUT (capped link)",
     "11": "multipart resume after an interruption at ~50 %",
     "12": "flat memory, multipart object ingest",
-    "13": "events out: publisher events/s per shard, commit-to-event latency",
+    "13": "upload page (Uppy + @dfd/uppy): drop to stored vs the raw transfer",
 }
 
 
@@ -174,7 +174,9 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
 
         return scaling(options.quick)
     if target == "13":
-        return _events_rows(options)
+        from dfdbench import uppy_bench
+
+        return uppy_bench.row(options)
     if target in ("10", "11"):
         from dfdbench import rows_multipart
 
@@ -219,50 +221,6 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
             f"{inproc['p50_ms']:.0f}, p95 {inproc['p95_ms']:.0f}); outcomes {stack['outcomes']}",
             results,
         )
-    ]
-
-
-def _events_rows(options: Options) -> list[Row]:
-    count = 300 if options.quick else 1000
-    done = subprocess.run(
-        [sys.executable, "-m", "dfdbench.rows_events", str(count)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"rows_events failed: {done.stderr[-3000:]}")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    publisher, raw = found["publisher_events_per_s"], found["raw_put_events_per_s"]
-    latency, round_trip = found["latency_p50_ms"], found["sqs_round_trip_p50_ms"]
-    return [
-        Row(
-            "13",
-            f"publisher, one stream shard ({found['events']} outcomes, batches of 100, on moto)",
-            publisher,
-            "events/s",
-            raw,
-            "bare PutEvents loop, 10 entries a call",
-            publisher / raw,
-            "report",
-            None,
-            "both bound by moto's PutEvents; the ratio is the publisher's own cost (decode, derive, report)",
-            found,
-        ),
-        Row(
-            "13",
-            "commit -> event on the local dfd-events queue, p50",
-            latency,
-            "ms",
-            round_trip,
-            "SQS send -> receive round trip",
-            latency / round_trip,
-            "report",
-            None,
-            f"p95 {found['latency_p95_ms']:.0f} ms; the mapping reads an idle shard every 100 ms (Lambda: 250 ms)",
-            found,
-        ),
     ]
 
 

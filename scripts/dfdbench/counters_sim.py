@@ -10,6 +10,11 @@ message later (``redelivery_ticks``), and the ingest starts over.
 
 The threads never run at the same time as the scheduler: it advances the clock only when every ingester is
 blocked (in a transaction, a sleep, or its read phase), so a run depends on nothing but the seed.
+
+With a ``tenant``, every object is an upload of that one tenant (its upload record holds ``quota_bytes``), so each
+commit also moves the tenant's usage, and ``registrars`` threads register new uploads of the same tenant through the
+REAL ``Repository.register_upload`` (POST /upload's transaction) at the same time: one tenant at full speed, on its
+usage shards (no limit set, the template's default) or on its one gate item (``limited``: a quota is set).
 """
 
 from __future__ import annotations
@@ -19,18 +24,26 @@ import json
 import math
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dfd import usage
 from dfd.adapters.dynamo import Repository
 from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ingest import Ingestor, Outcome
-from dfd.ports import IngestState, ObjectInfo, OpenedObject
+from dfd.ports import IngestState, NewUpload, ObjectInfo, OpenedObject
+from dfd.records import UploadRecord, UploadStatus
+
+Item = dict[str, Any]
 
 BUCKET = "sim-bucket"
 TICK_SECONDS = 0.005  # the assumed conflict window d (docs/scaling.md): 5 ms
+SIZE = 1000  # bytes of every simulated object
+REGISTER_ATTEMPTS = 8  # a registration refused by a conflict is retried (the client's retry of a 503, or botocore's)
 
 
 @dataclass
@@ -46,6 +59,11 @@ class SimResult:
     totals: dict[str, int] = field(default_factory=dict)
     expected: dict[str, int] = field(default_factory=dict)
     commit_ticks: list[int] = field(default_factory=list, repr=False)  # the tick of every commit, in order
+    usage_items: int = 0  # usage shards of the tenant written
+    registered: int = 0  # uploads registered by the registrars (POST /upload's transaction)
+    failed_registrations: int = 0  # registrations that gave up after REGISTER_ATTEMPTS (a 503 to the client)
+    max_register_attempts: int = 0
+    register_ticks: list[int] = field(default_factory=list, repr=False)
 
     @property
     def exact(self) -> bool:
@@ -63,11 +81,13 @@ class SimResult:
     def steady_commits_per_tick(self) -> float:
         """Commits per tick between the 10th and the 90th percentile commit: the rate once every ingester is
         busy, without the ramp-up and the tail of the last stragglers."""
-        ticks = sorted(self.commit_ticks)
-        if len(ticks) < 10:
+        if len(self.commit_ticks) < 10:
             return self.commits_per_tick
-        first, last = ticks[len(ticks) // 10], ticks[len(ticks) * 9 // 10]
-        return (len(ticks) * 8 // 10) / max(last - first, 1)
+        return _steady(self.commit_ticks)
+
+    @property
+    def steady_registrations_per_tick(self) -> float:
+        return _steady(self.register_ticks)
 
     @property
     def conflict_share(self) -> float:
@@ -89,7 +109,21 @@ class SimResult:
             "max_attempts": self.max_attempts,
             "ticks": self.ticks,
             "exact": self.exact,
+            "registered": self.registered,
+            "failed_registrations": self.failed_registrations,
+            "max_register_attempts": self.max_register_attempts,
+            "steady_registrations_per_tick": round(self.steady_registrations_per_tick, 2),
+            "totals": self.totals,
         }
+
+
+def _steady(ticks_of_events: list[int]) -> float:
+    """Events per tick between the 10th and the 90th percentile event (the rate without ramp-up and tail)."""
+    ticks = sorted(ticks_of_events)
+    if len(ticks) < 10:
+        return 0.0
+    first, last = ticks[len(ticks) // 10], ticks[len(ticks) * 9 // 10]
+    return (len(ticks) * 8 // 10) / max(last - first, 1)
 
 
 class _Wait:
@@ -113,11 +147,21 @@ class Simulation:
         read_ticks: tuple[int, int] = (4, 12),
         redelivery_ticks: int = 400,
         seed: int = 7,
+        tenant: str | None = None,
+        registrars: int = 0,
+        registrations_per_registrar: int = 16,
+        register_ticks: tuple[int, int] = (4, 12),
+        limited: bool = False,
     ) -> None:
         self.settings = Settings(
             files_table="files", counters_table="counters", uploads_table="uploads", events_table="events",
             tenant_files_table="tenant_files", bucket=BUCKET, counter_shards=shards,
+            tenant_quota_bytes=2**50 if limited else 0,
         )  # fmt: skip
+        self.tenant = tenant
+        self.registrars = registrars if tenant else 0
+        self.per_registrar = registrations_per_registrar
+        self.register_think = register_ticks
         self.ingesters = ingesters
         self.per_ingester = objects_per_ingester
         self.read_ticks = read_ticks
@@ -160,12 +204,19 @@ class Simulation:
             if not update or update["TableName"] != self.settings.counters_table:
                 continue
             shard = update["Key"]["counter_id"]["S"]
-            names, values = update["ExpressionAttributeNames"], update["ExpressionAttributeValues"]
+            names = update.get("ExpressionAttributeNames", {})
+            values = update["ExpressionAttributeValues"]
+            adds = update["UpdateExpression"].split("ADD ", 1)[1]
             with self.cond:
                 totals = self.counters.setdefault(shard, {})
-                for placeholder, name in names.items():
-                    delta = int(values[":" + placeholder[1:]]["N"])
-                    totals[name] = totals.get(name, 0) + delta
+                for clause in adds.split(","):
+                    name, value = clause.split()
+                    name = names.get(name, name)
+                    totals[name] = totals.get(name, 0) + int(values[value]["N"])
+
+    def usage_items(self, keys: list[str]) -> list[Item]:
+        with self.cond:
+            return [{"counter_id": key, **self.counters[key]} for key in keys if key in self.counters]
 
     # ------------------------------------------------------------------ the ingesters
     def _ingester(self, who: int) -> None:
@@ -173,7 +224,7 @@ class Simulation:
         objects = _FakeObjects(self, who, rng)
         ingestor = Ingestor(
             self.settings,
-            _FakeRepository(self, who),
+            _FakeRepository(self, who, rng),
             objects,  # type: ignore[arg-type]
             sleep=lambda seconds: self.sleep(who, seconds),
             rng=rng,
@@ -200,9 +251,46 @@ class Simulation:
                 self.running -= 1
                 self.cond.notify_all()
 
+    def _registrar(self, who: int) -> None:
+        """POST /upload for the tenant, one after another: the API's work (think ticks), then its transaction."""
+        assert self.tenant is not None
+        rng = random.Random(self.seed * 1000 + who)
+        repo = _FakeRepository(self, who, rng)
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        try:
+            for index in range(self.per_registrar):
+                upload_id = f"{who:04d}{index:027x}0"
+                upload = NewUpload(
+                    upload_id, "f.bin", SIZE, "application/octet-stream", None, f"uploads/{upload_id}", BUCKET,
+                    now + timedelta(hours=1), owner="owner", tenant=self.tenant,
+                )  # fmt: skip
+                for attempt in range(1, REGISTER_ATTEMPTS + 1):
+                    self.wait_ticks(who, rng.randint(*self.register_think))
+                    try:
+                        repo.register_upload(upload, now)
+                    except TransactionRetryable:
+                        self.wait_ticks(who, rng.randint(1, 2**attempt))
+                        continue
+                    with self.cond:
+                        self.result.registered += 1
+                        self.result.register_ticks.append(self.tick)
+                        self.result.max_register_attempts = max(self.result.max_register_attempts, attempt)
+                    break
+                else:
+                    with self.cond:
+                        self.result.failed_registrations += 1
+        finally:
+            with self.cond:
+                self.running -= 1
+                self.cond.notify_all()
+
     # ------------------------------------------------------------------ the clock
     def run(self) -> SimResult:
         threads = [threading.Thread(target=self._ingester, args=(i,), daemon=True) for i in range(self.ingesters)]
+        threads += [
+            threading.Thread(target=self._registrar, args=(self.ingesters + i,), daemon=True)
+            for i in range(self.registrars)
+        ]
         with self.cond:
             self.running = len(threads)
         for thread in threads:
@@ -220,7 +308,18 @@ class Simulation:
         fields = ("total_files", "total_uploads", "total_bytes_stored")
         self.result.totals = {name: sum(c.get(name, 0) for c in self.counters.values()) for name in fields}
         count = self.result.objects
-        self.result.expected = {"total_files": count, "total_uploads": count, "total_bytes_stored": count * 1000}
+        self.result.expected = {"total_files": count, "total_uploads": count, "total_bytes_stored": count * SIZE}
+        if self.tenant is not None:
+            shards = [self.counters.get(shard.counter_id) for shard in usage.every_shard(self.tenant)]
+            self.result.totals |= {f"usage_{k}": v for k, v in usage.total(shards).as_dict().items()}
+            open_uploads = self.result.registered - count  # registered, not ingested (the ingested ones were earlier)
+            self.result.expected |= {
+                "usage_pending_count": open_uploads,
+                "usage_pending_bytes": open_uploads * SIZE,
+                "usage_stored_bytes": count * SIZE,
+                "usage_used_bytes": self.result.registered * SIZE,
+            }
+            self.result.usage_items = sum(1 for shard in shards if shard)
         return self.result
 
     def _resolve_tick(self) -> None:
@@ -257,16 +356,21 @@ def _item_key(item: dict[str, Any]) -> str:
 
 
 class _FakeObjects:
-    """Every object is new content with a stored checksum; reading it costs some ticks."""
+    """Every object is new content (1000 bytes of its own, put straight into the bucket: hashed by the ingest);
+    reading it costs some ticks."""
 
     def __init__(self, sim: Simulation, who: int, rng: random.Random) -> None:
         self.sim, self.who, self.rng = sim, who, rng
 
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
         self.sim.wait_ticks(self.who, self.rng.randint(*self.sim.read_ticks))  # S3 + the state read
-        digest = hashlib.sha256(key.encode()).hexdigest()
-        info = ObjectInfo(bucket, key, '"etag"', None, 1000, "application/octet-stream", digest)
+        info = ObjectInfo(bucket, key, '"etag"', None, SIZE, "application/octet-stream", None)
         return OpenedObject(info, None)
+
+    def stream(self, opened: OpenedObject, sink: Callable[[memoryview], None]) -> int:
+        data = (hashlib.sha256(opened.info.key.encode()).digest() * 32)[: opened.info.size]
+        sink(memoryview(data))
+        return len(data)
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         raise AssertionError("new content is never deleted")
@@ -275,14 +379,24 @@ class _FakeObjects:
 class _FakeRepository(Repository):
     """The real repository's transactions (commit_stored, ...), submitted to the simulation instead of DynamoDB."""
 
-    def __init__(self, sim: Simulation, who: int) -> None:
-        super().__init__(None, sim.settings)
+    def __init__(self, sim: Simulation, who: int, rng: random.Random) -> None:
+        super().__init__(None, sim.settings, rng=rng)
         self.sim, self.who = sim, who
 
     def ingest_state(
         self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
     ) -> IngestState:
-        return IngestState(None, None, None)
+        if self.sim.tenant is None or upload_id is None:
+            return IngestState(None, None, None)
+        # an upload of the tenant, registered earlier (its registration is not part of this run's load)
+        upload = UploadRecord(upload_id, UploadStatus.PENDING, tenant=self.sim.tenant, quota_bytes=SIZE)
+        return IngestState(None, None, upload)
+
+    def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
+        """Only the tenant's usage shards are read (a registration with a limit set): as they are now."""
+        ((table, wanted),) = request.items()
+        keys = [key["counter_id"]["S"] for key in wanted["Keys"]]
+        return {table: self.sim.usage_items(keys)}
 
     def transact(self, items: list[dict[str, Any]]) -> None:
         if not self.sim.transact(self.who, items):

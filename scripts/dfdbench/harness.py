@@ -123,6 +123,7 @@ class Bench:
 
         deps.reset()
         self.digests: dict[str, str] = {}
+        self.declared: dict[str, tuple[str, int, str]] = {}  # upload id -> (key, size, sha256) it declared
         self.s3 = self.client("s3")
         self.ddb = self.client("dynamodb")
         self.keys: dict[str, str] = {}  # table name -> its hash key attribute
@@ -163,17 +164,29 @@ class Bench:
 
     # ------------------------------------------------------------------ objects
     def put(self, size: int, *, checksum: bool = False, seed: int | None = None) -> str:
-        """PUT `size` bytes of unique content under a fresh uploads/<id> key (the id hints the checksum)."""
+        """PUT `size` bytes of unique content under a fresh uploads/<id> key (the id hints the checksum). With
+        `checksum`, the upload is first registered declaring its sha256, as POST /upload does when its URL signs
+        it: the only stored checksum the ingest trusts."""
         from dfd.ids import new_upload_id
 
-        key = f"uploads/{new_upload_id(checksummed=checksum)}"
+        upload_id = new_upload_id(checksummed=checksum)
+        key = f"uploads/{upload_id}"
         body = content(size, seed if seed is not None else random.getrandbits(63))
+        self.digests[key] = hashlib.sha256(body).hexdigest()  # every ingest's hash is checked against it
         kwargs: dict[str, Any] = {"Bucket": BUCKET, "Key": key, "Body": body}
         if checksum:
             kwargs["ChecksumAlgorithm"] = "SHA256"  # boto3 computes it, S3 (and moto) store it
+            self.declared[upload_id] = (key, size, self.digests[key])
+            self._declare(upload_id)
         self.s3.put_object(**kwargs)
-        self.digests[key] = hashlib.sha256(body).hexdigest()  # every ingest's hash is checked against it
         return key
+
+    def _declare(self, upload_id: str) -> None:
+        """The pending upload record POST /upload writes (with the bench's client: not one of the ingest's calls)."""
+        key, size, digest = self.declared[upload_id]
+        record = {"upload_id": upload_id, "status": "pending", "sha256": digest, "s3_key": key, "bucket": BUCKET}
+        item = {name: {"S": value} for name, value in record.items()} | {"size": {"N": str(size)}}
+        self.ddb.put_item(TableName=UPLOADS_TABLE, Item=item)
 
     def forget(self, result: Any) -> None:
         """Delete what an ingest recorded (event, the key's claim, file record, the upload record its key names:
@@ -189,6 +202,8 @@ class Bench:
             self.ddb.delete_item(TableName=FILES_TABLE, Key={"hash": {"S": result.hash}})
         if result.upload_id:
             self.ddb.delete_item(TableName=UPLOADS_TABLE, Key={"upload_id": {"S": result.upload_id}})
+            if result.upload_id in self.declared:
+                self._declare(result.upload_id)  # pending again, still declaring its sha256
 
     def delete(self, key: str) -> None:
         self.s3.delete_object(Bucket=BUCKET, Key=key)

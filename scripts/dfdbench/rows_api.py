@@ -161,6 +161,23 @@ def calls(bench: Bench) -> list[Row]:
                         details={"calls": made, "rcu_model": rcu, "wcu_model": wcu, "reported_cu": reported},
                     )
                 )
+        # a SHA-256 stored that the upload did not declare (a client added it, unsigned): never trusted, the
+        # body of the one GetObject is hashed — the same calls as a plain PUT
+        key = _put(bench, random.randbytes(SMALL), True, hint=False, declared=False)
+        result, made, rcu, wcu, reported = _scenario(bench, key, counter)
+        rows.append(
+            Row(
+                "5",
+                "AWS calls, new content, SHA-256 stored but not declared (hashed)",
+                sum(made.values()),
+                "calls",
+                goal="≤ 3",
+                met=sum(made.values()) <= 3 and result.hashed_bytes == SMALL,
+                note=" + ".join(name.split(":")[1] for name in sorted(made))
+                + f"; {result.outcome}; {result.hashed_bytes} bytes hashed",
+                details={"calls": made, "hashed_bytes": result.hashed_bytes},
+            )
+        )
         # the hint is wrong (a PUT without the SHA-256 under a hinted id): one call more, same result
         key = _put(bench, random.randbytes(SMALL), False, hint=True)
         result, made, rcu, wcu, reported = _scenario(bench, key, counter)
@@ -359,10 +376,23 @@ def _tenant_calls(bench: Bench, counter: Any) -> list[Row]:
     return rows
 
 
-def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None) -> str:
+def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None, *, declared: bool | None = None) -> str:
+    """An object at an upload key; `checksum`: PUT with its SHA-256 (S3 stores it); `declared` (default: as
+    `checksum`): the upload record declares that sha256, as POST /upload records it when its URL signs it —
+    the only stored checksum the ingest trusts."""
+    from dfd import clock, deps
     from dfd.ids import new_upload_id
+    from dfd.ports import NewUpload
 
-    key = f"uploads/{new_upload_id(checksummed=checksum if hint is None else hint)}"
+    upload_id = new_upload_id(checksummed=checksum if hint is None else hint)
+    key = f"uploads/{upload_id}"
+    if checksum if declared is None else declared:
+        now = clock.now()
+        digest = hashlib.sha256(body).hexdigest()
+        upload = NewUpload(
+            upload_id, "bench.bin", len(body), "application/x", digest, key, BUCKET, now, "bench", "bench"
+        )
+        deps.repository().register_upload(upload, now)
     extra = {"ChecksumAlgorithm": "SHA256"} if checksum else {}
     bench.s3.put_object(Bucket=BUCKET, Key=key, Body=body, **extra)
     return key

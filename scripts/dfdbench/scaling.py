@@ -9,11 +9,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dfdbench.counters_sim import TICK_SECONDS, Simulation
+from dfd import usage
+from dfdbench.counters_sim import REGISTER_ATTEMPTS, TICK_SECONDS, Simulation
 from dfdbench.harness import Row
 from dfdlocal.template import load_template
 
 TARGET = 5000.0  # ingests/s
+REGISTER_TARGET = 1000.0  # POST /upload/s of the same tenant meanwhile
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -145,6 +147,17 @@ def scaling(quick: bool) -> list[Row]:
     # the default shards under a little over 5,000 ingests/s: 300 ingesters (reads of 4-12 ticks) offer ~27 commits
     # per tick (5 ms)
     at_target = Simulation(shards=default.counter_shards, ingesters=300, objects_per_ingester=8 if quick else 16).run()
+    # one tenant at full speed: every ingest is that tenant's upload (its usage moves in the commit) and 64 clients
+    # register its new uploads meanwhile (POST /upload's transaction), with no limit set (the template's default:
+    # usage spread over its shards); beside it, the same tenant with a limit set (every usage write on one item)
+    tenant = Simulation(
+        shards=default.counter_shards, ingesters=370, objects_per_ingester=4 if quick else 8,
+        tenant="acme", registrars=64, registrations_per_registrar=8 if quick else 16,
+    ).run()  # fmt: skip
+    gate = Simulation(
+        shards=default.counter_shards, ingesters=32, objects_per_ingester=4 if quick else 8,
+        tenant="acme", registrars=8, registrations_per_registrar=4 if quick else 8, limited=True,
+    ).run()  # fmt: skip
     value, binding = default.sustainable()
     previous = replace(default, **PREVIOUS)
     previous_value, previous_binding = previous.sustainable()
@@ -179,6 +192,31 @@ def scaling(quick: bool) -> list[Row]:
             f"{at_target.conflict_share:.0%} of attempts cancelled; max attempts {at_target.max_attempts}; "
             f"totals exact: {at_target.exact}",
             details={"simulation": at_target.to_json()},
+        ),
+        Row(
+            "9",
+            f"one tenant at ~{TARGET:,.0f} ingests/s + ~{REGISTER_TARGET:,.0f} POST /upload/s, template defaults "
+            f"({usage.USAGE_SHARDS} usage shards)",
+            tenant.steady_commits_per_tick * tick_rate,
+            "ingests/s",
+            gate.steady_commits_per_tick * tick_rate,
+            "the same tenant on one usage item (a limit set)",
+            tenant.steady_commits_per_tick / max(gate.steady_commits_per_tick, 1e-9),
+            f"≥ {TARGET:,.0f} ingests/s and ≥ {REGISTER_TARGET:,.0f} uploads/s, exact, bounded retries",
+            (
+                tenant.steady_commits_per_tick * tick_rate >= TARGET
+                and tenant.steady_registrations_per_tick * tick_rate >= REGISTER_TARGET
+                and tenant.exact
+                and tenant.failed_deliveries == 0
+                and tenant.failed_registrations == 0
+            ),
+            f"{tenant.steady_registrations_per_tick * tick_rate:,.0f} POST /upload/s; "
+            f"{tenant.conflict_share:.0%} of ingest attempts cancelled; max attempts {tenant.max_attempts} "
+            f"(ingest), {tenant.max_register_attempts} (upload); totals and usage exact: {tenant.exact}; "
+            f"one item: {gate.steady_registrations_per_tick * tick_rate:,.0f} POST /upload/s, "
+            f"{gate.conflict_share:.0%} cancelled, {gate.failed_registrations} uploads refused after "
+            f"{REGISTER_ATTEMPTS} attempts",
+            {"tenant": tenant.to_json(), "one_usage_item": gate.to_json()},
         ),
         Row(
             "9",

@@ -52,6 +52,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--host", default=env("DFD_HOST", "127.0.0.1"), help="address to bind (DFD_HOST)")
     parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        default=env("DFD_ALLOW_REMOTE", "") not in ("", "0", "false", "no"),
+        help="allow a --host beyond loopback (other machines reach the API, the pages, presigned S3 URLs and the "
+        "sign-in; the Lambda Invoke API and the emulator's own API stay loopback-only); needs DFD_LOCAL_PASSWORD "
+        "(DFD_ALLOW_REMOTE=1)",
+    )
+    parser.add_argument(
         "--public-host",
         default=env("DFD_PUBLIC_HOST"),
         help="host name put in URLs given to clients, e.g. presigned URLs when other machines upload "
@@ -294,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ingest_concurrency=args.ingest_concurrency,
         parameters=dict(item.split("=", 1) for item in (*LOCAL_PARAMETERS, *args.param)),
         log_level=args.log_level,
+        allow_remote=args.allow_remote,
     )
     stop = threading.Event()
     _install_signal_handlers(stop)

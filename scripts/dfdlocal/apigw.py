@@ -21,9 +21,10 @@ What API Gateway does and this mirrors:
   "[a b]">, "scopes": <the route's scopes the token has, null when the route requires none>}``.
   Preflights are answered before any authorizer (as API Gateway does), static pages and /config.js are open.
 
-Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html),
-plus the generated ``/config.js`` telling the pages to call this same origin (and, with a user pool, where to
-sign in: :func:`config_js`).
+Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html,
+``/docs`` -> docs.html, the API reference), plus the generated ``/config.js`` telling the pages to call this same
+origin (and, with a user pool, where to sign in: :func:`config_js`) and the API's OpenAPI document
+(docs/openapi.yaml) at ``/openapi.yaml``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from werkzeug.datastructures import Headers
 from werkzeug.security import safe_join
 from werkzeug.wrappers import Request, Response
 
+from dfd.headers import API_SECURITY_HEADERS
+from dfdlocal import webheaders
 from dfdlocal.jwtauth import JwtVerifier, TokenRejected, api_gateway_claims
 from dfdlocal.names import ACCOUNT_ID
 from dfdlocal.runtime import Runtime
@@ -382,14 +385,43 @@ def _header_text(value: Any) -> str:
 # --------------------------------------------------------------------------------------------------
 # Static files
 # --------------------------------------------------------------------------------------------------
+# What the pages are made of: markup, scripts, styles, wasm, images, fonts. Anything else under web/ (README.md,
+# package.json, node_modules, licences, source maps, config.example.js) is the project's, not the app's.
+SERVED_SUFFIXES = frozenset(
+    {
+        ".html",
+        ".js",
+        ".mjs",
+        ".css",
+        ".wasm",
+        ".svg",
+        ".ico",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+        ".woff",
+        ".woff2",
+    }
+)
+NOT_SERVED = frozenset({"node_modules", "scripts", "config.example.js"})  # web/scripts: the vendor build
+
+
 class StaticFiles:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, headers: Mapping[str, str] | None = None) -> None:
         self.root = root
+        self.headers = dict(headers or {})
 
     def find(self, path: str) -> Path | None:
         relative = path.lstrip("/")
-        if any(part.startswith(".") for part in relative.split("/") if part):
-            return None  # no dotfiles, no '..'
+        parts = [part for part in relative.split("/") if part]
+        if any(part.startswith(".") or part in NOT_SERVED for part in parts):
+            return None  # no dotfiles, no '..', nothing of the project's
+        found = self._find(relative)
+        return found if found is not None and found.suffix.lower() in SERVED_SUFFIXES else None
+
+    def _find(self, relative: str) -> Path | None:
         candidates = [relative or "index.html"]
         if relative and not relative.endswith("/"):
             candidates.append(relative + ".html")
@@ -416,6 +448,7 @@ class StaticFiles:
         )
         response = Response(file.read_bytes(), status=200, content_type=content_type)
         response.headers["cache-control"] = "no-cache"
+        response.headers.update(self.headers)
         response.headers["x-content-type-options"] = "nosniff"
         return response
 
@@ -433,16 +466,20 @@ class HttpApi:
         *,
         authorizers: Mapping[str, RouteAuthorizer] | None = None,
         config_script: str = CONFIG_JS,
+        openapi_document: Path | None = None,
+        page_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.routes = list(routes)
         self.router = Router(self.routes)
         self.authorizers = dict(authorizers or {})
         self.config_script = config_script
+        self.openapi_document = openapi_document
         missing = sorted({r.authorizer for r in self.routes if r.authorizer and r.authorizer not in self.authorizers})
         if missing:
             raise ValueError(f"routes name authorizer(s) that are not configured: {', '.join(missing)}")
         self.runtime = runtime
-        self.static = StaticFiles(web_root)
+        self.page_headers = dict(page_headers if page_headers is not None else webheaders.page_headers())
+        self.static = StaticFiles(web_root, self.page_headers)
         # One HTTP API is served on one port: the CORS of the API the routes belong to.
         apis = {route.api for route in self.routes}
         configs = [cors.get(api) for api in apis]
@@ -487,11 +524,19 @@ class HttpApi:
             if request.path == "/config.js":
                 response = Response(self.config_script, content_type="text/javascript; charset=utf-8")
                 response.headers["cache-control"] = "no-store"
+                response.headers.update(self.page_headers)
+                return response, ""
+            if request.path == "/openapi.yaml" and self.openapi_document is not None:
+                response = Response(self.openapi_document.read_bytes(), content_type="application/yaml")
+                response.headers["cache-control"] = "no-cache"
+                response.headers.update(self.page_headers)
                 return response, ""
             static = self.static.response(request.path)
             if static is not None:
                 return static, ""
-        return not_found(), "404"
+        response = not_found()
+        response.headers.update(API_SECURITY_HEADERS)
+        return response, "404"
 
     def invoke(self, request: Request, route: HttpRoute, params: Mapping[str, str]) -> Response:
         context: dict[str, Any] | None = None

@@ -10,11 +10,14 @@ NEW_PASSWORD_REQUIRED challenge):
 
 What moto does (moto 5.1, ``moto/cognitoidp``), and what follows for the local stack:
 
-* Tokens are RS256, signed with ONE static key bundled with moto (``kid`` ``"dummy"``), the same for every pool;
-  the public half is served at ``/<pool-id>/.well-known/jwks.json``. In server mode moto picks the backend of
-  a request from the credential scope of its ``Authorization`` header first; an unsigned GET of that path is
-  routed by path matching (it works with moto 5.1). :attr:`LocalPool.jwks_source` sends a SigV4-looking header
-  naming cognito-idp (:data:`MOTO_JWKS_HEADERS`) so the routing does not depend on that fallback.
+* Tokens are RS256, signed with ONE key for every pool (``kid`` ``"dummy"``); moto ships its private half in
+  its package, so anyone could mint tokens with it. :func:`install_signing_key` replaces it, when the stack
+  starts, with a key generated then and held in memory only: the authorizer trusts that key alone (the public
+  half, which the emulator also serves at ``/<pool-id>/.well-known/jwks.json``). In server mode moto picks the
+  backend of a request from the credential scope of its ``Authorization`` header first; an unsigned GET of that
+  path is routed by path matching (it works with moto 5.1). :attr:`LocalPool.jwks_source` sends a
+  SigV4-looking header naming cognito-idp (:data:`MOTO_JWKS_HEADERS`) so the routing does not depend on that
+  fallback.
 * ``iss`` is ``https://cognito-idp.<region>.amazonaws.com/<pool-id>`` — the AWS value, not the emulator's URL —
   so the local verifier is configured with :attr:`LocalPool.issuer` and fetches keys from
   :attr:`LocalPool.jwks_url` (the emulator).
@@ -27,6 +30,7 @@ What moto does (moto 5.1, ``moto/cognitoidp``), and what follows for the local s
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -151,6 +155,27 @@ class LocalPool:
             token_uses=("access",),
             required_scopes=(ACCESS_SCOPE,),
         )
+
+
+MOTO_KID = "dummy"  # moto writes this kid into every token header
+
+
+def install_signing_key() -> dict[str, Any]:
+    """Make every user pool of this process's emulator sign with a key generated now (call before the first
+    pool is created) and serve its public half as the pools' JWKS; return that JWKS (the authorizer's)."""
+    from joserfc.jwk import RSAKey
+    from moto.cognitoidp import models, responses
+
+    key = RSAKey.generate_key(2048, parameters={"kid": MOTO_KID, "alg": "RS256", "use": "sig"}, private=True)
+    private, jwks = key.as_dict(private=True), {"keys": [key.as_dict(private=False)]}
+    shipped = getattr(models, "load_resource")  # noqa: B009 - moto's module imports it, without re-exporting
+
+    def load_resource(resource: str) -> Any:
+        return dict(private) if resource == "cognitoidp/resources/jwks-private.json" else shipped(resource)
+
+    setattr(models, "load_resource", load_resource)  # noqa: B010 - read by each CognitoIdpUserPool as it is created
+    responses.CognitoIdpJsonWebKeyResponse.json_web_key = json.dumps(jwks).encode()
+    return jwks
 
 
 def local_password(environ: Mapping[str, str] | None = None) -> str:

@@ -11,6 +11,7 @@ of moto's allow-everything CORS layer).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dfdlocal import s3store
-from dfdlocal.names import CREDENTIALS, REGION
+from dfdlocal.cognito import COGNITO_TARGET_PREFIX, CognitoCors
+from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
 
@@ -80,13 +82,53 @@ class SerializeDynamoDB:
                     close()
 
 
+def _s3_bucket(name: str) -> Any:
+    """moto's bucket (this process's emulator), or None."""
+    from moto.s3.models import s3_backends
+
+    return s3_backends[ACCOUNT_ID]["aws"].buckets.get(name)
+
+
+def bucket_cors_headers(bucket_name: str, origin: str, method: str) -> list[tuple[str, str]]:
+    """The headers S3 adds to an actual (non-preflight) request whose origin and method match one of the
+    bucket's CORS rules (the first that matches), whatever the response's status."""
+    from moto.s3.utils import cors_matches_origin
+
+    bucket = _s3_bucket(bucket_name)
+    for rule in getattr(bucket, "cors", None) or []:
+        methods = list(rule.allowed_methods or [])
+        if method.upper() not in methods or not cors_matches_origin(origin, rule.allowed_origins or []):
+            continue
+        wildcard = "*" in (rule.allowed_origins or [])
+        headers = [
+            ("Access-Control-Allow-Origin", "*" if wildcard else origin),
+            ("Access-Control-Allow-Methods", ", ".join(methods)),
+            ("Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"),
+        ]
+        if rule.exposed_headers:
+            headers.append(("Access-Control-Expose-Headers", ", ".join(rule.exposed_headers)))
+        if rule.max_age_seconds is not None:
+            headers.append(("Access-Control-Max-Age", str(rule.max_age_seconds)))
+        if not wildcard:
+            headers.append(("Access-Control-Allow-Credentials", "true"))
+        return headers
+    return []
+
+
+def multipart_exists(bucket_name: str, key: str, upload_id: str) -> bool:
+    bucket = _s3_bucket(bucket_name)
+    upload = bucket.multiparts.get(upload_id) if bucket is not None else None
+    return upload is not None and upload.key_name == key
+
+
 class VerifyPresigned:
-    """WSGI middleware: presigned S3 requests are checked as S3 does (signature, signed headers, expiry,
-    x-amz-checksum-sha256), which moto skips; CORS preflights (OPTIONS, never signed) go straight to moto."""
+    """WSGI middleware: presigned S3 requests are checked as S3 does (signature, every x-amz-* header signed,
+    expiry, body checksums), which moto skips, and answered with the bucket's CORS headers; CORS preflights
+    (OPTIONS, never signed) go straight to moto."""
 
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
-        self.guard = PresignedS3Guard(app, self.secret)
+        self.guard = PresignedS3Guard(app, self.secret, cors=bucket_cors_headers, multipart_exists=multipart_exists)
 
     @staticmethod
     def secret(access_key: str) -> str | None:
@@ -96,6 +138,60 @@ class VerifyPresigned:
         if environ.get("REQUEST_METHOD") == "OPTIONS":
             return self.app(environ, start_response)
         return self.guard(environ, start_response)
+
+
+# What Cognito answers without AWS credentials (the caller holds a password or a token): the web sign-in's calls
+COGNITO_PUBLIC_ACTIONS = frozenset(
+    f"{COGNITO_TARGET_PREFIX}{action}"
+    for action in (
+        "InitiateAuth",
+        "RespondToAuthChallenge",
+        "GetUser",
+        "ChangePassword",
+        "GlobalSignOut",
+        "RevokeToken",
+        "ForgotPassword",
+        "ConfirmForgotPassword",
+    )
+)
+
+
+def _is_loopback_peer(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_public_request(environ: WSGIEnvironment) -> bool:
+    """What AWS answers anyone on the internet: presigned S3 requests (verified by the guard), CORS preflights,
+    Cognito's unauthenticated user-pool calls and its published keys. Everything else on the emulator is its
+    API, open to whoever holds the public emulator credentials."""
+    method = environ.get("REQUEST_METHOD", "")
+    if method == "OPTIONS" or "X-Amz-Signature=" in str(environ.get("QUERY_STRING", "")):
+        return True
+    if method == "POST" and not environ.get("HTTP_AUTHORIZATION"):
+        return str(environ.get("HTTP_X_AMZ_TARGET", "")) in COGNITO_PUBLIC_ACTIONS
+    path = str(environ.get("PATH_INFO", ""))
+    return method == "GET" and path.endswith(("/.well-known/jwks.json", "/.well-known/openid-configuration"))
+
+
+class LoopbackApi:
+    """WSGI middleware: other machines reach only the emulator's public surface (:func:`is_public_request`);
+    its API answers loopback clients alone (403 AccessDenied), whatever address the port is bound to."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if _is_loopback_peer(str(environ.get("REMOTE_ADDR", ""))) or is_public_request(environ):
+            return self.app(environ, start_response)
+        body = (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>The local AWS '
+            b"emulator's API answers this machine only</Message></Error>"
+        )
+        start_response("403 Forbidden", [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+        return [body]
 
 
 def _cache_module_listing() -> None:
@@ -125,12 +221,10 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
         def log_error(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
-    from dfdlocal.cognito import CognitoCors
-
     s3store.install()
     _cache_module_listing()
     dispatcher = DomainDispatcherApplication(create_backend_app)
-    app = CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher)))
+    app = LoopbackApi(CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher))))
     host, port = sock.getsockname()[:2]
     return make_server(host, port, app, threaded=True, request_handler=QuietMotoRequestHandler, fd=sock.fileno())
 

@@ -74,6 +74,8 @@ class LambdaApi:
             )
         try:
             event: Any = json.loads(raw) if raw.strip() else {}
+        except RecursionError:
+            return error_response(400, "InvalidRequestContentException", "Could not parse request body into json")
         except ValueError as exc:
             return error_response(
                 400, "InvalidRequestContentException", f"Could not parse request body into json: {exc}"

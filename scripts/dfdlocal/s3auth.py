@@ -1,9 +1,14 @@
 """What real S3 enforces on presigned requests and moto does not: SigV4 query signatures (so every signed
-header — Content-Length, Content-Type, If-None-Match, x-amz-checksum-sha256 — binds the request), expiry,
-a body of exactly Content-Length bytes, and the x-amz-checksum-sha256 of the body. The same for PutObject and
-UploadPart (``?partNumber=&uploadId=``: the part number and upload id are signed query parameters). A WSGI
-middleware for the local stack's emulator, and a plain verifier the tests use against the URLs the service
-issues."""
+header — Content-Length, Content-Type, If-None-Match, x-amz-checksum-sha256 — binds the request), every
+``x-amz-*`` header of the request signed (an unsigned storage class, ACL, tagging, redirect, metadata or
+checksum is refused, 403 AccessDenied), expiry, a body of exactly Content-Length bytes, and the
+x-amz-checksum-sha256 / x-amz-content-sha256 / Content-MD5 of the body. aws-chunked bodies and trailing
+checksums, which moto would decode differently from the bytes checked here, are refused, as is any checksum
+algorithm other than SHA-256. The same for PutObject and UploadPart (``?partNumber=&uploadId=``: the part
+number and upload id are signed query parameters); a part for a multipart upload that no longer exists
+(aborted, completed) is 404 NoSuchUpload, as S3 answers. Every answer to a browser's presigned request,
+errors included, carries the CORS headers of the bucket rule its origin and method match. A WSGI middleware
+for the local stack's emulator, and a plain verifier the tests use against the URLs the service issues."""
 
 from __future__ import annotations
 
@@ -15,7 +20,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from xml.sax.saxutils import escape
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 READ_BYTES = 256 * 1024  # a PUT body is read and hashed in steps of this size (the last one after the last byte)
@@ -38,9 +44,10 @@ RECEIVED = Received()
 
 
 class Refused(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, extra: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.extra = dict(extra or {})  # more elements of S3's <Error> document (HeadersNotSigned, UploadId...)
 
 
 def _uri_encode(value: str) -> str:
@@ -85,6 +92,14 @@ def verify_presigned(
     if secret is None:
         raise Refused(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
     lowered = {name.lower(): value for name, value in headers.items()}
+    unsigned = sorted(name for name in lowered if name.startswith("x-amz-") and name not in signed_names)
+    if unsigned:
+        raise Refused(
+            403,
+            "AccessDenied",
+            "There were headers present in the request which were not signed",
+            {"HeadersNotSigned": ", ".join(unsigned)},
+        )
     canonical_headers = ""
     for name in signed_names:
         if name not in lowered:
@@ -115,15 +130,23 @@ def verify_url(
     verify_presigned(method, parts.path, parts.query, {"host": parts.netloc, **headers}, secrets, **kw)
 
 
-def _error(status: int, code: str, message: str, origin: str | None) -> tuple[str, list[tuple[str, str]], bytes]:
+CorsHeaders = Callable[[str, str, str], list[tuple[str, str]]]
+"""(bucket, origin, method) -> the CORS headers S3 answers for the bucket rule they match ([] when none)."""
+
+MultipartExists = Callable[[str, str, str], bool]
+"""(bucket, key, upload id) -> whether that multipart upload is in progress."""
+
+_REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 411: "Length Required"}
+
+
+def _error(refused: Refused) -> tuple[str, list[tuple[str, str]], bytes]:
+    extra = "".join(f"<{name}>{escape(value)}</{name}>" for name, value in refused.extra.items())
     body = (
-        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>'
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{refused.code}</Code>'
+        f"<Message>{escape(refused.message)}</Message>{extra}</Error>"
     ).encode()
     headers = [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
-    if origin:
-        headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
-    reason = {400: "Bad Request", 403: "Forbidden", 411: "Length Required"}.get(status, "Error")
-    return f"{status} {reason}", headers, body
+    return f"{refused.status} {_REASONS.get(refused.status, 'Error')}", headers, body
 
 
 def _is_upload_part(raw_query: str) -> bool:
@@ -131,18 +154,65 @@ def _is_upload_part(raw_query: str) -> bool:
     return {"partNumber", "uploadId"} <= names
 
 
-class PresignedS3Guard:
-    """WSGI middleware: presigned S3 requests are verified like S3 does before moto sees them."""
+def _bucket_and_key(raw_path: str) -> tuple[str, str]:
+    """Path-style addressing (the local endpoint's): /<bucket>/<key>."""
+    bucket, _, key = unquote(raw_path).lstrip("/").partition("/")
+    return bucket, key
 
-    def __init__(self, app: Callable[..., Iterable[bytes]], secrets: Callable[[str], str | None]) -> None:
+
+def _no_cors(bucket: str, origin: str, method: str) -> list[tuple[str, str]]:
+    return []
+
+
+def _refuse_encodings(headers: Mapping[str, str]) -> None:
+    """Refuse what the guard cannot check byte for byte: an aws-chunked body (its checksums and length live
+    inside the encoding: moto would decode and store other bytes than the ones checked here), a trailing
+    checksum, and a checksum of any algorithm but SHA-256."""
+    content_sha = headers.get("x-amz-content-sha256", "")
+    encodings = [part.strip().lower() for part in headers.get("content-encoding", "").split(",")]
+    if "aws-chunked" in encodings or content_sha.startswith("STREAMING-") or "x-amz-trailer" in headers:
+        raise Refused(
+            400,
+            "InvalidRequest",
+            "aws-chunked bodies and trailing checksums are not accepted on presigned URLs: send the plain body",
+        )
+    if "x-amz-decoded-content-length" in headers:
+        raise Refused(400, "InvalidRequest", "x-amz-decoded-content-length is only valid with an aws-chunked body")
+    others = sorted(
+        name for name in headers if name.startswith("x-amz-checksum-") and name not in _CHECKSUM_HEADERS_ALLOWED
+    )
+    algorithm = headers.get("x-amz-sdk-checksum-algorithm")
+    if others or (algorithm is not None and algorithm.upper() != "SHA256"):
+        raise Refused(400, "InvalidRequest", "only SHA-256 checksums (x-amz-checksum-sha256) are accepted locally")
+    if algorithm is not None and "x-amz-checksum-sha256" not in headers:
+        raise Refused(400, "InvalidRequest", "x-amz-sdk-checksum-algorithm needs its x-amz-checksum-sha256 header")
+
+
+_CHECKSUM_HEADERS_ALLOWED = frozenset({"x-amz-checksum-sha256", "x-amz-checksum-type"})
+
+
+class PresignedS3Guard:
+    """WSGI middleware: presigned S3 requests are verified like S3 does before moto sees them, and answered
+    with the bucket's CORS headers (errors included)."""
+
+    def __init__(
+        self,
+        app: Callable[..., Iterable[bytes]],
+        secrets: Callable[[str], str | None],
+        *,
+        cors: CorsHeaders = _no_cors,
+        multipart_exists: MultipartExists | None = None,
+    ) -> None:
         self.app = app
         self.secrets = secrets
+        self.cors = cors
+        self.multipart_exists = multipart_exists
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         query = environ.get("QUERY_STRING", "")
         if "X-Amz-Signature=" not in query:
             return self.app(environ, start_response)
-        origin = environ.get("HTTP_ORIGIN")
+        method = environ["REQUEST_METHOD"]
         headers = {
             key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")
         }
@@ -152,28 +222,59 @@ class PresignedS3Guard:
             headers["content-length"] = environ["CONTENT_LENGTH"]
         raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI") or quote(environ.get("PATH_INFO", ""))
         raw_path = raw_uri.split("?", 1)[0]
+        bucket, key = _bucket_and_key(raw_path)
+        origin = environ.get("HTTP_ORIGIN")
+        cors = self.cors(bucket, origin, method) if origin else []
+
+        def answer(status: str, response_headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            # S3 answers every request of a matching origin with the rule's headers, whatever the status
+            kept = [(name, value) for name, value in response_headers if not name.lower().startswith("access-control-")]
+            if origin:
+                kept = [(name, value) for name, value in kept if name.lower() != "vary"] + cors
+            return start_response(status, kept) if exc_info is None else start_response(status, kept, exc_info)
+
+        upload_id = dict(parse_qsl(query, keep_blank_values=True)).get("uploadId", "")
+        part = method == "PUT" and _is_upload_part(query)
         try:
-            verify_presigned(environ["REQUEST_METHOD"], raw_path, query, headers, self.secrets)
-            if environ["REQUEST_METHOD"] == "PUT":
-                self._check_body(environ, headers.get("x-amz-checksum-sha256"))
-                if _is_upload_part(query):
+            verify_presigned(method, raw_path, query, headers, self.secrets)
+            if method == "PUT":
+                _refuse_encodings(headers)
+                self._check_body(environ, headers)
+                if part:
+                    self._check_upload(bucket, key, upload_id)
                     # S3 ignores an UploadPart's Content-Type; moto parses a form-encoded body as a form (and
                     # refuses one above 500 kB): `curl --data-binary` sends that type by default
                     environ.pop("CONTENT_TYPE", None)
+            try:
+                return self.app(environ, answer)
+            except Exception:
+                # moto fails with a KeyError on a part of an upload aborted or completed since the check above
+                if part and self.multipart_exists is not None:
+                    self._check_upload(bucket, key, upload_id)
+                raise
         except Refused as refused:
-            status, response_headers, body = _error(refused.status, refused.code, refused.message, origin)
-            start_response(status, response_headers)
+            status, response_headers, body = _error(refused)
+            answer(status, response_headers)
             return [body]
-        try:
-            return self.app(environ, start_response)
         finally:
             RECEIVED.body = None  # the store has taken it (or not): this thread's next request is another
 
+    def _check_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        if self.multipart_exists is not None and not self.multipart_exists(bucket, key, upload_id):
+            raise Refused(
+                404,
+                "NoSuchUpload",
+                "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart"
+                " upload might have been aborted or completed.",
+                {"UploadId": upload_id},
+            )
+
     @staticmethod
-    def _check_body(environ: dict[str, Any], claimed: str | None) -> None:
+    def _check_body(environ: dict[str, Any], headers: Mapping[str, str]) -> None:
         """A PUT body must be exactly Content-Length bytes (S3: 411 MissingContentLength without one, 400
-        IncompleteBody when fewer arrive) and match its x-amz-checksum-sha256 when given (400 BadDigest, the
-        request refused before anything is stored). The body is handed on to the app as the very bytes object
+        IncompleteBody when fewer arrive) and match its x-amz-checksum-sha256 (400 BadDigest), its
+        x-amz-content-sha256 (400 XAmzContentSHA256Mismatch) and its Content-MD5 (400 BadDigest) when given,
+        the request refused before anything is stored. The body is handed on to the app as the very bytes object
         moto's ``request.data`` then returns (``wsgi.input_terminated``: werkzeug reads the BytesIO as is, and
         a BytesIO made from bytes shares them; moto holds the whole body in memory anyway), and recorded in
         :data:`RECEIVED` with its SHA-256 and MD5."""
@@ -206,8 +307,19 @@ class PresignedS3Guard:
             md5.update(chunk)
             chunks.append(chunk)
             left -= len(chunk)
+        claimed = headers.get("x-amz-checksum-sha256")
         if claimed is not None and base64.b64encode(digest.digest()).decode() != claimed:
             raise Refused(400, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
+        content_sha = headers.get("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
+        if content_sha != "UNSIGNED-PAYLOAD" and content_sha.lower() != digest.hexdigest():
+            raise Refused(
+                400,
+                "XAmzContentSHA256Mismatch",
+                "The provided 'x-amz-content-sha256' header does not match what was computed.",
+            )
+        content_md5 = headers.get("content-md5")
+        if content_md5 is not None and content_md5 != base64.b64encode(md5.digest()).decode():
+            raise Refused(400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         del chunks
         RECEIVED.body, RECEIVED.sha256, RECEIVED.md5 = body, digest.digest(), md5.hexdigest()

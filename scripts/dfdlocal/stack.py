@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import errno
 import functools
+import ipaddress
 import logging
 import os
 import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,15 @@ from botocore.config import Config
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from dfdlocal.apigw import HttpApi, RouteAuthorizer, config_js
-from dfdlocal.cognito import CognitoTemplateError, LocalPool, bootstrap, cognito_definitions
+from dfdlocal.cognito import (
+    DEFAULT_PASSWORD,
+    CognitoTemplateError,
+    LocalPool,
+    bootstrap,
+    cognito_definitions,
+    install_signing_key,
+    local_password,
+)
 from dfdlocal.emulator import (
     ResourceError,
     Resources,
@@ -35,7 +45,7 @@ from dfdlocal.emulator import (
     make_emulator_server,
     prepare_environment,
 )
-from dfdlocal.jwtauth import JwtVerifier, http_jwks_source
+from dfdlocal.jwtauth import JwksSource, JwtVerifier, http_jwks_source
 from dfdlocal.lambda_api import LambdaApi
 from dfdlocal.names import (
     ACCOUNT_ID,
@@ -52,6 +62,7 @@ from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
 from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events, trim_stream
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
+from dfdlocal.webheaders import page_headers
 
 log = logging.getLogger("dfdlocal")
 
@@ -93,6 +104,9 @@ class StackOptions:
     parameters: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
     password: str | None = None  # the local users' password; default: $DFD_LOCAL_PASSWORD or the documented one
+    # binding `host` beyond loopback must be asked for: the HTTP API and the emulator's public surface (presigned
+    # S3 requests, sign-in) are then reachable from other machines; the Lambda Invoke API never is
+    allow_remote: bool = False
 
     @property
     def template_path(self) -> Path:
@@ -111,6 +125,41 @@ class _QuietRequestHandler(WSGIRequestHandler):
 
     def log_error(self, format: str, *args: Any) -> None:
         log.debug(format, *args)
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to, it is not known to be this machine only
+
+
+def remote_warning(options: StackOptions) -> str | None:
+    """Why binding beyond loopback is refused (StartupError), or the warning it deserves when allowed."""
+    if is_loopback(options.host):
+        return None
+    if not options.allow_remote:
+        raise StartupError(
+            f"--host {options.host} would let other machines reach the stack: pass --allow-remote "
+            "(DFD_ALLOW_REMOTE=1) to mean it"
+        )
+    password = options.password or local_password()
+    if password == DEFAULT_PASSWORD:
+        raise StartupError(
+            "other machines could sign in as admin with the documented password: set DFD_LOCAL_PASSWORD "
+            "to a password of your own before binding beyond loopback"
+        )
+    return (
+        f"the HTTP API and pages listen on {options.host}: other machines can reach them, sign in and upload. "
+        "Tokens are signed with a key made at this start; the AWS emulator answers other machines only for "
+        "presigned S3 requests and sign-in (its API, with the public emulator credentials, stays loopback-only); "
+        f"the Lambda Invoke API listens on {LOOPBACK} only. No TLS: share it on networks you trust."
+    )
 
 
 def bind(host: str, port: int, role: str) -> socket.socket:
@@ -174,6 +223,7 @@ class LocalStack:
         self.import_errors: dict[str, str] = {}
         self.environment: dict[str, str] = {}
         self.pool: LocalPool | None = None
+        self.signing_jwks: dict[str, Any] = {"keys": []}
         self.ports: dict[str, int] = {}
         self._servers: list[_Server] = []
         self._started = False
@@ -183,8 +233,8 @@ class LocalStack:
         """The endpoint as clients reach it (presigned URLs, the banner): a wildcard bind address (0.0.0.0, ::)
         is no address to connect to, so it is advertised as 127.0.0.1 unless --public-host names one."""
         host = self.options.public_host or self.options.host
-        if host in ("0.0.0.0", "::", ""):  # noqa: S104 - the wildcard is recognised, not bound, here
-            host = "127.0.0.1"
+        if host in ("0.0.0.0", "::", "") or (role == "lambda" and not is_loopback(host)):  # noqa: S104 - recognised
+            host = LOOPBACK
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.ports[role]}"
 
@@ -215,6 +265,9 @@ class LocalStack:
         if self._started:
             raise StartupError("the stack is already started")
         options = self.options
+        warning = remote_warning(options)
+        if warning is not None:
+            log.warning("%s", warning)
         sockets: dict[str, socket.socket] = {}
         try:
             for role, port in (
@@ -222,7 +275,8 @@ class LocalStack:
                 ("api", options.api_port),
                 ("lambda", options.lambda_port),
             ):
-                sockets[role] = bind(options.host, port, role)
+                host = options.host if role != "lambda" or is_loopback(options.host) else LOOPBACK
+                sockets[role] = bind(host, port, role)
                 self.ports[role] = sockets[role].getsockname()[1]
             self._started = True
             self._start(sockets)
@@ -243,6 +297,7 @@ class LocalStack:
             log.warning("%s", warning)
 
         prepare_environment(self.aws_url, self.ports["aws"])
+        self.signing_jwks = install_signing_key()  # before any pool: tokens are signed with this stack's key
         patch_moto_streams()
         emulator = make_emulator_server(sockets["aws"])
         self._serve("aws", emulator)
@@ -273,6 +328,8 @@ class LocalStack:
             options.web_path,
             authorizers=authorizers,
             config_script=config_js(auth),
+            openapi_document=options.root / "docs" / "openapi.yaml",
+            page_headers=page_headers(connect=[self.aws_url]),  # S3 and the sign-in are the emulator's
         )
         self._serve("api", self._server(sockets["api"], api))
         self._serve("lambda", self._server(sockets["lambda"], LambdaApi(runtime)))
@@ -364,7 +421,7 @@ class LocalStack:
             if len(audiences) != 1:
                 raise StartupError(f"{where}: the local stack verifies exactly one audience, got {audiences}")
             if self.pool is not None and issuer == self.pool.issuer:
-                jwks = self.pool.jwks_source()
+                jwks: JwksSource = partial(dict, self.signing_jwks)  # the key this stack generated, no other
             else:
                 log.warning("%s: issuer %s is not the local user pool: its keys are fetched from it", where, issuer)
                 jwks = http_jwks_source(issuer.rstrip("/") + "/.well-known/jwks.json")

@@ -14,12 +14,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import from_item
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfd.records import COUNTER_FIELDS, REAPED_FIELDS, EventRecord, FileRecord, TenantRef, UploadRecord, UploadStatus
+from dfd.usage import UsageShard, total
 from dfdtools.tools import add_target_args, reports_unreachable, target
 
 # Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
@@ -75,15 +78,36 @@ def _objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _sha256(s3: Any, bucket: str, key: str) -> str | None:
-    """The object's SHA-256, or None when it is gone by now (listed a moment ago: deleted meanwhile)."""
+@dataclass(frozen=True)
+class Unreadable:
+    """Why an object could not be hashed (its S3 error code, or the client's error)."""
+
+    reason: str
+    gone: bool = False  # NoSuchKey: deleted since it was listed
+
+
+def _no_checksum_mode(params: dict[str, Any], model: Any, **_: Any) -> None:
+    """Undo botocore's default ChecksumMode on GetObject (set by its own handler of the same event: this one is
+    registered last, on the generic event, as botocore calls specific handlers first)."""
+    if model.name == "GetObject":
+        params.pop("ChecksumMode", None)
+
+
+def _sha256(s3: Any, bucket: str, key: str) -> str | Unreadable:
+    """The SHA-256 of the object's bytes, or why they cannot be read (archived, denied, gone, cut short). The
+    bytes are hashed here, never checked against S3's stored checksum by botocore: a checksum that disagrees
+    with the bytes would raise mid-read, and what matters is what the bytes hash to."""
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-    except s3.exceptions.NoSuchKey:
-        return None
-    digest = hashlib.sha256()
-    for chunk in body.iter_chunks(1024 * 1024):
-        digest.update(chunk)
+        digest = hashlib.sha256()
+        for chunk in body.iter_chunks(1024 * 1024):
+            digest.update(chunk)
+    except ClientError as error:
+        code = str(error.response.get("Error", {}).get("Code", "")) or "unknown error"
+        message = str(error.response.get("Error", {}).get("Message", "")).strip()
+        return Unreadable(f"{code}: {message}" if message else code, gone=code in ("NoSuchKey", "404"))
+    except BotoCoreError as error:
+        return Unreadable(f"{type(error).__name__}: {error}")
     return digest.hexdigest()
 
 
@@ -94,6 +118,15 @@ def _events(items: list[dict[str, Any]]) -> list[EventRecord]:
 
 def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
     """Check every invariant. settled=False tolerates objects whose events are still in flight."""
+    handler = "before-parameter-build"
+    s3.meta.events.register_last(handler, _no_checksum_mode, unique_id="dfd-audit-no-checksum-mode")
+    try:
+        return _audit(ddb, s3, settings, settled=settled)
+    finally:
+        s3.meta.events.unregister(handler, unique_id="dfd-audit-no-checksum-mode")
+
+
+def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     files = [codec.file_record(item) for item in _scan(ddb, settings.files_table)]
     events = _events(list(_scan(ddb, settings.events_table)))
     uploads = [codec.upload_record(item) for item in _scan(ddb, settings.uploads_table)]
@@ -120,8 +153,10 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
             c1.problems.append(f"stored object {key} of {file.hash} is missing (invariant 5)")
             continue
         actual = _sha256(s3, settings.bucket, key)
-        if actual is None:
+        if isinstance(actual, Unreadable) and actual.gone:
             c1.problems.append(f"stored object {key} of {file.hash} vanished while audited (invariant 5)")
+        elif isinstance(actual, Unreadable):
+            c1.problems.append(f"stored object {key} of {file.hash} cannot be read: {actual.reason} (invariant 5)")
         elif actual != file.hash:
             c1.problems.append(f"{key} hashes to {actual}, its record says {file.hash} (invariant 6)")
     c1.counts = {"files": len(files), "checked_objects": sum(1 for f in files if f.s3_key in objects)}
@@ -201,7 +236,8 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 
 def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads: list[UploadRecord]) -> Check:
-    """Quotas (docs/design.md, "Quotas"): each tenant's usage item `usage#<tenant>` against a recount —
+    """Quotas (docs/design.md, "Quotas"): each tenant's usage (the sum of its usage shards `usage#<tenant>[#NN]`)
+    against a recount —
     `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
     the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
     `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
@@ -218,11 +254,12 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads:
             pending.setdefault(upload.tenant, []).append(upload.quota_bytes)
             if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
-    usage = {
-        str(item["counter_id"]).removeprefix("usage#"): codec.tenant_usage(item)
-        for item in counters
-        if str(item.get("counter_id", "")).startswith("usage#")
-    }
+    shards: dict[str, list[dict[str, Any]]] = {}  # a tenant's usage is the sum of its usage shards (dfd.usage)
+    for item in counters:
+        shard = UsageShard.parse(str(item.get("counter_id", "")))
+        if shard is not None:
+            shards.setdefault(shard.tenant, []).append(item)
+    usage = {tenant: total(found) for tenant, found in shards.items()}
     for tenant in sorted(set(stored) | set(pending) | set(usage)):
         found = usage.get(tenant, codec.tenant_usage(None)).as_dict()
         held = pending.get(tenant, [])
@@ -235,7 +272,10 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads:
         for name, value in expected.items():
             if found[name] != value:
                 check.problems.append(f"tenant {tenant}: {name} {found[name]}, recounted {value}")
-    check.counts = {"tenants": len(set(stored) | set(pending) | set(usage)), "usage_items": len(usage)}
+    check.counts = {
+        "tenants": len(set(stored) | set(pending) | set(usage)),
+        "usage_items": sum(len(found) for found in shards.values()),
+    }
     check.holds = not check.problems
     return check
 

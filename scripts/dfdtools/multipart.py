@@ -281,6 +281,9 @@ class Tuning:
     max_backoff: float = 8.0
     timeout: float = 300.0  # seconds per part PUT
     api_timeout: float = 30.0
+    # POST /uploads/{id}/complete answering "completing" (S3 still assembling, minutes for 10,000 parts): repeated
+    # after its Retry-After for up to this long
+    complete_wait: float = 900.0
 
 
 class MultipartUploader:
@@ -309,6 +312,7 @@ class MultipartUploader:
         self.states = states or StateStore()
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait  # by default a cancel ends the wait
+        self._last_headers: Mapping[str, str] = {}  # of the last API answer (complete's Retry-After)
         self._clock = clock
         self._lock = threading.Lock()
         self._presign_lock = threading.Lock()
@@ -462,12 +466,26 @@ class MultipartUploader:
             raise _Cancelled
 
     def _complete(self, state: UploadState, etags: Mapping[int, str]) -> str:
+        """POST /uploads/{id}/complete, repeated (idempotent) after its Retry-After while S3 is still assembling
+        the object (202 "completing"); the saved state goes once the server says it is complete."""
         parts = [{"part_number": n, "etag": etags[n]} for n in range(1, state.part_count + 1)]
-        answer = self._api(
-            "POST", f"/uploads/{state.upload_id}/complete", "POST /uploads/{id}/complete", {"parts": parts}, 202
-        )
-        if not isinstance(answer, dict) or answer.get("upload_id") != state.upload_id:
-            raise MultipartError(f"POST /uploads/{{id}}/complete answered an unexpected body: {answer!r:.300}")
+        deadline = time.monotonic() + self.tuning.complete_wait
+        while True:
+            answer = self._api(
+                "POST", f"/uploads/{state.upload_id}/complete", "POST /uploads/{id}/complete", {"parts": parts}, 202
+            )
+            if not isinstance(answer, dict) or answer.get("upload_id") != state.upload_id:
+                raise MultipartError(f"POST /uploads/{{id}}/complete answered an unexpected body: {answer!r:.300}")
+            if answer.get("status") != COMPLETING:
+                break
+            if time.monotonic() >= deadline:
+                raise MultipartError(
+                    f"S3 was still assembling the upload after {self.tuning.complete_wait:.0f} s: run again with "
+                    "--resume to complete it"
+                )
+            self._sleep(_retry_after(self._last_headers))
+            if self._stop.is_set():
+                raise _Cancelled
         self.states.delete(state)
         return state.upload_id
 
@@ -506,6 +524,7 @@ class MultipartUploader:
             except requests.RequestException as error:
                 reason = f"{type(error).__name__}: {error}"
             else:
+                self._last_headers = response.headers
                 if response.status_code == expect:
                     try:
                         return response.json()
@@ -610,6 +629,17 @@ class _Presigner:
 
 
 # ---------------------------------------------------------------------- helpers
+COMPLETING = "completing"  # POST /uploads/{id}/complete: S3 is still assembling, repeat after Retry-After
+
+
+def _retry_after(headers: Mapping[str, str]) -> float:
+    """Seconds a Retry-After header asks for (1..60; 5 when absent or not a number of seconds)."""
+    try:
+        return min(max(float(headers.get("Retry-After", "5")), 1.0), 60.0)
+    except ValueError:
+        return 5.0
+
+
 def _api_error(what: str, response: Any) -> ApiError:
     try:
         error = response.json()["error"]

@@ -1,4 +1,5 @@
-"""``scripts/reconcile``: run the reconcile workflow now on the local stack (``make run``) and print its summary.
+"""``scripts/reconcile``: run the reconcile workflow now on the local stack (``make run``), or on a deployed stack
+(``--stack NAME``: its state machine from the stack's outputs), and print its summary.
 
 The workflow's local plumbing (definition, state machine, executions) is :mod:`dfdlocal.reconcile`; this is
 its command line. The state machine is created from the template when the emulator has none of that name.
@@ -26,7 +27,7 @@ from dfdlocal.reconcile import (
     template_state_machine,
 )
 from dfdlocal.template import TEMPLATE
-from dfdtools.tools import LOCAL_AWS
+from dfdtools.tools import LOCAL_AWS, StackError, require_output, stack_outputs
 
 DEFAULT_ENDPOINT = LOCAL_AWS  # make run's, at DFD_AWS_PORT when set
 
@@ -34,8 +35,12 @@ DEFAULT_ENDPOINT = LOCAL_AWS  # make run's, at DFD_AWS_PORT when set
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/reconcile",
-        description="Run the reconcile workflow now on the local stack (make run) and print its summary.",
+        description="Run the reconcile workflow now on the local stack (make run), or a deployed stack's, and print "
+        "its summary.",
     )
+    parser.add_argument("--stack", help="a deployed stack: its state machine from its outputs (DescribeStacks)")
+    parser.add_argument("--profile", help="AWS profile (with --stack)")
+    parser.add_argument("--region", help="AWS region (with --stack)")
     parser.add_argument("--endpoint-url", default=DEFAULT_ENDPOINT, help="AWS emulator (default: make run)")
     parser.add_argument("--name", default=STATE_MACHINE_NAME, help="state machine name (created if absent)")
     parser.add_argument("--template", type=Path, default=TEMPLATE, help="template defining it (when creating it)")
@@ -54,9 +59,26 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--now must look like 2030-01-01T00:00:00Z")
         execution_input["now"] = args.now
 
+    import boto3
+
+    if args.stack:
+        session = boto3.Session(profile_name=args.profile, region_name=args.region)
+        try:
+            outputs = stack_outputs(session.client("cloudformation"), args.stack)
+            (machine,) = require_output(outputs, "ReconcileStateMachineArn")
+            # polled every 2 s: DescribeExecution is throttled on AWS
+            summary = run_reconcile(
+                session.client("stepfunctions"), machine, args.timeout, execution_input=execution_input, poll=2.0
+            )
+        except StackError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except Exception as error:
+            print(f"reconcile failed: {error}", file=sys.stderr)
+            return 1
+        return _report(summary)
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(variable, CREDENTIALS[variable])
-    import boto3
 
     sfn = boto3.client("stepfunctions", endpoint_url=args.endpoint_url, region_name=REGION)
     try:
@@ -76,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"reconcile failed: {error}", file=sys.stderr)
         return 1
+    return _report(summary)
+
+
+def _report(summary: dict[str, Any]) -> int:
     print(json.dumps(summary, indent=2))
     print(describe_summary(summary), file=sys.stderr)
     return 0

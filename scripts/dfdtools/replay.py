@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=1, help="deliveries in flight at once")
     parser.add_argument("--queue-url", help="ingest queue URL (default: the local stack's)")
     parser.add_argument("--lambda-url", default=LOCAL_LAMBDA, help="Lambda invoke API (default: make run's)")
-    parser.add_argument("--function-name", default="IngestFunction")
+    parser.add_argument("--function-name", help="ingest function (default: the stack's, or the local stack's)")
     parser.add_argument("--settle", type=float, default=60.0, help="seconds to wait for the queue to drain")
     args = parser.parse_args(argv)
     if args.times < 1 or not 1 <= args.concurrency <= 64:
@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("nothing to replay: give --key, --prefix or --file")
 
     sqs = where.client("sqs")
-    queue_url = args.queue_url or sqs.get_queue_url(QueueName=LOCAL_QUEUE)["QueueUrl"]
+    queue_url = (
+        args.queue_url or where.outputs.get("IngestQueueUrl") or sqs.get_queue_url(QueueName=LOCAL_QUEUE)["QueueUrl"]
+    )
+    function_name = args.function_name or where.outputs.get("IngestFunctionName") or "IngestFunction"
     lam = where.client("lambda") if args.aws else None
     before = state(where)
 
@@ -132,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(event))
             return "queued"
         if lam is not None:
-            answer = lam.invoke(FunctionName=args.function_name, Payload=json.dumps(event).encode())
+            answer = lam.invoke(FunctionName=function_name, Payload=json.dumps(event).encode())
             return "error" if answer.get("FunctionError") else "ok"
-        url = f"{args.lambda_url}/2015-03-31/functions/{args.function_name}/invocations"
+        url = f"{args.lambda_url}/2015-03-31/functions/{function_name}/invocations"
         response = requests.post(url, json=event, timeout=300)
         return "error" if response.headers.get("X-Amz-Function-Error") or response.status_code >= 400 else "ok"
 

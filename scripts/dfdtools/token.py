@@ -105,6 +105,17 @@ def sign_in(idp: Any, client_id: str, username: str, password: str) -> str:
 
 
 def token_for(args: argparse.Namespace) -> str:
+    if args.stack:  # the app client and the Region of a deployed stack, from its outputs
+        from dfdtools.tools import StackError, require_output, stack_outputs
+
+        session = boto3.Session(region_name=args.region)
+        try:
+            (args.client_id,) = require_output(
+                stack_outputs(session.client("cloudformation"), args.stack), "UserPoolClientId"
+            )
+        except StackError as error:
+            raise TokenError(str(error)) from error
+        args.aws, args.region = True, session.region_name
     if args.aws:
         if not args.client_id or not args.region:
             raise TokenError("--aws needs --client-id (the stack's UserPoolClientId output) and --region")
@@ -140,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aws", action="store_true", help="sign in with a deployed stack's user pool")
     parser.add_argument("--client-id", help="app client id (required with --aws; locally found on the emulator)")
     parser.add_argument("--region", help="the user pool's region (with --aws)")
+    parser.add_argument("--stack", help="a deployed stack: its app client from its outputs; implies --aws")
     args = parser.parse_args(argv)
     try:
         token = token_for(args)

@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.error import URLError
 
@@ -31,11 +31,53 @@ LOCAL_CREDENTIALS = {
 # the local stack's resource names (AWS deployments pass theirs through the same variables)
 LOCAL_NAMES = names.ENVIRONMENT
 LOCAL_QUEUE = names.INGEST_QUEUE
+# a deployed stack's outputs (template.yaml Outputs) -> the variables dfd.config.Settings reads
+STACK_SETTINGS = {
+    "FilesTableName": "DDB_TABLE",
+    "CountersTableName": "DDB_COUNTERS_TABLE",
+    "UploadsTableName": "UPLOADS_TABLE",
+    "EventsTableName": "EVENTS_TABLE",
+    "TenantFilesTableName": "TENANT_FILES_TABLE",
+    "BucketName": "S3_BUCKET",
+    "UploadPrefix": "UPLOAD_PREFIX",
+}
+
+
+class StackError(Exception):
+    """The stack cannot be read, or lacks an output a tool needs."""
+
+
+def stack_outputs(cloudformation: Any, stack: str) -> dict[str, str]:
+    """A stack's outputs by key (CloudFormation DescribeStacks)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        (found,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as error:
+        raise StackError(f"stack {stack}: {error.response.get('Error', {}).get('Message', error)}") from error
+    return {str(o["OutputKey"]): str(o["OutputValue"]) for o in found.get("Outputs", [])}
+
+
+def require_output(outputs: dict[str, str], *keys: str) -> list[str]:
+    missing = [key for key in keys if not outputs.get(key)]
+    if missing:
+        raise StackError(f"the stack has no output {', '.join(missing)} (deployed from an older template.yaml?)")
+    return [outputs[key] for key in keys]
+
+
+def stack_settings(outputs: dict[str, str]) -> Settings:
+    """The deployment's settings from its outputs (the names of its tables, bucket and upload prefix)."""
+    values = require_output(outputs, *STACK_SETTINGS)
+    return Settings.from_env(dict(zip(STACK_SETTINGS.values(), values, strict=True)))
 
 
 def add_target_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint-url", default=LOCAL_AWS, help=f"AWS endpoint (default: make run's, {LOCAL_AWS})")
     parser.add_argument("--aws", action="store_true", help="talk to real AWS: names come from the DDB_TABLE, ... env")
+    parser.add_argument(
+        "--stack",
+        help="a deployed stack: its resources from its outputs (CloudFormation DescribeStacks); implies --aws",
+    )
     parser.add_argument("--profile", help="AWS profile (with --aws)")
     parser.add_argument("--region", help="AWS region (with --aws)")
 
@@ -45,6 +87,7 @@ class Target:
     settings: Settings
     session: boto3.Session
     endpoint: str | None
+    outputs: dict[str, str] = field(default_factory=dict)  # the stack's, with --stack
 
     def client(self, service: str) -> Any:
         config = Config(retries={"max_attempts": 5, "mode": "standard"}, signature_version="s3v4")
@@ -52,10 +95,14 @@ class Target:
 
 
 def target(args: argparse.Namespace) -> Target:
+    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    if getattr(args, "stack", None):
+        args.aws = True
+        outputs = stack_outputs(session.client("cloudformation"), args.stack)
+        return Target(stack_settings(outputs), session, None, outputs)
     if not args.aws:
         for name, value in (LOCAL_CREDENTIALS | LOCAL_NAMES).items():
             os.environ.setdefault(name, value)
-    session = boto3.Session(profile_name=args.profile, region_name=args.region)
     return Target(Settings.from_env(), session, None if args.aws else args.endpoint_url)
 
 
@@ -66,6 +113,9 @@ def reports_unreachable(main: Callable[..., int]) -> Callable[..., int]:
     def wrapped(argv: list[str] | None = None) -> int:
         try:
             return main(argv)
+        except StackError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         except EndpointConnectionError as error:
             where = str(error.kwargs.get("endpoint_url", "the AWS endpoint"))
         except (URLError, ConnectionError, requests.ConnectionError) as error:

@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="list my uploads, newest first")
     parser.add_argument("--api", default=LOCAL_API, help=f"API base URL (default: make run's, {LOCAL_API})")
+    parser.add_argument("--stack", help="a deployed stack: the API URL from its outputs (instead of --api)")
+    parser.add_argument("--region", help="the stack's region (with --stack)")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for each ingest (0: don't)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument(
@@ -273,6 +275,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.parts_in_flight < 1:
         parser.error("--parts-in-flight must be >= 1")
+    if args.stack:
+        import boto3
+
+        from dfdtools.tools import StackError, require_output, stack_outputs
+
+        try:
+            cloudformation = boto3.Session(region_name=args.region).client("cloudformation")
+            (args.api,) = require_output(stack_outputs(cloudformation, args.stack), "ApiUrl")
+        except StackError as error:
+            parser.error(str(error))
     if args.token and args.user:
         parser.error("give --token or --user, not both")
     if not (args.paths or args.delete or args.list):

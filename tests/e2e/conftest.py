@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import TEST_ENV
 from tests.e2e.e2e_helpers import ROOT, RunningStack
+from tests.e2e.openapi_check import validating_responses
 
 
 def _clean_env() -> dict[str, str]:
@@ -83,7 +84,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         process=process,
         cognito=info["cognito"],
     )
-    yield running
+    # every API response the e2e tests receive is checked against docs/openapi.yaml
+    with validating_responses(running.api_url) as checker:
+        yield running
 
     process.send_signal(signal.SIGINT)
     try:
@@ -93,3 +96,5 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         pytest.fail(f"local stack did not stop within 20 s of SIGINT:\n{running.logs()}")
     if code != 0:
         pytest.fail(f"local stack exited {code} after SIGINT:\n{running.logs()}")
+    if checker.failures:
+        pytest.fail(f"{len(checker.failures)} API response(s) broke docs/openapi.yaml:\n" + "\n".join(checker.failures))

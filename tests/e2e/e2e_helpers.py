@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,3 +126,15 @@ def take_events(stack: RunningStack, into: list[dict[str, Any]]) -> list[dict[st
             into.append(json.loads(message["Body"]))
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     return into
+
+
+def run_audit(stack: RunningStack) -> subprocess.CompletedProcess[str]:
+    """scripts/audit against the stack, as an operator runs it (its own process, the stack's names)."""
+    return subprocess.run(
+        [sys.executable, "-m", "dfdtools.audit", "--endpoint-url", stack.aws_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "DDB_TABLE": stack.files_table, "S3_BUCKET": stack.bucket},
+    )

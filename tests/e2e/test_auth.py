@@ -17,7 +17,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from typing import Any
 
@@ -70,7 +69,7 @@ def claims_of(token: str) -> dict[str, Any]:
 
 
 def moto_key() -> Any:
-    """moto's bundled signing key (public knowledge: every pool of the emulator signs with it)."""
+    """moto's bundled signing key (public knowledge: what a stack must NOT sign with)."""
     resource = importlib.resources.files("moto") / "cognitoidp" / "resources" / "jwks-private.json.gz"
     document = json.loads(gzip.decompress(resource.read_bytes()))
     return RSAKey.import_key(document)
@@ -112,24 +111,28 @@ def test_forged_tokens_are_refused(stack: RunningStack) -> None:
         "alg none": ".".join((b64(json.dumps({"alg": "none", "typ": "JWT"}).encode()), payload_b64, "")),
         "alg none, kid kept": ".".join((b64(json.dumps({**header, "alg": "none"}).encode()), payload_b64, "")),
         "corrupted signature": ".".join((header_b64, payload_b64, signature[::-1])),
-        "expired": jwt.encode(
-            {"alg": "RS256", "kid": header["kid"]},
-            {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600},
-            moto_key(),
-        ),
-        "not yet valid": jwt.encode(
-            {"alg": "RS256", "kid": header["kid"]}, {**claims, "nbf": int(time.time()) + 3600}, moto_key()
+        # the key moto ships (anyone can read it): the stack signs with a key of its own, made when it started
+        "moto's shipped key": jwt.encode({"alg": "RS256", "kid": header["kid"]}, claims, moto_key()),
+        "moto's shipped key, admin": jwt.encode(
+            {"alg": "RS256", "kid": header["kid"]}, {**claims, "cognito:groups": ["admins"]}, moto_key()
         ),
     }
-    # the moto key really is the pool's: the same claims re-signed with it pass (so "expired" fails on exp only)
-    resigned = jwt.encode({"alg": "RS256", "kid": header["kid"]}, claims, moto_key())
-    assert call(stack, "POST", "/upload", bearer(resigned)).status_code == 201
+    # (expired and not-yet-valid tokens of the right key: tests/unit/test_jwtauth.py)
     for name, token in forged.items():
         for method, path in ROUTES:
             response = call(stack, method, path, bearer(token))
             assert response.status_code == 401, (name, method, path, response.text)
             assert response.json() == UNAUTHORIZED
             assert "invalid_token" in response.headers.get("www-authenticate", ""), name
+
+
+def test_the_stack_signs_with_a_key_of_its_own(stack: RunningStack) -> None:
+    served = requests.get(stack.cognito["jwks_url"], timeout=10).json()["keys"]
+    shipped = moto_key().as_dict(private=False)
+    assert [key["kid"] for key in served] == [shipped["kid"]] and served[0]["n"] != shipped["n"]
+    assert "d" not in served[0]  # the public half only
+    token = stack.token("alice")
+    assert jwt.decode(token, RSAKey.import_key(served[0])).claims["username"] == "alice"
 
 
 def test_tokens_of_another_pool_or_client_are_refused(stack: RunningStack) -> None:

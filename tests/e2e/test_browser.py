@@ -267,6 +267,14 @@ def wait_stored(stack: RunningStack, upload_ids: list[str]) -> None:
 # ------------------------------------------------------------------------------------------------
 # Page helpers
 # ------------------------------------------------------------------------------------------------
+def pick(page: Page, files: Path | list[Path], testid: str = "file-input") -> None:
+    """Choose files (or, testid folder-input, a folder) with the Dashboard's input; once the Dashboard lists
+    files, its "Add more" shows the input again."""
+    if page.locator(f"[data-testid={testid}]").count() == 0:
+        page.locator(".uppy-DashboardContent-addMore").click()
+    page.set_input_files(f"[data-testid={testid}]", files)
+
+
 def file_row(page: Page, name: str) -> Locator:
     return page.locator(f'[data-testid=file-row][data-file-name="{name}"]')
 
@@ -336,7 +344,7 @@ def test_upload_dedup_download_and_dashboard(
         page = watch.attach(context.new_page(), "upload")
         open_signed_in(page, stack.api_url + "/", "alice", stack.password)
         expect(page.get_by_test_id("overall-summary")).to_have_text("No files yet.")
-        page.set_input_files("[data-testid=file-input]", [tmp_path / "a.txt", tmp_path / "c.txt"])
+        pick(page, [tmp_path / "a.txt", tmp_path / "c.txt"])
         row_a, row_c = file_row(page, "a.txt"), file_row(page, "c.txt")
         for row, digest, body in ((row_a, hash_x, content_x), (row_c, hash_y, content_y)):
             expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
@@ -360,14 +368,14 @@ def test_upload_dedup_download_and_dashboard(
         assert {urlsplit(url).path.rsplit("/", 1)[-1] for url in puts} == upload_ids, puts
 
         # ---------------- B has A's content: the precheck answers 409, nothing is uploaded
-        page.set_input_files("[data-testid=file-input]", [tmp_path / "b.txt"])
+        pick(page, [tmp_path / "b.txt"])
         row_b = file_row(page, "b.txt")
         expect(row_b).to_have_attribute("data-status", "duplicate", timeout=INGEST_TIMEOUT_MS)
         expect(row_b).to_have_attribute("data-precheck", "true")
         expect(row_b).to_have_attribute("data-uploaded-bytes", "0")
-        expect(row_b).not_to_have_attribute("data-upload-id", ANY)
+        expect(row_b).to_have_attribute("data-upload-id", HEX32)  # the 409's own upload record
         expect(row_b.get_by_test_id("file-status")).to_have_text("Duplicate")
-        expect(row_b.get_by_test_id("file-result")).to_contain_text("Already stored — 0 bytes uploaded")
+        expect(row_b.get_by_test_id("file-detail")).to_have_text("Already stored — 0 bytes uploaded")
         expect(row_b.get_by_test_id("file-hash")).to_have_text(hash_x)
         expect_complete(row_b.get_by_test_id("file-progress"))
         expect(overall).to_have_attribute("data-finished", "3")
@@ -491,14 +499,14 @@ def test_upload_page_errors_and_folders(
         open_signed_in(page, stack.api_url + "/", "alice", stack.password)
 
         # an empty file: the API refuses it (400), and retrying cannot change that, so no Retry is offered
-        page.set_input_files("[data-testid=file-input]", [tmp_path / "empty.txt"])
+        pick(page, [tmp_path / "empty.txt"])
         empty = file_row(page, "empty.txt")
         expect(empty).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
-        expect(empty.get_by_test_id("file-error")).to_contain_text("HTTP 400")
+        expect(empty.get_by_test_id("file-error")).to_contain_text("validation_error: size must be at least 1 byte")
         expect(empty.get_by_test_id("file-error-hint")).to_be_visible()
         expect(empty.get_by_test_id("file-retry")).to_have_count(0)
 
-        # a folder: the list shows the relative path, the API gets the base name; a 503 is worth a Retry
+        # a folder: the list shows the relative path, the API gets the base name; a 503 is tried again by itself
         posted: list[str] = []
 
         def on_request(req: Request) -> None:
@@ -513,19 +521,26 @@ def test_upload_page_errors_and_folders(
             ),
             times=1,
         )
-        page.set_input_files("[data-testid=folder-input]", folder)
+        pick(page, folder, "folder-input")
         row = file_row(page, "docs/sub/d.txt")
         expect(row.locator(".file-name")).to_have_text("docs/sub/d.txt")
-        expect(row).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
-        expect(row.get_by_test_id("file-error")).to_contain_text("HTTP 503")
-        row.get_by_test_id("file-retry").click()
         expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
         assert posted == ["d.txt", "d.txt"], posted
 
-        # a folder with no files in it (only an empty sub-folder): a notice, not silence
-        page.set_input_files("[data-testid=folder-input]", tmp_path / "nothing")
-        expect(page.get_by_test_id("drop-notice")).to_contain_text("no files")
-        expect(page.get_by_test_id("file-row")).to_have_count(2)
+        # a failure that outlasts the retries: the row offers Retry, which sends the file again
+        page.route(
+            "**/upload",
+            lambda route: route.fulfill(status=502, json={"error": {"code": "bad_gateway", "message": "Down (test)"}}),
+        )
+        page.evaluate("() => window.dfdUppy.getPlugin('DfdUpload').setOptions({ retryDelays: [10] })")
+        (tmp_path / "e.txt").write_bytes(f"content E ({nonce})\n".encode())
+        pick(page, [tmp_path / "e.txt"])
+        late = file_row(page, "e.txt")
+        expect(late).to_have_attribute("data-status", "error", timeout=INGEST_TIMEOUT_MS)
+        expect(late.get_by_test_id("file-error")).to_contain_text("bad_gateway: Down (test)")
+        page.unroute("**/upload")
+        late.get_by_test_id("file-retry").click()
+        expect(late).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
 
         assert not watch.errors, watch.errors
 
@@ -716,7 +731,7 @@ def test_sign_in_then_upload_a_file_and_see_it_processed(
         expect(page.get_by_test_id("account-user")).to_have_text("alice")
         expect(page.get_by_test_id("account-tenant")).to_contain_text("acme")
         expect(page.get_by_test_id("account-admin")).to_be_hidden()
-        page.set_input_files("[data-testid=file-input]", [tmp_path / "mine.txt"])
+        pick(page, [tmp_path / "mine.txt"])
         row = file_row(page, "mine.txt")
         expect(row).to_have_attribute("data-status", "stored", timeout=INGEST_TIMEOUT_MS)
         expect(row).to_have_attribute("data-sha256", hashlib.sha256(body).hexdigest())

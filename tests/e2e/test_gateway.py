@@ -208,6 +208,8 @@ def test_invoke_api(invoke_api: Client) -> None:
     assert missing.headers["x-amzn-errortype"] == "ResourceNotFoundException"
 
     assert invoke_api.post(path.format("Plain"), data=b"{not json").status_code == 400
+    deep = invoke_api.post(path.format("Plain"), data=b"[" * 100_000 + b"]" * 100_000)  # a 400, never a 500
+    assert deep.status_code == 400 and deep.headers["x-amzn-errortype"] == "InvalidRequestContentException"
     assert (
         invoke_api.post(path.format("Plain"), data=b"{}", headers={"X-Amz-Invocation-Type": "DryRun"}).status_code
         == 204
@@ -215,3 +217,72 @@ def test_invoke_api(invoke_api: Client) -> None:
     assert (
         invoke_api.post(path.format("Plain"), data=b"{}", headers={"X-Amz-Invocation-Type": "Event"}).status_code == 202
     )
+
+
+# ---------------------------------------------------------------------------------------------- pages: headers, files
+def test_pages_carry_the_security_headers(api: Client) -> None:
+    for path in ("/", "/admin", "/js/common.js", "/css/style.css", "/config.js"):
+        response = api.get(path)
+        assert response.status_code == 200, path
+        csp = response.headers["content-security-policy"]
+        directives = {part.split()[0]: part.split()[1:] for part in csp.split("; ")}
+        assert directives["script-src"] == ["'self'", "'wasm-unsafe-eval'"], csp  # no inline script, no eval
+        assert directives["frame-ancestors"] == ["'none'"] and directives["default-src"] == ["'none'"]
+        assert directives["worker-src"] == ["'self'", "blob:"] and "'self'" in directives["connect-src"]
+        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["x-content-type-options"] == "nosniff"
+    for page in ("index.html", "admin.html"):  # nothing inline for the CSP to block
+        html = (ROOT / "web" / page).read_text()
+        assert "<script>" not in html and " on" + "click=" not in html and "javascript:" not in html
+
+
+def test_the_connect_sources_are_the_stack_s() -> None:
+    from dfdlocal.webheaders import page_csp, page_headers
+
+    csp = page_headers(["http://127.0.0.1:4566/"])["Content-Security-Policy"]
+    assert "connect-src 'self' http://127.0.0.1:4566;" in csp
+    assert page_csp() == page_csp([]) and "connect-src 'self';" in page_csp()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/README.md",
+        "/package.json",
+        "/package-lock.json",
+        "/vendor/README.md",
+        "/vendor/uppy/LICENSE.uppy__core",
+        "/vendor/uppy/versions.json",
+        "/config.example.js",
+        "/.gitignore",
+        "/node_modules/@uppy/core/package.json",
+        "/scripts/vendor.mjs",
+    ],
+)
+def test_the_static_server_serves_only_the_app_s_files(api: Client, path: str) -> None:
+    response = api.get(path)
+    assert response.status_code == 404, path
+    assert response.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_api_responses_carry_the_security_headers() -> None:
+    """Set by the functions themselves (dfd.http), so API Gateway on AWS sends them too."""
+    from dfd.handlers import me, upload
+    from tests.support import LambdaContext, api_event
+
+    for response in (
+        me.handler(api_event("GET", "/me"), LambdaContext()),
+        upload.handler(api_event("POST", "/upload", body={"filename": "a"}), LambdaContext()),  # a 400
+    ):
+        headers = {name.lower(): value for name, value in response["headers"].items()}
+        assert headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
+        assert headers["referrer-policy"] == "no-referrer" and headers["x-content-type-options"] == "nosniff"
+
+
+def test_web_readme_gives_the_same_headers_for_a_hosted_site() -> None:
+    from dfdlocal.webheaders import hosted_connect_sources, page_headers
+
+    expected = page_headers(hosted_connect_sources("https://abc123.execute-api.eu-west-1.amazonaws.com", "eu-west-1"))
+    readme = (ROOT / "web" / "README.md").read_text()
+    for name, value in expected.items():
+        assert f"\n{name}: {value}\n" in readme, name

@@ -178,6 +178,16 @@ def test_bad_input_owner_rules_and_checksum_rules(stack: RunningStack) -> None:
     # POST /upload: a multipart upload has at least 5 MiB
     small = call(stack, "POST", "/upload", json={"filename": "s.bin", "size": PART - 1, "multipart": True})
     assert error_code(small, 400) == "validation_error"
+    # the client's part size: used as given, refused outside 5 MiB .. 5 GiB or beyond 10,000 parts
+    chosen = call(
+        stack, "POST", "/upload", json={"filename": "p.bin", "size": 13 * MIB, "multipart": True, "part_size": 6 * MIB}
+    )
+    assert chosen.status_code == 201 and (chosen.json()["part_size"], chosen.json()["part_count"]) == (6 * MIB, 3)
+    bounds = ((PART - 1, 13 * MIB), (5 * 1024 * MIB + 1, 6 * 1024 * MIB), ("6291456", 13 * MIB), (PART, PART * 10_001))
+    for part_size, size in bounds:
+        refused = call(stack, "POST", "/upload", json={"filename": "p.bin", "size": size, "part_size": part_size})
+        assert error_code(refused, 400) == "validation_error", refused.text
+        assert refused.json()["error"]["details"]["field"] == "part_size"
 
     upload_id = create(stack)["upload_id"]
     parts_path, complete_path = f"/uploads/{upload_id}/parts", f"/uploads/{upload_id}/complete"
@@ -208,8 +218,8 @@ def test_bad_input_owner_rules_and_checksum_rules(stack: RunningStack) -> None:
         assert error_code(call(stack, method, path, "bob", json=json_body), 404) == "not_found", (method, path)
         assert error_code(call(stack, method, path, "carol", json=json_body), 403) == "not_owner", (method, path)
         assert call(stack, method, path, None, json=json_body).status_code == 401, (method, path)
-    for unknown in ("/uploads/" + "0" * 32 + "/parts", "/uploads/not-an-id/parts"):
-        assert error_code(call(stack, "GET", unknown), 404) == "not_found"
+    assert error_code(call(stack, "GET", "/uploads/" + "0" * 32 + "/parts"), 404) == "not_found"
+    assert error_code(call(stack, "GET", "/uploads/not-an-id/parts"), 400) == "invalid_id"
 
     # per-part checksums are all-or-nothing once the first parts call gave them
     first = presign(stack, upload_id, [1])

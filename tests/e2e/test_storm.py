@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +17,7 @@ import requests
 from dfd.config import Settings
 from dfdtools.audit import audit
 from dfdtools.replay import notification
-from tests.e2e.e2e_helpers import ROOT, RunningStack, nothing_to_reap, take_events, wait_until
+from tests.e2e.e2e_helpers import RunningStack, nothing_to_reap, run_audit, take_events, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -146,14 +144,7 @@ def test_replay_storm_during_concurrent_uploads(stack: RunningStack) -> None:
     assert len(ids) == len(set(ids)) == distinct + 18
 
     # and the operator's tool agrees
-    audit_run = subprocess.run(
-        [sys.executable, "-m", "dfdtools.audit", "--endpoint-url", stack.aws_url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "DDB_TABLE": stack.files_table, "S3_BUCKET": stack.bucket},
-    )
+    audit_run = run_audit(stack)
     assert audit_run.returncode == 0, audit_run.stdout + audit_run.stderr
     assert "BROKEN" not in audit_run.stdout and audit_run.stdout.count("holds") >= 4
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dfd.handlers import admin_hashes, download, metadata, upload
+from dfd.handlers import admin_hashes, admin_stats, download, metadata, upload, uploads
 from dfd.tokens import encode_token
 from tests.integration.support import Aws, upload_bytes
 from tests.support import LambdaContext, api_event, call
@@ -79,8 +79,10 @@ def test_base64_body_and_too_large(aws: Aws) -> None:
     event["isBase64Encoded"] = True
     status, body = call(upload.handler, event)
     assert_error(status, body, 400, "invalid_json")
-    status, body = call(upload.handler, api_event("POST", "/upload", body={"filename": "big", "size": 5 * GIB + 1}))
-    assert_error(status, body, 413, "payload_too_large")
+    limit = 180 * GIB  # the default MaxUploadBytes
+    status, body = call(upload.handler, api_event("POST", "/upload", body={"filename": "big", "size": limit + 1}))
+    assert_error(status, body, 400, "too_large")
+    assert body["error"]["details"] == {"limit": limit} and "180 GiB" in body["error"]["message"]
 
 
 def test_filenames_keep_only_the_last_component(aws: Aws) -> None:
@@ -112,6 +114,19 @@ def test_unknown_ids_are_404(aws: Aws) -> None:
 def test_bad_limits_are_400(aws: Aws, limit: str) -> None:
     status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": limit}))
     assert_error(status, body, 400, "invalid_limit")
+
+
+def test_unknown_query_parameters_are_400(aws: Aws) -> None:
+    for handler, route in ((admin_hashes.handler, "/admin/hashes"), (uploads.handler, "/uploads")):
+        status, body = call(handler, api_event("GET", route, query={"limt": "5", "limit": "5"}))
+        assert_error(status, body, 400, "unknown_parameter")
+        assert body["error"]["details"] == {"parameters": ["limt"]}
+        status, body = call(handler, api_event("GET", route, query={"limit": "5", "last_evaluated_key": ""}))
+        assert status == 200, body
+    # a route that takes none refuses any
+    for handler, route in ((metadata.handler, "/metadata/" + "a" * 64), (admin_stats.handler, "/admin/stats")):
+        status, body = call(handler, api_event("GET", route, query={"limit": "5"}))
+        assert_error(status, body, 400, "unknown_parameter")
 
 
 def test_tampered_tokens_are_400(aws: Aws) -> None:

@@ -36,6 +36,7 @@ from dfd.conflicts import (
     KeyClaimed,
     MultipartAttached,
     PendingReleased,
+    PrecheckLimited,
     QuotaRefused,
     ReapPending,
     ReferenceMissing,
@@ -89,6 +90,7 @@ class FakeRepository:
         self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
         self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
+        self.prechecks: dict[str, dict[str, int]] = {}  # tenant -> its precheck bound's item (precheck#<tenant>)
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
         self.after_tenant_file: Callable[[], None] | None = None
@@ -370,6 +372,16 @@ class FakeRepository:
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:
             raise refused
+        counted = self.prechecks.get(upload.tenant, {})
+        bound = upload.bound
+        if bound is not None:  # the adapter's precheck_bound_update
+            window = counted.get("precheck_window")
+            same = window == bound.window and counted.get("prechecks", 0) < bound.limit
+            if (window == bound.window) if bound.fresh else not same:
+                raise PrecheckLimited(_parsed(codec.precheck_count, self.prechecks.get(upload.tenant)))
+            counted = self.prechecks.setdefault(upload.tenant, {})
+            counted["prechecks"] = 1 if bound.fresh else counted["prechecks"] + 1
+            counted["precheck_window"] = bound.window
         stamp = clock.iso(now)
         self.uploads[upload.upload_id] = codec.precheck_upload_item(upload, stamp)
         self._count_duplicate(file, upload.size, now)
@@ -607,7 +619,7 @@ class FakeObjectStore:
             found.checksum_sha256,
             tenant_from_metadata(found.metadata),
         )
-        body = None if (found.checksum_sha256 or expect_checksum) else io.BytesIO(found.data)
+        body = None if expect_checksum else io.BytesIO(found.data)
         return OpenedObject(info, body)
 
     def stream(self, opened: OpenedObject, sink: Sink) -> int:

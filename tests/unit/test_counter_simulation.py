@@ -40,3 +40,20 @@ def test_the_simulation_is_deterministic() -> None:
     first = Simulation(shards=4, ingesters=8, objects_per_ingester=4, seed=3).run()
     second = Simulation(shards=4, ingesters=8, objects_per_ingester=4, seed=3).run()
     assert first.to_json() == second.to_json() and first.exact
+
+
+def test_one_tenant_on_usage_shards_stays_exact_and_spreads_and_on_one_item_conflicts_more() -> None:
+    # the tenant's usage moves in every ingest commit and every registration (the real register_upload)
+    spread = Simulation(
+        shards=16, ingesters=32, objects_per_ingester=4, tenant="acme", registrars=8, registrations_per_registrar=4
+    ).run()
+    assert spread.exact, (spread.totals, spread.expected)
+    assert spread.registered == 32 and spread.failed_registrations == 0 and spread.failed_deliveries == 0
+    assert spread.totals["usage_used_bytes"] == 32 * 1000 and spread.usage_items > 16
+    gate = Simulation(
+        shards=16, ingesters=32, objects_per_ingester=4, tenant="acme", registrars=8, registrations_per_registrar=4,
+        limited=True,
+    ).run()  # fmt: skip
+    assert gate.exact, (gate.totals, gate.expected)  # a refused registration counts nothing
+    assert gate.usage_items == 1
+    assert gate.conflict_share > 2 * spread.conflict_share

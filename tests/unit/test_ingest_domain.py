@@ -609,3 +609,34 @@ def test_a_duplicate_whose_event_record_expired_is_a_replay(world: World) -> Non
     assert result.outcome == Outcome.REPLAY and result.detail["bound_upload"] and result.deleted
     assert world.totals() == counted and world.repo.tenant_refs[("acme", sha(data))]["upload_count"] == 2
     world.assert_invariants()
+
+
+# ---------------------------------------------------------------------------------------------- trusted checksums
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_stored_checksum_the_upload_did_not_sign_is_not_trusted(world: World, declared: bool) -> None:
+    """bob's object claims alice's content through a checksum nobody signed (an unsigned header, a trailer): the
+    ingest hashes his bytes, so his upload is his junk — never alice's content."""
+    alice_data = b"alice's secret report\n" * 20
+    alice_key = world.upload(alice_data, checksum=True)
+    expect(world.ingest(alice_key), Outcome.STORED)
+    junk = b"bob's junk\n" * 7
+    # declared: bob's URL signed the SHA-256 of his junk, yet S3 kept another; not declared: nothing was signed
+    bob_key = world.upload(junk, checksum=declared, user=BOB)
+    world.objects.objects[(BUCKET, bob_key)].checksum_sha256 = sha(alice_data)
+    result = world.ingest(bob_key)
+    expect(result, Outcome.STORED)
+    assert result.hash == sha(junk) and result.hashed_bytes == len(junk)
+    assert (
+        world.repo.files[sha(alice_data)]["s3_key"] == alice_key
+        and world.repo.files[sha(alice_data)]["upload_count"] == 1
+    )
+    assert world.repo.files[sha(junk)]["s3_key"] == bob_key
+    world.assert_invariants()
+
+
+def test_the_signed_checksum_spares_the_read(world: World) -> None:
+    data = b"declared and verified\n" * 9
+    key = world.upload(data, checksum=True)
+    result = world.ingest(key)
+    expect(result, Outcome.STORED)
+    assert result.hashed_bytes == 0 and world.objects.streams == 0 and "checksum_untrusted" not in result.detail

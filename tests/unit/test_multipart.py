@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dfd.config import GIB, MIB, TIB, Settings
-from dfd.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from dfd.errors import BadRequest, Conflict, Forbidden, NotFound, ValidationFailed
 from dfd.identity import Caller
 from dfd.multipart import MAX_PARTS, MultipartService, part_layout, part_length
 from dfd.uploads import UploadService, parse_request
@@ -93,6 +93,35 @@ def test_upload_service_delegates_and_single_puts_say_so() -> None:
         parse_request({"filename": "a", "size": 6 * MIB, "multipart": "yes"}, s.max_upload_bytes)
 
 
+def test_client_part_size() -> None:
+    s = settings()
+    uploads = UploadService(s, FakeRepository(s), FakeObjectStore(), now=lambda: NOW)
+    asked = parse_request({"filename": "a", "size": 20 * MIB + 1, "multipart": True, "part_size": 6 * MIB}, GIB)
+    answer = uploads.create(asked, ALICE)
+    assert (answer.body["part_size"], answer.body["part_count"]) == (6 * MIB, 4)
+    # the server's layout when none is given; unaligned sizes are fine (S3 has no alignment rule)
+    by_threshold = uploads.create(
+        parse_request({"filename": "a", "size": 12 * MIB, "part_size": 7 * MIB + 3}, GIB), ALICE
+    )
+    assert (by_threshold.body["part_size"], by_threshold.body["part_count"]) == (7 * MIB + 3, 2)
+
+
+@pytest.mark.parametrize(
+    ("part_size", "size", "message"),
+    [
+        ("8388608", 20 * MIB, "integer"),
+        (True, 20 * MIB, "integer"),
+        (5 * MIB - 1, 20 * MIB, "between"),
+        (5 * GIB + 1, 20 * GIB, "between"),
+        (5 * MIB, 5 * MIB * MAX_PARTS + 1, "more than 10000 parts; use at least 5242881"),
+    ],
+)
+def test_client_part_size_refused(part_size: Any, size: int, message: str) -> None:
+    with pytest.raises(ValidationFailed, match=message) as refused:
+        parse_request({"filename": "a", "size": size, "part_size": part_size}, 5 * TIB)
+    assert refused.value.details is not None and refused.value.details["field"] == "part_size"
+
+
 def test_settings_bounds() -> None:
     with pytest.raises(Exception, match="MULTIPART_MIN_PART_BYTES"):
         settings(multipart_min_part=4 * MIB)
@@ -148,8 +177,9 @@ def test_ownership(world: Any) -> None:
     assert refused.value.code == "not_owner"
     with pytest.raises(NotFound):
         service.complete(BOB, "0" * 32, None)
-    with pytest.raises(NotFound):
+    with pytest.raises(BadRequest) as malformed:
         service.complete(ALICE, "not-an-id", None)
+    assert malformed.value.code == "invalid_id"
     assert service.list_parts(ADMIN, upload_id)["parts"] == []
 
 

@@ -639,3 +639,41 @@ def test_the_default_session_sends_bodies_in_read_chunk_steps() -> None:
     chunks = body_to_chunks(Body(b"x" * (3 * multipart.READ_CHUNK)), "PUT", multipart.READ_CHUNK).chunks
     assert chunks is not None and sum(len(chunk) for chunk in chunks) == 3 * multipart.READ_CHUNK
     assert set(reads) == {multipart.READ_CHUNK}
+
+
+# ---------------------------------------------------------------------- complete while S3 assembles
+@dataclass
+class SlowCompleteServer(FakeServer):
+    """complete answers 202 "completing" + Retry-After this many times before the assembled answer."""
+
+    completing: int = 0
+    retry_after: str = "7"
+
+    def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
+        if method == "POST" and url.endswith("/complete") and self.completing:
+            with self.lock:
+                self.api_calls.append((method, url[len(API) :], dict(kwargs.get("headers") or {})))
+            self.completing -= 1
+            body = {"upload_id": self.upload_id, "status": "completing"}
+            return FakeResponse(202, body, headers={"Retry-After": self.retry_after})
+        return super().request(method, url, **kwargs)
+
+
+def test_a_completing_answer_is_repeated_after_retry_after_until_complete(data_file: Path, states: StateStore) -> None:
+    server = SlowCompleteServer(size=data_file.stat().st_size, completing=2)
+    sleeps: list[float] = []
+    assert uploader(server, states, sleeps).start(data_file, server.issued(), Recorder()) == "u1"
+    completes = [path for method, path, _ in server.api_calls if path.endswith("/complete")]
+    assert completes == ["/uploads/u1/complete"] * 3 and len(server.completed) == 1
+    assert sleeps[-2:] == [7.0, 7.0]
+    assert not states.path_for(data_file).exists()
+
+
+def test_a_complete_still_assembling_past_the_wait_keeps_the_state_for_resume(
+    data_file: Path, states: StateStore
+) -> None:
+    server = SlowCompleteServer(size=data_file.stat().st_size, completing=10**6)
+    sleeps: list[float] = []
+    with pytest.raises(MultipartError, match=r"still assembling.*--resume"):
+        uploader(server, states, sleeps, complete_wait=0.0).start(data_file, server.issued(), Recorder())
+    assert states.path_for(data_file).exists()

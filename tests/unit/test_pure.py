@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dfd.config import ConfigError, Settings
-from dfd.errors import BadRequest, InvalidEvent, PayloadTooLarge, ValidationFailed
+from dfd.errors import BadRequest, InvalidEvent, TooLarge, ValidationFailed
 from dfd.events import ObjectRef, is_sqs_batch, refs_from_message_body, refs_from_payload
 from dfd.hashing import b64_to_hex, hex_to_b64, sha256_of_chunks
 from dfd.ids import clean_filename, event_key, upload_id_from_key, valid_content_type, version_token
@@ -155,7 +155,7 @@ def test_checksums() -> None:
 def test_parse_request() -> None:
     request = parse_request({"filename": "a.txt", "size": 5}, 10)
     assert request.content_type == "application/octet-stream" and request.sha256 is None
-    with pytest.raises(PayloadTooLarge):
+    with pytest.raises(TooLarge):
         parse_request({"filename": "a.txt", "size": 11}, 10)
     with pytest.raises(ValidationFailed):
         parse_request({"filename": "a.txt", "size": 5, "sha256": "A" * 64}, 10)

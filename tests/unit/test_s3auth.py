@@ -7,6 +7,7 @@ import hashlib
 import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
@@ -280,3 +281,164 @@ def test_guard_hands_the_body_to_moto_as_the_bytes_it_read() -> None:
         assert statuses.pop() == "200 OK"
         assert source.reads == -(-len(data) // step)
     assert [(kept == data, seen is kept) for kept, seen in handed] == [(True, True), (True, True)]
+
+
+# ---------------------------------------------------------------------------------------------- as strict as S3
+def send_full(
+    guard: PresignedS3Guard, url: str, body: bytes, headers: dict[str, str]
+) -> tuple[str, list[tuple[str, str]], bytes]:
+    """send(), with the answer's headers."""
+    path, query = url.split("127.0.0.1:4566", 1)[1].split("?", 1)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": "PUT",
+        "PATH_INFO": path,
+        "RAW_URI": f"{path}?{query}",
+        "QUERY_STRING": query,
+        "HTTP_HOST": "127.0.0.1:4566",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+    }
+    for name, value in headers.items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    answered: list[tuple[str, list[tuple[str, str]]]] = []
+    payload = b"".join(guard(environ, lambda status, hdrs: answered.append((status, hdrs))))
+    return answered[0][0], answered[0][1], payload
+
+
+ALICE_B64 = b64sha(b"alice's content")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("x-amz-sdk-checksum-algorithm", "SHA256"),  # moto would take the checksum from the body
+        ("x-amz-checksum-sha256", ALICE_B64),
+        ("x-amz-checksum-crc32", "AAAAAA=="),
+        ("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"),
+        ("x-amz-trailer", "x-amz-checksum-sha256"),
+        ("x-amz-decoded-content-length", "3"),
+        ("x-amz-storage-class", "GLACIER"),
+        ("x-amz-acl", "public-read"),
+        ("x-amz-tagging", "a=b"),
+        ("x-amz-website-redirect-location", "https://evil.example/"),
+        ("x-amz-meta-dfd-tenant", "acme"),
+        ("x-amz-server-side-encryption", "AES256"),
+        ("x-amz-object-lock-mode", "GOVERNANCE"),
+    ],
+)
+def test_guard_refuses_every_unsigned_x_amz_header(name: str, value: str) -> None:
+    data = b"x-amz-checksum-sha256:" + ALICE_B64.encode() + b"\njunk"
+    url = presign(ContentLength=len(data))
+    app = Recorder()
+    guard = PresignedS3Guard(app, SECRETS)
+    status, _, body = send_full(guard, url, data, {name: value})
+    assert status == "403 Forbidden", body
+    assert b"<Code>AccessDenied</Code>" in body
+    assert b"There were headers present in the request which were not signed" in body
+    assert f"<HeadersNotSigned>{name}</HeadersNotSigned>".encode() in body
+    assert not app.seen
+    assert send_full(guard, url, data, {})[0] == "200 OK" and app.seen == [{"body": data, "algo": None}]
+
+
+def test_signed_x_amz_headers_are_accepted_unsigned_ones_named() -> None:
+    url = presign(ContentLength=3, Metadata={"dfd-tenant": "acme"})
+    headers = {"content-length": "3", "x-amz-meta-dfd-tenant": "acme"}
+    verify_url("PUT", url, headers, SECRETS)
+    with pytest.raises(Refused) as refused:
+        verify_url("PUT", url, headers | {"x-amz-acl": "public-read", "x-amz-tagging": "a=b"}, SECRETS)
+    assert refused.value.status == 403 and refused.value.code == "AccessDenied"
+    assert refused.value.extra == {"HeadersNotSigned": "x-amz-acl, x-amz-tagging"}
+
+
+def test_guard_refuses_an_aws_chunked_body_even_unsigned_encoding() -> None:
+    data = b"3\r\nabc\r\n0\r\n\r\n"
+    url = presign(ContentLength=len(data))
+    app = Recorder()
+    status, _, body = send_full(PresignedS3Guard(app, SECRETS), url, data, {"content-encoding": "aws-chunked"})
+    assert status == "400 Bad Request" and b"<Code>InvalidRequest</Code>" in body and b"aws-chunked" in body
+    assert not app.seen
+
+
+@pytest.mark.parametrize(
+    ("params", "headers"),
+    [
+        ({"ChecksumCRC32": "NSRBwg=="}, {"x-amz-checksum-crc32": "NSRBwg=="}),
+        ({"ChecksumAlgorithm": "CRC32"}, {"x-amz-sdk-checksum-algorithm": "CRC32"}),
+    ],
+)
+def test_guard_refuses_a_checksum_it_cannot_verify_even_signed(params: dict[str, str], headers: dict[str, str]) -> None:
+    data = b"abc"
+    url = presign(ContentLength=len(data), **params)
+    signed = parse_qs(urlsplit(url).query)["X-Amz-SignedHeaders"][0].split(";")
+    assert set(headers) <= set(signed)
+    app = Recorder()
+    status, _, body = send_full(PresignedS3Guard(app, SECRETS), url, data, headers)
+    assert status == "400 Bad Request" and b"<Code>InvalidRequest</Code>" in body, body
+    assert not app.seen
+
+
+def test_guard_verifies_a_signed_content_md5() -> None:
+    data = b"abc"
+    md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+    url = presign(ContentLength=len(data), ContentMD5=md5)
+    app = Recorder()
+    guard = PresignedS3Guard(app, SECRETS)
+    status, _, body = send_full(guard, url, b"abd", {"content-md5": md5})
+    assert status == "400 Bad Request" and b"<Code>BadDigest</Code>" in body and not app.seen
+    assert send_full(guard, url, data, {"content-md5": md5})[0] == "200 OK"
+
+
+def test_a_part_of_an_upload_that_no_longer_exists_is_no_such_upload() -> None:
+    data = b"late part"
+    url = presign_part(ContentLength=len(data))
+    app = Recorder()
+    alive = {"mp-1": True}
+    guard = PresignedS3Guard(app, SECRETS, multipart_exists=lambda bucket, key, upload: alive.get(upload, False))
+    assert send_full(guard, url, data, {})[0] == "200 OK"
+    alive["mp-1"] = False  # aborted or completed
+    status, _, body = send_full(guard, url, data, {})
+    assert status == "404 Not Found" and b"<Code>NoSuchUpload</Code>" in body and b"<UploadId>mp-1</UploadId>" in body
+    assert len(app.seen) == 1
+
+    def failing(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        alive["mp-1"] = False  # completed between the guard's check and moto's (moto: KeyError, a 500)
+        raise KeyError("mp-1")
+
+    alive["mp-1"] = True
+    guard = PresignedS3Guard(failing, SECRETS, multipart_exists=lambda bucket, key, upload: alive[upload])
+    status, _, body = send_full(guard, url, data, {})
+    assert status == "404 Not Found" and b"<Code>NoSuchUpload</Code>" in body
+
+
+CORS = [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "ETag")]
+
+
+def test_every_answer_to_a_browser_carries_the_bucket_cors_headers() -> None:
+    data = b"abc"
+    seen_cors: list[tuple[str, str, str]] = []
+
+    def cors(bucket: str, origin: str, method: str) -> list[tuple[str, str]]:
+        seen_cors.append((bucket, origin, method))
+        return CORS
+
+    def moto(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("412 Precondition Failed", [("Content-Type", "application/xml"), ("Vary", "x")])
+        return [b"<Error><Code>PreconditionFailed</Code></Error>"]
+
+    origin = {"origin": "http://127.0.0.1:3000"}
+    url = presign(ContentLength=len(data), ChecksumSHA256=b64sha(data))
+    guard = PresignedS3Guard(moto, SECRETS, cors=cors)
+    signed = {"x-amz-checksum-sha256": b64sha(data)}
+    for body, headers, expected in (
+        (b"abd", signed, "400"),  # BadDigest
+        (data, signed | {"x-amz-acl": "public-read"}, "403"),  # an unsigned header
+        (data, signed, "412"),  # moto's own answer
+    ):
+        status, answer_headers, _ = send_full(guard, url, body, headers | origin)
+        assert status.startswith(expected)
+        assert [h for h in answer_headers if h[0].lower().startswith("access-control-")] == CORS
+        assert not [h for h in answer_headers if h[0].lower() == "vary"]
+    assert seen_cors == [("b", "http://127.0.0.1:3000", "PUT")] * 3
+    # no Origin: no CORS headers at all
+    status, answer_headers, _ = send_full(guard, url, b"abd", signed)
+    assert status.startswith("400") and not [h for h in answer_headers if h[0].startswith("Access-Control")]

@@ -53,7 +53,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "CountersTable.Arn"),
+        ("dynamodb:BatchGetItem", "CountersTable.Arn"),  # the tenant's usage shards, with a quota set
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -82,7 +82,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
     "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "MeFunction": {("dynamodb:GetItem", "CountersTable.Arn")},
+    "MeFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
         ("s3:GetObject", OBJECTS),
@@ -371,13 +371,14 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     assert props["Architectures"] == ["arm64"]
     assert props["Tracing"] == "Active"
     if logical_id == "IngestFunction":
-        assert props["Timeout"] == 300
+        assert props["Timeout"] == 900  # Lambda's maximum: the largest object is hashed in one invocation
         assert _param_value(template, props["MemorySize"]) == 1769  # one full vCPU: hashing is CPU bound
     elif logical_id == "PublisherFunction":
         assert props["Timeout"] == 60  # a batch of 100 records, PutEvents retried per entry
         assert props["MemorySize"] == 256
     else:
-        assert props["Timeout"] == 10
+        # complete's wait for S3 (10,000 parts): under the HTTP API's 30 s
+        assert props["Timeout"] == (29 if logical_id == "UploadPartsFunction" else 10)
         assert props["MemorySize"] == 256
 
 
@@ -414,7 +415,7 @@ def test_parameters_and_defaults(template: dict[str, Any]) -> None:
         "UploadPrefix": "uploads/",
         "CounterShards": 100,
         "PendingShards": 4,
-        "MaxUploadBytes": 5368709120,
+        "MaxUploadBytes": 180 * 2**30,  # docs/performance.md, "The largest object"
         "LogLevel": "INFO",
         "MetricsNamespace": "dfd",
         "IngestMemorySize": 1769,

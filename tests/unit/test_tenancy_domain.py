@@ -8,6 +8,7 @@ table on moto through the handlers."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 from collections.abc import Callable
@@ -19,7 +20,7 @@ import pytest
 
 from dfd import clock
 from dfd.conflicts import CommitRefused
-from dfd.errors import DfdError, Forbidden, NotFound, NotReady
+from dfd.errors import DfdError, Forbidden, NotFound, NotReady, TooManyRequests
 from dfd.identity import Caller, caller_from_claims
 from dfd.ids import upload_id_from_key
 from dfd.ingest import Ingestor, IngestResult, Outcome
@@ -591,3 +592,38 @@ def test_two_tenants_first_uploads_of_one_content_race(world: Tenancy) -> None:
     assert world.queries().metadata(sha(data), BOB.caller)["filename"] == "bob.bin"
     assert world.queries().metadata(sha(data), ALICE.caller)["filename"] == "carol.bin"
     world.assert_invariants()
+
+
+# ---------------------------------------------------------------------------------------------- precheck bound
+def test_repeated_prechecks_are_bounded_per_tenant_and_window(world: Tenancy, report: str) -> None:
+    """A tenant cannot inflate duplicates_avoided / total_s3_size_saved at will: PRECHECK_LIMIT 409s per window,
+    counted in the 409's own transaction; then 429 with when to retry, nothing counted; a new window starts
+    again."""
+    world.settings = dataclasses.replace(world.settings, precheck_limit=3, precheck_window_seconds=3600)
+    world.now = NOW.replace(minute=0, second=0) + timedelta(hours=1)
+    for user in (ALICE, CAROL, ALICE):  # one tenant's count, whoever asks
+        assert world.precheck(user, REPORT).status == 409
+    before = world.totals()
+    uploads = len(world.repo.uploads)
+    world.tick(10)
+    refused = error_of(lambda: world.precheck(CAROL, REPORT))
+    assert isinstance(refused, TooManyRequests) and refused.status == 429 and refused.code == "too_many_prechecks"
+    assert refused.details == {"limit": 3, "window_seconds": 3600, "retry_after": 50 * 60}
+    assert world.totals() == before and len(world.repo.uploads) == uploads  # nothing counted, nothing recorded
+    assert before["duplicates_avoided"] == 3 and before["total_s3_size_saved"] == 3 * len(REPORT)
+    # another tenant holding the content has its own bound
+    bob_key = world.upload(REPORT, "bob.pdf", user=BOB)
+    world.ingest(bob_key)
+    assert world.precheck(BOB, REPORT).status == 409
+    # the next window
+    world.tick(50)
+    assert world.precheck(CAROL, REPORT).status == 409
+    assert world.repo.prechecks["acme"]["prechecks"] == 1
+    world.assert_invariants()
+
+
+def test_a_precheck_bound_of_zero_is_unbounded(world: Tenancy, report: str) -> None:
+    world.settings = dataclasses.replace(world.settings, precheck_limit=0)
+    for _ in range(5):
+        assert world.precheck(CAROL, REPORT).status == 409
+    assert "acme" not in world.repo.prechecks

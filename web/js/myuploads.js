@@ -14,10 +14,11 @@
     return document.getElementById(id);
   }
 
-  function cell(text, cls) {
+  function cell(text, cls, label) {
     var td = document.createElement("td");
     td.textContent = text;
     if (cls) td.className = cls;
+    if (label) td.setAttribute("data-label", label); // the column's name on a narrow screen (one card per row)
     return td;
   }
 
@@ -26,18 +27,36 @@
     tr.setAttribute("data-testid", "my-upload");
     tr.setAttribute("data-upload-id", item.upload_id);
     tr.setAttribute("data-status", item.status || "");
-    tr.appendChild(cell(item.filename || item.upload_id));
-    tr.appendChild(cell(typeof item.size === "number" ? D.formatBytes(item.size) : "—", "num"));
-    tr.appendChild(cell(item.status === "deleted" ? "deleted" : item.status || "", "status-" + (item.status || "")));
-    tr.appendChild(cell((item.created_at || "").replace("T", " ").replace("Z", " UTC")));
+    tr.appendChild(cell(item.filename || item.upload_id, "col-name"));
+    tr.appendChild(cell(typeof item.size === "number" ? D.formatBytes(item.size) : "—", "num", "Size"));
+    tr.appendChild(cell(item.status || "", "status-" + (item.status || ""), "Status"));
+    tr.appendChild(cell(D.formatDate(item.created_at), "col-date", "Uploaded"));
     var actions = document.createElement("td");
+    actions.className = "col-actions";
+    var name = item.filename || item.upload_id;
+    if (item.status === "stored" || item.status === "duplicate") {
+      var fallback = document.createElement("span");
+      fallback.className = "download-fallback";
+      fallback.setAttribute("data-testid", "my-upload-download-status");
+      var get = document.createElement("button");
+      get.type = "button";
+      get.className = "btn btn-small";
+      get.textContent = "Download";
+      get.setAttribute("data-testid", "my-upload-download");
+      get.setAttribute("aria-label", "Download " + name);
+      get.addEventListener("click", function () {
+        D.downloadFile(item.upload_id, get, fallback);
+      });
+      actions.appendChild(get);
+      actions.appendChild(fallback);
+    }
     if (item.status !== "deleted") {
       var btn = document.createElement("button");
       btn.type = "button";
       btn.className = "btn btn-small btn-secondary";
       btn.textContent = "Delete";
       btn.setAttribute("data-testid", "delete-upload");
-      btn.setAttribute("aria-label", "Delete " + (item.filename || item.upload_id));
+      btn.setAttribute("aria-label", "Delete " + name);
       btn.addEventListener("click", function () {
         remove(item, btn);
       });

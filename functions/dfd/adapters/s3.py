@@ -1,12 +1,11 @@
 """S3 adapter: identify, stream and delete objects, presign URLs; turns ClientError into domain errors.
 
 Reading an object for the ingest (the numbers behind these choices: docs/performance.md):
-- ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId) and, on a client
-  prepared with :func:`ask_for_stored_checksums`, carry S3's stored checksums; when one is a full-object
-  SHA-256 the body is dropped unread.
+- ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId); its body is
+  what the ingest hashes (a stored checksum the upload did not sign is never trusted: dfd.ingest).
 - ``open(bucket, key, expect_checksum=True)``: HeadObject (ChecksumMode ENABLED) first. When S3 holds the
-  SHA-256 no GetObject is ever sent; otherwise :meth:`ObjectStore.stream` fetches the body IfMatch the ETag
-  the HEAD identified (a 412 means superseded).
+  SHA-256 the upload signed no GetObject is ever sent; otherwise :meth:`ObjectStore.stream` fetches the body
+  IfMatch the ETag the HEAD identified (a 412 means superseded).
 - ``stream()``: every byte, in order, into a sink (the hash). One stream up to the threshold. Above it, the
   first bytes of that stream time the connection: one that already keeps the hash busy (a local endpoint)
   carries on alone; a slower one (S3 gives ~100 MB/s per connection) is joined by byte ranges fetched
@@ -26,10 +25,18 @@ from concurrent.futures import wait as wait_all
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
-from dfd.errors import DfdError, MultipartGone, ObjectChanged, ObjectNotFound, PartsRejected, ServiceUnavailable
+from dfd.errors import (
+    DfdError,
+    MultipartGone,
+    ObjectChanged,
+    ObjectNotFound,
+    PartsRejected,
+    ServiceUnavailable,
+    StillCompleting,
+)
 from dfd.hashing import b64_to_hex
 from dfd.ids import tenant_from_metadata
 from dfd.ports import ObjectInfo, OpenedObject, PartInfo, Sink
@@ -39,7 +46,6 @@ if TYPE_CHECKING:
 
 CHUNK = 1024 * 1024  # one stream's reads
 RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap
-DRAIN_LIMIT = 256 * 1024  # an unread body up to this size is drained (the connection stays pooled)
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _NO_UPLOAD = {"NoSuchUpload"}
@@ -62,18 +68,6 @@ def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdE
     if code in _RETRYABLE:
         return ServiceUnavailable(f"S3 {action} {key} is throttled or unavailable ({code})")
     return DfdError(f"S3 {action} {key} failed ({code})", code="storage_error")
-
-
-def _checksum_mode_header(request: Any, **_: Any) -> None:
-    request.headers["x-amz-checksum-mode"] = "ENABLED"
-
-
-def ask_for_stored_checksums(client: Any) -> None:
-    """Make every GetObject of `client` ask S3 for the object's stored checksums (x-amz-checksum-mode) WITHOUT
-    botocore re-validating the body against them, as it does when the ChecksumMode parameter is set: the
-    ingest hashes every byte with SHA-256 itself, and a second pass (CRC32 of every byte) would cost a third of
-    its throughput. Only for a client that never presigns (the header would become a signed header)."""
-    client.meta.events.register("before-sign.s3.GetObject", _checksum_mode_header, unique_id="dfd-checksum-mode")
 
 
 @dataclass(frozen=True)
@@ -155,9 +149,17 @@ class _Part:
 
 
 class ObjectStore:
-    def __init__(self, client: Any, presign_client: Any | None = None, *, tuning: ReadTuning | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        presign_client: Any | None = None,
+        *,
+        tuning: ReadTuning | None = None,
+        complete_client: Any | None = None,
+    ) -> None:
         self._s3 = client
         self._presign = presign_client or client
+        self._complete = complete_client or client
         self.tuning = tuning or ReadTuning()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -179,14 +181,7 @@ class ObjectStore:
             response = self._s3.get_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetObject", key) from error
-        info = _info(bucket, key, response)
-        if not info.checksum_sha256:
-            return OpenedObject(info, response["Body"])
-        if info.size <= DRAIN_LIMIT:
-            _release(response["Body"])
-        else:
-            response["Body"].close()
-        return OpenedObject(info, None)
+        return OpenedObject(_info(bucket, key, response), response["Body"])
 
     # ------------------------------------------------------------------ read
     def stream(self, opened: OpenedObject, sink: Sink) -> int:
@@ -490,7 +485,9 @@ class ObjectStore:
 
     def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
         """CompleteMultipartUpload IfNoneMatch "*" (an object at the key → ObjectChanged), with each part's
-        checksum when S3 keeps one (an upload created with SHA-256 requires them)."""
+        checksum when S3 keeps one (an upload created with SHA-256 requires them). Sent on the complete client,
+        whose read timeout is the request's budget: S3 may take minutes to assemble 10,000 parts, and a wait
+        past the budget is StillCompleting (the client repeats the complete)."""
         listed: list[dict[str, Any]] = []
         for part in parts:
             entry: dict[str, Any] = {"PartNumber": part.part_number, "ETag": part.etag}
@@ -498,7 +495,7 @@ class ObjectStore:
                 entry["ChecksumSHA256"] = part.checksum_sha256
             listed.append(entry)
         try:
-            self._s3.complete_multipart_upload(
+            self._complete.complete_multipart_upload(
                 Bucket=bucket,
                 Key=key,
                 UploadId=s3_upload_id,
@@ -506,6 +503,8 @@ class ObjectStore:
                 IfNoneMatch="*",
                 MpuObjectSize=size,  # S3 refuses an assembly of any other size
             )
+        except ReadTimeoutError as error:
+            raise StillCompleting(f"S3 is still assembling {key}") from error
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "CompleteMultipartUpload", key) from error
 

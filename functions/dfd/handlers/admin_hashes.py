@@ -7,7 +7,7 @@ from typing import Any
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import json_response, lambda_entry, make_app
+from dfd.http import json_response, lambda_entry, make_app, query_values
 from dfd.identity import current_caller
 
 settings()
@@ -17,10 +17,8 @@ app = make_app()
 @app.get("/admin/hashes")
 def list_hashes() -> Any:
     caller = current_caller(app)
-    event = app.current_event
-    page = deps.queries().hashes(
-        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key"), caller
-    )
+    limit, token = query_values(app, "limit", "last_evaluated_key")
+    page = deps.queries().hashes(limit, token, caller)
     return json_response(200, page)
 
 

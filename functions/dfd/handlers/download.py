@@ -7,7 +7,7 @@ from typing import Any
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import json_response, lambda_entry, make_app, path_id
+from dfd.http import json_response, lambda_entry, make_app, path_id, query_values
 from dfd.identity import current_caller
 
 settings()
@@ -16,6 +16,7 @@ app = make_app()
 
 @app.get("/download/<id>")
 def get_download(id: str) -> Any:
+    query_values(app)
     caller = current_caller(app)
     return json_response(200, deps.queries().download(path_id(app, id), caller))
 

@@ -7,7 +7,7 @@ from typing import Any
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import json_response, lambda_entry, make_app
+from dfd.http import json_response, lambda_entry, make_app, query_values
 from dfd.identity import current_caller
 from dfd.me import me
 
@@ -17,6 +17,7 @@ app = make_app()
 
 @app.get("/me")
 def get_me() -> Any:
+    query_values(app)
     return json_response(200, me(current_caller(app), deps.repository(), settings()))
 
 

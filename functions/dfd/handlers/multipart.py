@@ -13,8 +13,9 @@ from dfd import aws, deps
 from dfd.config import settings
 from dfd.errors import BadRequest
 from dfd.handlers import init_done
-from dfd.http import json_body, json_response, lambda_entry, make_app, path_id
+from dfd.http import json_body, json_response, lambda_entry, make_app, path_id, query_values
 from dfd.identity import current_caller
+from dfd.multipart import COMPLETING, RETRY_AFTER_SECONDS
 from dfd.observability import logger
 
 settings()
@@ -23,6 +24,7 @@ app = make_app()
 
 @app.post("/uploads/<id>/parts")
 def presign_parts(id: str) -> Any:
+    query_values(app)
     caller = current_caller(app)
     answer = deps.multipart_service().presign_parts(caller, path_id(app, id), json_body(app))
     logger.info("parts presigned", extra={"upload_id": path_id(app, id), "parts": len(answer["parts"])})
@@ -31,15 +33,20 @@ def presign_parts(id: str) -> Any:
 
 @app.get("/uploads/<id>/parts")
 def list_parts(id: str) -> Any:
+    query_values(app)
     return json_response(200, deps.multipart_service().list_parts(current_caller(app), path_id(app, id)))
 
 
 @app.post("/uploads/<id>/complete")
 def complete(id: str) -> Any:
+    query_values(app)
     caller = current_caller(app)
     answer = deps.multipart_service().complete(caller, path_id(app, id), _optional_body())
     logger.info("multipart completed", extra={"upload_id": path_id(app, id), "status": answer["status"]})
-    return json_response(202, answer)
+    response = json_response(202, answer)
+    if answer["status"] == COMPLETING:  # S3 is still assembling: the client repeats the same POST after this
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def _optional_body() -> Any:

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import json_body, json_response, make_app
+from dfd.http import json_body, json_response, make_app, query_values, resolve
 from dfd.identity import current_caller
 from dfd.observability import logger, metrics, tracer
 from dfd.uploads import parse_request
@@ -22,6 +22,7 @@ app = make_app()
 
 @app.post("/upload")
 def create_upload() -> Any:
+    query_values(app)
     caller = current_caller(app)
     request = parse_request(json_body(app), settings().max_upload_bytes)
     answer = deps.upload_service().create(request, caller)
@@ -39,7 +40,7 @@ def create_upload() -> Any:
 @tracer.capture_lambda_handler(capture_response=False)  # the body carries a presigned URL (item 8)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return resolve(app, event, context)
 
 
 init_done(deps.upload_service, aws.dynamodb().build, aws.s3().build)

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler import Response
 from dfd import aws, deps
 from dfd.config import settings
 from dfd.handlers import init_done
-from dfd.http import json_response, lambda_entry, make_app, path_id
+from dfd.http import json_response, lambda_entry, make_app, path_id, query_values
 from dfd.identity import current_caller
 from dfd.observability import logger
 
@@ -22,15 +22,14 @@ app = make_app()
 @app.get("/uploads")
 def list_uploads() -> Any:
     caller = current_caller(app)
-    event = app.current_event
-    page = deps.queries().my_uploads(
-        event.get_query_string_value("limit"), event.get_query_string_value("last_evaluated_key"), caller
-    )
+    limit, token = query_values(app, "limit", "last_evaluated_key")
+    page = deps.queries().my_uploads(limit, token, caller)
     return json_response(200, page)
 
 
 @app.delete("/uploads/<id>")
 def delete_upload(id: str) -> Any:
+    query_values(app)
     caller = current_caller(app)
     result = deps.delete_service().delete(caller, path_id(app, id))
     logger.info(

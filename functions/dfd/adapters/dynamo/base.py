@@ -21,6 +21,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from dfd import usage
 from dfd.adapters.dynamo import codec
 from dfd.config import Settings
 from dfd.conflicts import CommitRefused
@@ -154,6 +155,7 @@ _RECORDS: dict[str, Callable[[Item], object]] = {
     "upload": codec.upload_record,
     "tenant": codec.tenant_ref,
     "usage": codec.tenant_usage,
+    "bound": codec.precheck_count,
 }
 
 
@@ -279,15 +281,30 @@ class Store:
             }
         }
 
-    def _add_usage_item(self, tenant: str, deltas: Mapping[str, int], **update: Any) -> Request:
-        """ADD the deltas to the tenant's usage item (`update`: more of the Update, e.g. its condition)."""
+    def _usage_items(self, tenant: str) -> dict[str, Item]:
+        """The tenant's usage shards that exist, by counter_id: consistent BatchGetItems of 100 keys."""
+        keys = [to_item(shard.key) for shard in usage.every_shard(tenant)]
+        table = self._s.counters_table
+        items: dict[str, Item] = {}
+        for start in range(0, len(keys), usage.READ_BATCH):
+            batch = keys[start : start + usage.READ_BATCH]
+            for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]:
+                items[str(item["counter_id"])] = item
+        return items
+
+    def _add_usage_item(
+        self, tenant: str, deltas: Mapping[str, int], *, shard: usage.UsageShard | None = None, **update: Any
+    ) -> Request:
+        """ADD the deltas to one of the tenant's usage shards (`shard`, else where its next write goes:
+        dfd.usage.write_shard); `update`: more of the Update, e.g. its condition."""
+        shard = shard or usage.write_shard(tenant, self._s, self._rng)
         names = {f"#u{i}": name for i, name in enumerate(deltas)} | {"#tn": "tenant"}
         values = {f":u{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
         values[":tenant"] = to_attr(tenant)
         adds = ", ".join(f"#u{i} :u{i}" for i in range(len(deltas)))
         request: Request = {
             "TableName": self._s.counters_table,
-            "Key": to_item(codec.usage_key(tenant)),
+            "Key": to_item(shard.key),
             "UpdateExpression": f"SET #tn = :tenant ADD {adds}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

@@ -20,6 +20,7 @@ from dfd.records import (
     EventRecord,
     FileRecord,
     KeyClaim,
+    PrecheckCount,
     TenantRef,
     TenantUsage,
     UploadRecord,
@@ -79,6 +80,10 @@ def tenant_usage(item: Mapping[str, Any] | None) -> TenantUsage:
     return _parse(TenantUsage, item or {})
 
 
+def precheck_count(item: Mapping[str, Any]) -> PrecheckCount:
+    return _parse(PrecheckCount, item)
+
+
 def counter_shard(item: Mapping[str, Any]) -> CounterShard:
     return _parse(CounterShard, item)
 
@@ -98,13 +103,6 @@ def event_key(key: str) -> Item:
 
 def tenant_ref_key(tenant: str, digest: str) -> Item:
     return {"tenant": tenant, "hash": digest}
-
-
-def usage_key(tenant: str) -> Item:
-    """The tenant's usage item in the counters table: `usage#<tenant>` never collides with a shard (`shard#NNN`)
-    or an audit scratch item (`audit#<uuid>`); stats read shard keys only, the audits sum COUNTER_FIELDS, which a
-    usage item does not have."""
-    return {"counter_id": f"usage#{tenant}"}
 
 
 # ---------------------------------------------------------------------------------------------- whole items

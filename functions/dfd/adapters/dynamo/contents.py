@@ -28,6 +28,7 @@ from dfd.adapters.dynamo.base import (
     to_item,
     translate,
 )
+from dfd.adapters.limits import precheck_bound_update
 from dfd.conflicts import (
     CommitRefused,
     EventRecorded,
@@ -37,6 +38,7 @@ from dfd.conflicts import (
     FileVanished,
     KeyClaimed,
     PendingReleased,
+    PrecheckLimited,
     ReapPending,
     TenantRefChanged,
     UploadTaken,
@@ -231,6 +233,10 @@ class Contents(Store):
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        if upload.bound is not None:  # counted against the tenant's precheck bound (dfd.adapters.limits)
+            plan.add(
+                "bound", precheck_bound_update(self._s.counters_table, upload.tenant, upload.bound), PrecheckLimited
+            )
         self._run(plan)
 
     # ---------------------------------------------------------------- adoption (dfd.ingest)

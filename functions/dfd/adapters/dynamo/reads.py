@@ -7,6 +7,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from dfd import usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Item, Store, from_item, to_attr, to_item, translate
 from dfd.ids import key_claim
@@ -83,7 +84,8 @@ class Reads(Store):
         return totals
 
     def tenant_usage(self, tenant: str) -> TenantUsage:
-        return codec.tenant_usage(self._get(self._s.counters_table, codec.usage_key(tenant), consistent=True))
+        """The sum of the tenant's usage shards (dfd.usage)."""
+        return usage.total(self._usage_items(tenant).values())
 
     def scan_files(
         self, limit: int, start_key: dict[str, str] | None

@@ -8,12 +8,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
+from dfd import clock, usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
 from dfd.conflicts import CommitRefused, MultipartAttached, QuotaRefused
 from dfd.ports import NewMultipart, NewUpload
-from dfd.records import UploadStatus
+from dfd.records import TenantUsage, UploadStatus
 
 _PENDING = UploadStatus.PENDING.value
 _DELETED = UploadStatus.DELETED.value
@@ -21,12 +21,21 @@ _DELETED = UploadStatus.DELETED.value
 
 class Uploads(Store):
     def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
-        """The upload record and its count against the tenant's quota, in ONE transaction: the conditional ADD
-        on the tenant's usage item is the quota check (docs/design.md, "Quotas"). `multipart`: how it is cut."""
+        """The upload record and its count on one of the tenant's usage shards, in ONE transaction. With a limit
+        set the count goes to the gate (usage#<tenant>), conditioned on the limits less what the tenant's other
+        shards hold (read first; nobody writes them while a limit is set): the quota check (docs/design.md,
+        "Quotas"). `multipart`: how the upload is cut."""
         s = self._s
-        if s.tenant_quota_bytes and upload.size > s.tenant_quota_bytes:
-            usage = self._get(s.counters_table, codec.usage_key(upload.tenant), consistent=True)
-            raise QuotaRefused(codec.tenant_usage(usage))
+        shard = usage.write_shard(upload.tenant, s, self._rng)
+        others = TenantUsage()  # what the tenant's other shards hold
+        if usage.limited(s):
+            items = self._usage_items(upload.tenant)
+            others = usage.total(item for counter_id, item in items.items() if counter_id != shard.counter_id)
+            room = s.tenant_quota_bytes - others.used_bytes - upload.size
+            if (s.tenant_quota_bytes and room < 0) or (
+                s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
+            ):
+                raise QuotaRefused(usage.total([items.get(shard.counter_id), others.as_dict()]))
         item = codec.pending_upload_item(
             upload,
             now,
@@ -37,30 +46,38 @@ class Uploads(Store):
         )
         plan = Plan(identity="upload")  # a lost response, retried: recognised by the record it put
         plan.add("upload", self._put_new(s.uploads_table, item, "upload_id"))
-        plan.add("usage", self._count_pending_item(upload.tenant, upload.size), QuotaRefused)
-        self._run(plan)
+        plan.add("usage", self._count_pending_item(shard, upload.size, others), QuotaRefused)
+        try:
+            self._run(plan)
+        except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
+            gate = refused.item.as_dict() if refused.item is not None else None
+            raise QuotaRefused(usage.total([gate, others.as_dict()])) from None
 
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
         self.register_upload(upload, now, multipart=multipart)
 
-    def _count_pending_item(self, tenant: str, size: int) -> Request:
-        """+1 pending upload of `size` bytes on the tenant's usage item, conditioned on the quota (DynamoDB
-        conditions have no arithmetic: `used_bytes` = pending + stored is kept for this comparison)."""
+    def _count_pending_item(self, shard: usage.UsageShard, size: int, others: TenantUsage) -> Request:
+        """+1 pending upload of `size` bytes on a usage shard of the tenant, conditioned on the limits less what its
+        other shards hold (DynamoDB conditions have no arithmetic: `used_bytes` = pending + stored is kept for
+        this comparison)."""
         s = self._s
         values: dict[str, Any] = {}
         conditions: list[str] = []
         if s.tenant_pending_limit:
             conditions.append("(attribute_not_exists(pending_count) OR pending_count < :pending_limit)")
-            values[":pending_limit"] = to_attr(s.tenant_pending_limit)
+            values[":pending_limit"] = to_attr(s.tenant_pending_limit - others.pending_count)
         if s.tenant_quota_bytes:
             conditions.append("(attribute_not_exists(used_bytes) OR used_bytes <= :room)")
-            values[":room"] = to_attr(s.tenant_quota_bytes - size)
+            values[":room"] = to_attr(s.tenant_quota_bytes - others.used_bytes - size)
         deltas = {"pending_count": 1, "pending_bytes": size, "used_bytes": size}
         if not conditions:
-            return self._add_usage_item(tenant, deltas, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            return self._add_usage_item(
+                shard.tenant, deltas, shard=shard, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
         return self._add_usage_item(
-            tenant,
+            shard.tenant,
             deltas,
+            shard=shard,
             ConditionExpression=" AND ".join(conditions),
             ExpressionAttributeValues=values,
             ReturnValuesOnConditionCheckFailure="ALL_OLD",

@@ -1,0 +1,41 @@
+"""The precheck bound's write (dfd.ports.PrecheckBound): one Update of the tenant's precheck item in the counters
+table (`precheck#<tenant>`: apart from its usage shards, so prechecks never contend with registrations on the
+usage gate; no COUNTER_FIELDS, so stats and the audits' sums ignore it), in the precheck duplicate's
+transaction. Either the window is the item's and not full (+1), or the item counts another window (or none) and
+this one starts at 1; a failed condition returns the item (PrecheckLimited) and the service decides which it
+was."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from boto3.dynamodb.types import TypeSerializer
+
+from dfd.ports import PrecheckBound
+
+_serializer = TypeSerializer()
+_NAMES = {"#w": "precheck_window", "#n": "prechecks"}
+
+
+def precheck_key(tenant: str) -> dict[str, str]:
+    return {"counter_id": f"precheck#{tenant}"}
+
+
+def precheck_bound_update(table: str, tenant: str, bound: PrecheckBound) -> dict[str, Any]:
+    if bound.fresh:
+        expression, condition = "SET #w = :w, #n = :one", "attribute_not_exists(#w) OR #w <> :w"
+        values: dict[str, Any] = {":w": bound.window, ":one": 1}
+    else:
+        expression, condition = "SET #n = #n + :one", "#w = :w AND #n < :limit"
+        values = {":w": bound.window, ":one": 1, ":limit": bound.limit}
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": {name: _serializer.serialize(value) for name, value in precheck_key(tenant).items()},
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": _NAMES,
+            "ExpressionAttributeValues": {name: _serializer.serialize(value) for name, value in values.items()},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }

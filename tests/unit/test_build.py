@@ -1,0 +1,135 @@
+"""`sam build` without Docker, from any local Python >= 3.11: every function builds with functions/Makefile
+(BuildMethod: makefile), which installs the runtime's pinned wheels for python3.12 and the function's architecture.
+The artifact is built here (wheels from the package index, cached for the session) and opened."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dfdlocal.template import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS = ROOT / "functions"
+PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+MACHINE = {"arm64": "aarch64", "x86_64": "x86_64"}
+
+pytestmark = pytest.mark.build
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[_canonical(name)] = version.strip()
+    return pins
+
+
+@pytest.fixture(scope="module")
+def functions() -> dict[str, dict[str, Any]]:
+    template = load_template(ROOT / "template.yaml")
+    defaults = template["Globals"]["Function"]
+    return {
+        name: {"Metadata": resource.get("Metadata", {}), **defaults, **resource["Properties"]}
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def _make(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-C", str(FUNCTIONS), f"PYTHON={sys.executable}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """IngestFunction's artifact, as `sam build` makes it (ARTIFACTS_DIR is SAM's per-function build directory)."""
+    out = tmp_path_factory.mktemp("IngestFunction")
+    cache = tmp_path_factory.mktemp("wheels")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PIP_CACHE_DIR", str(cache))
+        done = _make("build-IngestFunction", f"ARTIFACTS_DIR={out}")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_every_function_is_built_by_the_makefile_for_its_architecture(functions: dict[str, dict[str, Any]]) -> None:
+    assert functions
+    for name, props in functions.items():
+        assert props["Metadata"].get("BuildMethod") == "makefile", name
+        assert props["Runtime"] == "python3.12", name  # = RUNTIME_PYTHON in functions/Makefile
+        (architecture,) = props["Architectures"]
+        plan = _make("-n", f"build-{name}", "ARTIFACTS_DIR=/build")
+        assert plan.returncode == 0, plan.stderr
+        assert f"--platform {PLATFORMS[architecture]} " in plan.stdout, (name, plan.stdout)
+        assert "--python-version 3.12 " in plan.stdout and "--only-binary=:all:" in plan.stdout
+        assert "-r requirements.txt" in plan.stdout
+
+
+def test_the_other_architecture_gets_its_own_wheels() -> None:
+    plan = _make("-n", "build-IngestFunction", "ARTIFACTS_DIR=/build", "ARCH_IngestFunction=x86_64")
+    assert "--platform manylinux2014_x86_64 " in plan.stdout
+
+
+def test_a_build_without_artifacts_dir_or_of_an_unknown_function_fails() -> None:
+    assert "ARTIFACTS_DIR is required" in _make("build-IngestFunction").stderr
+    assert "no architecture for Nope" in _make("build-Nope", "ARTIFACTS_DIR=/build").stderr
+
+
+def test_runtime_pins_are_the_dev_locks_versions() -> None:
+    runtime, dev = _pins(FUNCTIONS / "requirements.txt"), _pins(ROOT / "requirements" / "dev.lock")
+    assert {"boto3", "aws-lambda-powertools"} <= set(runtime)
+    assert {name: dev.get(name) for name in runtime} == runtime
+
+
+def test_artifact_holds_the_handlers_and_their_pinned_dependencies_and_nothing_of_dev(
+    artifact: Path, functions: dict[str, dict[str, Any]]
+) -> None:
+    for name, props in functions.items():
+        module, _, attribute = props["Handler"].rpartition(".")
+        source = artifact / (module.replace(".", "/") + ".py")
+        assert source.is_file(), (name, source)
+        assert re.search(rf"^{attribute}\b|^def {attribute}\b", source.read_text(), re.M), (name, attribute)
+    assert (artifact / "dfd" / "adapters" / "dynamo" / "__init__.py").is_file()
+
+    installed = {
+        _canonical(path.name.removesuffix(".dist-info").rsplit("-", 1)[0]): path.name.removesuffix(".dist-info")
+        for path in artifact.glob("*.dist-info")
+    }
+    runtime = _pins(FUNCTIONS / "requirements.txt")
+    assert set(installed) == set(runtime)
+    for name, version in runtime.items():
+        assert installed[name].endswith("-" + version), (name, installed[name])
+
+    # compiled extensions are the runtime's: CPython 3.12 on the function's machine
+    (architecture,) = functions["IngestFunction"]["Architectures"]
+    extensions = list(artifact.rglob("*.so"))
+    assert extensions and all(f"cpython-312-{MACHINE[architecture]}-linux-gnu" in path.name for path in extensions)
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    dev = {_canonical(re.split(r"[\[<>=!~ ;]", spec, maxsplit=1)[0]) for spec in extras["dev"]}
+    assert dev and not dev & set(installed)
+    for absent in ("dfdlocal", "dfdtools", "dfdbench", "tests", "moto", "pytest", "mypy_boto3_s3", "bin"):
+        assert not (artifact / absent).exists(), absent
+    assert not list(artifact.rglob("__pycache__")) and not list(artifact.rglob("*.pyc"))
+
+    size = sum(path.stat().st_size for path in artifact.rglob("*") if path.is_file())
+    print(f"IngestFunction artifact: {size / 2**20:.1f} MiB unzipped, {len(installed)} distributions")
+    assert size < 250 * 2**20  # Lambda's limit for an unzipped package
