@@ -1,11 +1,18 @@
-# dfd — make test | make run | make lint | make bench
+# dfd — make help lists the targets
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lock test test-fast test-js web-vendor lint checkov run bench clean
+.PHONY: help venv lock test test-fast test-js web-vendor lint checkov run bench deploy screenshots aws-cli clean
 
+## This list: every target and what it does.
+help:
+	@echo "make TARGET   (options in the variables shown, e.g. make run RUN_ARGS='--help')"
+	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} \
+		/^[a-z][a-z-]*:/ && doc {split($$1, t, ":"); printf "  %-12s %s\n", t[1], doc} {doc = ""}' $(MAKEFILE_LIST)
+
+## The project virtualenv (.venv) with every dependency at its locked version.
 venv: $(STAMP)
 
 ## Installs exactly the versions in requirements/dev.lock (every dependency, dev included).
@@ -27,7 +34,7 @@ lock:
 
 ## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
 ## Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml [tool.coverage]).
-test: lint test-js
+test: lint test-js aws-cli
 	$(BIN)/pytest --cov --cov-report=term $(PYTEST_ARGS)
 
 ## npm packages, exactly as their lock files say: the Uppy plugin's (clients/uppy) and the pages' (web; it installs a
@@ -62,17 +69,17 @@ run: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m dfdbench $(BENCH_ARGS)
 
+## Unit and integration tests only (no local stack, no browser).
 test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit tests/integration $(PYTEST_ARGS)
 
+## ruff, ruff format --check, mypy (strict) and checkov.
 lint: $(STAMP)
 	$(BIN)/ruff check functions scripts tests
 	$(BIN)/ruff format --check functions scripts tests
 	$(BIN)/mypy
 	$(MAKE) --no-print-directory checkov
 
-## Security scan of template.yaml: checkov in its own venv (its pins conflict with ours), created once; fails on any
-## failed check (a check that does not apply is skipped in the template itself, with its reason).
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
@@ -81,8 +88,33 @@ $(CHECKOV_STAMP):
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30'
 	touch $(CHECKOV_STAMP)
 
+## Security scan of template.yaml and deploy/site.yaml: checkov in its own venv (its pins conflict with ours),
+## created once; fails on any failed check (a check that does not apply is skipped in the template, with its reason).
 checkov: $(CHECKOV_STAMP)
-	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation -f template.yaml
+	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation \
+		-f template.yaml -f deploy/site.yaml
 
+## Deploys to AWS: the stack and (unless DEPLOY_ARGS='--no-site') the web pages behind CloudFront; guided the
+## first time. Needs the AWS and SAM CLIs and credentials. Options: make deploy DEPLOY_ARGS='--help'
+deploy: $(STAMP)
+	$(BIN)/python -m dfdtools.deploy $(DEPLOY_ARGS)
+
+## Regenerates the README's screenshots (docs/screenshots) from the browser test, without the coverage floor.
+screenshots: $(STAMP)
+	DFD_SCREENSHOTS=docs/screenshots $(BIN)/pytest -p no:cacheprovider -q \
+		tests/e2e/test_browser.py::test_upload_dedup_download_and_dashboard
+
+AWS_VENV := .venv-aws
+
+## The AWS CLI the README's blocks use, in its own venv (.venv-aws) when the machine has none.
+aws-cli: $(AWS_VENV)/.installed
+
+$(AWS_VENV)/.installed:
+	command -v aws >/dev/null 2>&1 || { test -x $(AWS_VENV)/bin/python || $(PYTHON) -m venv $(AWS_VENV); \
+		$(AWS_VENV)/bin/python -m pip install --quiet 'awscli==1.45.11'; }
+	mkdir -p $(AWS_VENV) && touch $@
+
+## Removes the virtualenvs and the tools' caches.
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage clients/uppy/node_modules web/node_modules
+	rm -rf $(VENV) $(CHECKOV_VENV) $(AWS_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage clients/uppy/node_modules \
+		web/node_modules

@@ -17,6 +17,11 @@ TEST_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "dfd",
     "POWERTOOLS_TRACE_DISABLED": "true",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
+    # the /lfs routes verify tokens themselves (dfd.credentials): tests inject the keys, nothing is fetched
+    "JWT_ISSUER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TEST",
+    "JWT_AUDIENCE": "testclient0000000000000000",
+    "USER_POOL_ID": "us-east-1_TEST",
+    "JWKS_URL": "http://127.0.0.1:9/.well-known/jwks.json",
 }
 for _name, _value in TEST_ENV.items():
     os.environ[_name] = _value

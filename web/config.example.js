@@ -10,6 +10,7 @@
 //     clientId       the user pool's app client id (stack output; a client without a secret, with
 //                    ALLOW_USER_PASSWORD_AUTH and ALLOW_REFRESH_TOKEN_AUTH)
 //     region         the pool's region, e.g. eu-west-1
+//     hint           optional line shown above the sign-in form (the local stack names its users there)
 //
 // The local stack (`make run`) generates /config.js itself in exactly this shape.
 window.DFD_CONFIG = {

@@ -54,6 +54,10 @@ def _dynamodb() -> Any:
     return boto3.client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
 
 
+def _cognito() -> Any:
+    return boto3.client("cognito-idp", config=Config(retries=_RETRIES))
+
+
 def s3_addressing() -> _S3Dict:
     """S3 addressing of every S3 client: the Region's own virtual-hosted endpoint, <bucket>.s3.<region>.amazonaws.com
     (botocore otherwise presigns the global <bucket>.s3.amazonaws.com: a new bucket outside us-east-1 answers it
@@ -134,3 +138,9 @@ def s3_ingest() -> Any:
     pass (CRC32) would cost a third of its throughput; a wide pool serves the parallel ranged reads (8) and the
     concurrent records of a batch (10)."""
     return LazyClient(_s3_ingest)
+
+
+@cache
+def cognito() -> Any:
+    """The user pool (dfd.adapters.cognito: the users of personal access tokens)."""
+    return LazyClient(_cognito)

@@ -16,9 +16,13 @@ from dfd.config import settings
 
 if TYPE_CHECKING:
     from dfd.adapters.dynamo import Repository
+    from dfd.credentials import CredentialChecker, LfsSettings
     from dfd.deletes import DeleteService
     from dfd.ingest import Ingestor
+    from dfd.lfs import LfsService
+    from dfd.locks import LockService
     from dfd.multipart import MultipartService
+    from dfd.pats import PatService
     from dfd.queries import Queries
     from dfd.uploads import UploadService
 
@@ -70,6 +74,46 @@ def ingestor() -> Ingestor:
     return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
 
 
+@cache
+def lfs_settings() -> LfsSettings:
+    from dfd.credentials import LfsSettings
+
+    return LfsSettings.from_env()
+
+
+@cache
+def pat_service() -> PatService:
+    from dfd.adapters.cognito import CognitoDirectory
+    from dfd.adapters.pats import DynamoTokenStore
+    from dfd.pats import PatService
+
+    directory = CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
+    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), directory)
+
+
+@cache
+def credentials() -> CredentialChecker:
+    from dfd.credentials import CredentialChecker, verifier_for
+
+    return CredentialChecker(verifier_for(lfs_settings()), pat_service())
+
+
+@cache
+def lock_service() -> LockService:
+    from dfd.adapters.locks import DynamoLockStore
+    from dfd.locks import LockService
+
+    return LockService(DynamoLockStore(aws.dynamodb(), lfs_settings().locks_table))
+
+
+@cache
+def lfs_service() -> LfsService:
+    from dfd.adapters.s3 import ObjectStore
+    from dfd.lfs import LfsService
+
+    return LfsService(settings(), repository(), ObjectStore(aws.s3()), upload_service(), ingestor().ingest)
+
+
 def reset() -> None:
     """Forget every cached client and service (tests and the local stack change the environment)."""
     for factory in (
@@ -79,10 +123,16 @@ def reset() -> None:
         multipart_service,
         delete_service,
         ingestor,
+        lfs_settings,
+        pat_service,
+        credentials,
+        lock_service,
+        lfs_service,
         settings,
         aws.dynamodb,
         aws.s3,
         aws.s3_ingest,
         aws.events,
+        aws.cognito,
     ):
         factory.cache_clear()

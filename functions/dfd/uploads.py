@@ -268,3 +268,13 @@ class UploadService:
                 "expires_at": clock.iso(expires_at),
             },
         )
+
+    def create_single(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
+        """The same registration as `create`, always as one presigned PUT (Git LFS's `basic` transfer cannot send
+        parts): the caller keeps the request at or under S3's largest PUT."""
+        assert not request.multipart
+        if request.sha256:
+            duplicate = self._precheck(request, request.sha256, caller)
+            if duplicate is not None:
+                return duplicate
+        return self._issue(request, caller)

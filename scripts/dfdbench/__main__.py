@@ -10,7 +10,8 @@ Rows: 1 streaming hash throughput · 2 flat memory · 3 verified-checksum fast p
 behind a bandwidth-capped link · 5 AWS calls and DynamoDB capacity per ingest · 6 stats/hashes cost · 7 cold
 start per function · 8 end to end on the local stack vs in-process · 9 scaling model + counter simulation ·
 10 multipart upload, parts in parallel vs one PUT (capped link) · 11 resume after an interruption at ~50 % ·
-12 flat memory ingesting a multipart object.
+12 flat memory ingesting a multipart object · 13 a Git LFS push of N objects of which the tenant holds K, requests
+and bytes against a plain LFS store.
 Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
 """
 
@@ -30,7 +31,7 @@ from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
 # run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
-ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13")
+ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -45,6 +46,7 @@ NAMES = {
     "11": "multipart resume after an interruption at ~50 %",
     "12": "flat memory, multipart object ingest",
     "13": "upload page (Uppy + @dfd/uppy): drop to stored vs the raw transfer",
+    "14": "Git LFS push of N objects, K held by the tenant, vs a plain LFS store",
 }
 
 
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         for target in [t for t in ALL if t in wanted]:
             print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
             try:
-                if target in ("9", "8", "10", "11", "13"):
+                if target in ("9", "8", "10", "11", "13", "14"):
                     produced = _standalone(target, options, args.clients)
                 else:
                     if bench is None:
@@ -177,6 +179,10 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         from dfdbench import uppy_bench
 
         return uppy_bench.row(options)
+    if target == "14":
+        from dfdbench.rows_lfs import lfs_push
+
+        return lfs_push(options)
     if target in ("10", "11"):
         from dfdbench import rows_multipart
 

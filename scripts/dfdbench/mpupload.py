@@ -68,8 +68,8 @@ class ViaProxy(requests.Session):
         return super().request(method, url, *args, **kwargs)
 
 
-def auth_headers(ready: dict[str, Any]) -> dict[str, str]:
-    """alice's access token when the stack has the template's user pool (its API then wants one), else none.
+def auth_headers(ready: dict[str, Any], user: str = "alice") -> dict[str, str]:
+    """`user`'s access token when the stack has the template's user pool (its API then wants one), else none.
     The presigned part PUTs carry no token (S3 allows one auth mechanism)."""
     pool = ready.get("cognito")
     if not pool:
@@ -87,7 +87,7 @@ def auth_headers(ready: dict[str, Any]) -> dict[str, str]:
     signed_in = idp.initiate_auth(
         AuthFlow="USER_PASSWORD_AUTH",
         ClientId=pool["client_id"],
-        AuthParameters={"USERNAME": "alice", "PASSWORD": pool["password"]},
+        AuthParameters={"USERNAME": user, "PASSWORD": pool["password"]},
     )
     return {"Authorization": f"Bearer {signed_in['AuthenticationResult']['AccessToken']}"}
 

@@ -112,7 +112,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="stack and handler log level (DFD_LOG_LEVEL)",
     )
-    parser.add_argument("--ready-file", type=Path, help="write the endpoints and names as JSON once ready")
+    parser.add_argument(
+        "--json-logs",
+        action="store_true",
+        default=env("DFD_JSON_LOGS", "") not in ("", "0", "false"),
+        help="the functions' full Powertools records (JSON lines, metrics included) instead of one readable line "
+        "per record; --log-level DEBUG implies it (DFD_JSON_LOGS)",
+    )
+    parser.add_argument(
+        "--ready-file",
+        type=Path,
+        default=env("DFD_READY_FILE"),
+        help="write the endpoints and names as JSON once ready (DFD_READY_FILE)",
+    )
     args = parser.parse_args(argv)
     for item in args.param:
         if "=" not in item:
@@ -302,6 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ingest_concurrency=args.ingest_concurrency,
         parameters=dict(item.split("=", 1) for item in (*LOCAL_PARAMETERS, *args.param)),
         log_level=args.log_level,
+        json_logs=args.json_logs,
         allow_remote=args.allow_remote,
     )
     stop = threading.Event()

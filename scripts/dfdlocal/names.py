@@ -25,6 +25,8 @@ TABLES = {
     "UploadsTable": "Uploads",
     "EventsTable": "IngestEvents",
     "TenantFilesTable": "TenantFiles",
+    "LfsTokensTable": "LfsTokens",
+    "LfsLocksTable": "LfsLocks",
 }
 # the functions' environment variable -> the table's logical id
 TABLE_VARIABLES = {
@@ -33,6 +35,8 @@ TABLE_VARIABLES = {
     "UPLOADS_TABLE": "UploadsTable",
     "EVENTS_TABLE": "EventsTable",
     "TENANT_FILES_TABLE": "TenantFilesTable",
+    "LFS_TOKENS_TABLE": "LfsTokensTable",
+    "LFS_LOCKS_TABLE": "LfsLocksTable",
 }
 BUCKET = "dfd-file-service"  # the bucket the functions know as S3_BUCKET
 NAME_PREFIX = "dfd-"  # other buckets, queues and state machines: dfd-<kebab-case logical id stem>

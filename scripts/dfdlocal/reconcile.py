@@ -260,7 +260,8 @@ def run_reconcile(
 ) -> dict[str, Any]:
     """Run the workflow to the end (following its continuations) and return its summary.
 
-    The summary: ``{"redriven": n, "expired": n, "orphans": n | None, "drift": {"files": d, "bytes": d} | None,
+    The summary: ``{"redriven": n, "expired": n, "failed": n, "reaped": n, "refs_reaped": n,
+    "orphans": n | None, "drift": {"files": d, "bytes": d} | None,
     "now": ..., "executions": k}`` (``None``: not checked by a ``{"sweep": false}`` run). Raises
     :class:`ReconcileError` when an execution does not succeed within ``timeout`` seconds (for the whole chain).
     """
@@ -292,6 +293,7 @@ def describe_summary(summary: Mapping[str, Any]) -> str:
     return (
         f"re-driven {summary.get('redriven', 0)}, expired {summary.get('expired', 0)}, "
         f"failed {summary.get('failed', 0)}, "
+        f"reaped {summary.get('reaped', 0)} deleted contents and {summary.get('refs_reaped', 0)} tenant references, "
         f"orphans {'not swept' if orphans is None else orphans}, drift: {drift_text}"
     )
 

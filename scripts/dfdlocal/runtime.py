@@ -112,9 +112,10 @@ def _under_metrics_lock(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Runtime:
-    def __init__(self, functions: Mapping[str, FunctionDef], root: Path) -> None:
+    def __init__(self, functions: Mapping[str, FunctionDef], root: Path, *, readable_logs: bool = False) -> None:
         self.functions = dict(functions)
         self.root = root
+        self.readable_logs = readable_logs
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.Lock()
         serialize_powertools_metrics()  # before any handler runs: invocations here are concurrent
@@ -166,6 +167,8 @@ class Runtime:
                     None,
                 )
             self._warn_if_outside_code_uri(function, module)
+            if self.readable_logs:
+                readable_powertools_lines()
             self._handlers[name] = handler
             return handler
 
@@ -231,3 +234,58 @@ class _ImportFailure(Exception):
 
 def _elapsed(started: float) -> float:
     return (time.perf_counter() - started) * 1000
+
+
+# what every Powertools record repeats (the Lambda context, the service): left out of the readable line
+_BOILERPLATE = frozenset(
+    {
+        "level",
+        "location",
+        "message",
+        "timestamp",
+        "service",
+        "cold_start",
+        "function_name",
+        "function_memory_size",
+        "function_arn",
+        "function_request_id",
+        "correlation_id",
+        "xray_trace_id",
+        "sampling_rate",
+        "exception",
+        "exception_name",
+        "stack_trace",
+    }
+)
+
+
+def readable_line(log: Mapping[str, Any]) -> str:
+    """A Powertools record as one line: time, level, function, message and its own keys (``outcome=stored``)."""
+    stamp = str(log.get("timestamp", ""))[11:19]
+    keys = " ".join(
+        f"{key}={_short(value)}" for key, value in log.items() if key not in _BOILERPLATE and value not in (None, "")
+    )
+    line = f"{stamp} {log.get('level', '')!s:<7} {log.get('function_name', 'dfd')!s:<16} {log.get('message', '')}"
+    line = f"{line}  {keys}" if keys else line
+    if log.get("exception"):
+        line += "\n" + str(log["exception"])
+    return line
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def readable_powertools_lines() -> None:
+    """The handlers' Powertools loggers write readable lines instead of JSON: their formatter keeps building the
+    structured record (keys appended by the handlers included), only its last step, the JSON serializer, is
+    replaced; and the record stops there (the root logger would print it a second time)."""
+    for candidate in list(logging.Logger.manager.loggerDict.values()):
+        if not isinstance(candidate, logging.Logger):
+            continue
+        for handler in candidate.handlers:
+            formatter = handler.formatter
+            if formatter is not None and hasattr(formatter, "json_serializer"):
+                formatter.json_serializer = readable_line
+                candidate.propagate = False

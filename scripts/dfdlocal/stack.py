@@ -29,6 +29,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from dfdlocal.apigw import HttpApi, RouteAuthorizer, config_js
 from dfdlocal.cognito import (
+    ADMIN_GROUP,
     DEFAULT_PASSWORD,
     CognitoTemplateError,
     LocalPool,
@@ -103,6 +104,8 @@ class StackOptions:
     ingest_concurrency: int = 2  # pollers per event source mapping
     parameters: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
+    # the handlers' full Powertools records (JSON, with the EMF metrics lines) rather than one readable line each
+    json_logs: bool = False
     password: str | None = None  # the local users' password; default: $DFD_LOCAL_PASSWORD or the documented one
     # binding `host` beyond loopback must be asked for: the HTTP API and the emulator's public surface (presigned
     # S3 requests, sign-in) are then reachable from other machines; the Lambda Invoke API never is
@@ -314,10 +317,16 @@ class LocalStack:
         self.environment = self._function_environment(model)
         os.environ.update(self.environment)
 
-        self.runtime = runtime = Runtime(model.functions, options.root)
+        readable = not options.json_logs and options.log_level.upper() != "DEBUG"
+        self.runtime = runtime = Runtime(model.functions, options.root, readable_logs=readable)
         self.import_errors = runtime.load_all()
         auth = (
-            {"endpoint": self.aws_url + "/", "clientId": self.pool.client_id, "region": self.pool.region}
+            {
+                "endpoint": self.aws_url + "/",
+                "clientId": self.pool.client_id,
+                "region": self.pool.region,
+                "hint": local_users_hint(self.pool.users, self.pool.password),
+            }
             if self.pool is not None
             else None
         )
@@ -443,10 +452,22 @@ class LocalStack:
                 env[variable] = TABLES[logical_id]
         if "S3_BUCKET" not in env and len(self.resources.buckets) == 1:
             env["S3_BUCKET"] = next(iter(self.resources.buckets.values()))
+        if self.pool is not None:
+            # the /lfs routes verify tokens themselves (dfd.credentials): the pool exists only now (the template's
+            # variables were read with placeholder ids), and its keys are on the emulator
+            if "JWT_ISSUER" in env:
+                env["JWT_ISSUER"] = self.pool.issuer
+            if "JWT_AUDIENCE" in env:
+                env["JWT_AUDIENCE"] = self.pool.client_id
+            if "USER_POOL_ID" in env:
+                env["USER_POOL_ID"] = self.pool.user_pool_id
+            env["JWKS_URL"] = self.pool.jwks_url
         env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
         env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()
         env["POWERTOOLS_TRACE_DISABLED"] = "true"
+        if not self.options.json_logs and self.options.log_level.upper() != "DEBUG":
+            env["POWERTOOLS_METRICS_DISABLED"] = "true"  # the EMF lines are for CloudWatch, not for a reader
         env.setdefault("MULTIPART_MIN_PART_BYTES", str(5 * 1024 * 1024))  # S3's minimum part: small local uploads
         env["AWS_XRAY_SDK_ENABLED"] = "false"
         return env
@@ -525,3 +546,15 @@ class LocalStack:
                 else None
             ),
         }
+
+
+def local_users_hint(users: Mapping[str, str], password: str) -> str:
+    """The sign-in form's line on the local stack: who can sign in, with which password (never on AWS)."""
+    groups: dict[str, list[str]] = {}
+    for user, group in users.items():
+        groups.setdefault(group, []).append(user)
+    who = "; ".join(
+        f"{', '.join(names)} ({'admin' if group == ADMIN_GROUP else 'tenant ' + group.removeprefix('tenant-')})"
+        for group, names in groups.items()
+    )
+    return f"Local stack users: {who}. Password: {password}"

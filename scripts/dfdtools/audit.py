@@ -23,7 +23,7 @@ from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfd.records import COUNTER_FIELDS, REAPED_FIELDS, EventRecord, FileRecord, TenantRef, UploadRecord, UploadStatus
 from dfd.usage import UsageShard, total
-from dfdtools.tools import add_target_args, reports_unreachable, target
+from dfdtools.tools import add_target_args, interruptible, reports_unreachable, target
 
 # Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
 # counter shards' REAPED_FIELDS are the reaper's history: a reaped content's upload_count, its duplicates and the
@@ -387,6 +387,7 @@ def _tenant_checks(refs: list[TenantRef], uploads: list[UploadRecord], hashes: s
     return [c8, c9]
 
 
+@interruptible
 @reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/audit", description=__doc__)

@@ -27,11 +27,12 @@ from dfdlocal.reconcile import (
     template_state_machine,
 )
 from dfdlocal.template import TEMPLATE
-from dfdtools.tools import LOCAL_AWS, StackError, require_output, stack_outputs
+from dfdtools.tools import LOCAL_AWS, StackError, interruptible, require_output, stack_outputs
 
 DEFAULT_ENDPOINT = LOCAL_AWS  # make run's, at DFD_AWS_PORT when set
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/reconcile",

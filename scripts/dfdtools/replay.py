@@ -20,7 +20,15 @@ from urllib.parse import quote_plus
 import requests
 
 from dfd.records import COUNTER_FIELDS
-from dfdtools.tools import LOCAL_LAMBDA, LOCAL_QUEUE, Target, add_target_args, reports_unreachable, target
+from dfdtools.tools import (
+    LOCAL_LAMBDA,
+    LOCAL_QUEUE,
+    Target,
+    add_target_args,
+    interruptible,
+    reports_unreachable,
+    target,
+)
 
 
 def notification(bucket: str, key: str) -> dict[str, Any]:
@@ -90,6 +98,7 @@ def wait_for_queue(sqs: Any, url: str, timeout: float) -> bool:
     return False
 
 
+@interruptible
 @reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(

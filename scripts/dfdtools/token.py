@@ -4,7 +4,11 @@
   scripts/token --password 'S3cret-pass' bob
   scripts/token --aws --client-id 1example23456789 --region eu-west-1 alice   # a deployed stack (prompts)
 
-Signs in with InitiateAuth USER_PASSWORD_AUTH. Locally the user pool and its app client are found on the
+Signs in with InitiateAuth USER_PASSWORD_AUTH. A user made with a temporary password (``scripts/users add``,
+AdminCreateUser) must choose a new one at the first sign-in (the NEW_PASSWORD_REQUIRED challenge): give it with
+``--new-password`` (or type it twice at the prompt); the token printed is then the new password's.
+
+Locally the user pool and its app client are found on the
 emulator (ListUserPools by the template's pool name, the newest if several; ListUserPoolClients by the
 template's client name). On AWS pass the stack's ``UserPoolClientId`` output and its region. The token lasts
 the client's AccessTokenValidity (1 hour locally). Errors (wrong password, unknown user, no stack) are one line
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from dfdlocal import names
 from dfdlocal.cognito import PASSWORD_ENV, cognito_definitions, local_password
 from dfdlocal.template import TEMPLATE, Resolver, load_template
-from dfdtools.tools import LOCAL_AWS, LOCAL_CREDENTIALS
+from dfdtools.tools import LOCAL_AWS, LOCAL_CREDENTIALS, interruptible
 
 
 class TokenError(Exception):
@@ -81,8 +86,16 @@ def find_local_client(idp: Any, pool_name: str, client_name: str) -> LocalClient
     return LocalClient(str(pool["Id"]), str(clients[0]["ClientId"]))
 
 
-def sign_in(idp: Any, client_id: str, username: str, password: str) -> str:
-    """InitiateAuth USER_PASSWORD_AUTH -> the access token."""
+NewPassword = Callable[[], str | None]
+
+
+def no_new_password() -> str | None:
+    return None
+
+
+def sign_in(idp: Any, client_id: str, username: str, password: str, new_password: NewPassword = no_new_password) -> str:
+    """InitiateAuth USER_PASSWORD_AUTH -> the access token (answering NEW_PASSWORD_REQUIRED with
+    ``new_password()`` when it gives one)."""
     try:
         answer = idp.initiate_auth(
             AuthFlow="USER_PASSWORD_AUTH",
@@ -98,10 +111,51 @@ def sign_in(idp: Any, client_id: str, username: str, password: str) -> str:
             raise TokenError(f"sign-in refused for {username!r}: {message} (wrong password?)") from None
         raise TokenError(f"sign-in failed for {username!r}: {code}: {message}") from None
     result = answer.get("AuthenticationResult")
+    challenge = answer.get("ChallengeName", "a challenge")
+    if not result and challenge == "NEW_PASSWORD_REQUIRED":
+        chosen = new_password()
+        if not chosen:
+            raise TokenError(
+                f"{username!r} signs in with a temporary password: choose a new one with --new-password "
+                "(or run this on a terminal to be asked)"
+            )
+        result = respond_new_password(idp, client_id, username, chosen, str(answer["Session"]))
     if not result:
-        challenge = answer.get("ChallengeName", "a challenge")
-        raise TokenError(f"{username!r} must first complete {challenge} (e.g. set a new password) on AWS")
+        raise TokenError(f"{username!r} must first complete {challenge}, which this tool does not support")
     return str(result["AccessToken"])
+
+
+def respond_new_password(idp: Any, client_id: str, username: str, password: str, session: str) -> Any:
+    try:
+        answer = idp.respond_to_auth_challenge(
+            ClientId=client_id,
+            ChallengeName="NEW_PASSWORD_REQUIRED",
+            Session=session,
+            ChallengeResponses={"USERNAME": username, "NEW_PASSWORD": password},
+        )
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        message = error.response.get("Error", {}).get("Message", str(error))
+        if code == "InvalidPasswordException":
+            raise TokenError(f"the new password is not accepted: {message}") from None
+        raise TokenError(f"setting the new password of {username!r} failed: {code}: {message}") from None
+    return answer.get("AuthenticationResult")
+
+
+def asked_new_password(given: str | None) -> NewPassword:
+    """``given``, else a prompt (twice) on a terminal, else nothing."""
+
+    def ask() -> str | None:
+        if given:
+            return given
+        if not sys.stdin.isatty():
+            return None
+        first = getpass.getpass("New password (the current one is temporary): ")
+        if first != getpass.getpass("Repeat the new password: "):
+            raise TokenError("the two new passwords differ")
+        return first
+
+    return ask
 
 
 def token_for(args: argparse.Namespace) -> str:
@@ -126,16 +180,17 @@ def token_for(args: argparse.Namespace) -> str:
             password = getpass.getpass(f"Password for {args.user}: ")
         # InitiateAuth is an unauthenticated call: no AWS credentials needed.
         idp = boto3.client("cognito-idp", region_name=args.region, config=Config(signature_version=UNSIGNED))
-        return sign_in(idp, args.client_id, args.user, password)
+        return sign_in(idp, args.client_id, args.user, password, asked_new_password(args.new_password))
     idp = local_idp(args.endpoint_url)
     client_id = args.client_id
     if not client_id:
         pool_name, client_name = template_names()
         client_id = find_local_client(idp, pool_name, client_name).client_id
     password = args.password if args.password is not None else local_password()
-    return sign_in(idp, client_id, args.user, password)
+    return sign_in(idp, client_id, args.user, password, asked_new_password(args.new_password))
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/token", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -144,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--password",
         help=f"the user's password (local default: ${PASSWORD_ENV}, else make run's documented default)",
+    )
+    parser.add_argument(
+        "--new-password",
+        help="at the first sign-in of a user made with a temporary password: the new password to set "
+        "(default: asked on a terminal)",
     )
     parser.add_argument(
         "--endpoint-url", default=LOCAL_AWS, help=f"the local emulator (default: make run's, {LOCAL_AWS})"

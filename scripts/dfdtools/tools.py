@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from dfd.config import Settings
 from dfdlocal import names
+from dfdtools import quiet_exit
 
 # make run's endpoints (at the ports DFD_AWS_PORT, ... moved them to)
 LOCAL_AWS = names.local_url(names.AWS_PORT)
@@ -118,9 +120,36 @@ def reports_unreachable(main: Callable[..., int]) -> Callable[..., int]:
             return 2
         except EndpointConnectionError as error:
             where = str(error.kwargs.get("endpoint_url", "the AWS endpoint"))
+        except BrokenPipeError:
+            # whoever read the output went away (`| head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
         except (URLError, ConnectionError, requests.ConnectionError) as error:
             where = f"the endpoint ({error})"
         print(f"cannot reach {where}: is `make run` running? (or pass --endpoint-url, or --aws)", file=sys.stderr)
         return 2
+
+    return wrapped
+
+
+def interruptible(main: Callable[..., int]) -> Callable[..., int]:
+    """A tool's main: Ctrl-C at any moment is one line on stderr and exit status 130, never a traceback.
+
+    While ``main`` runs, Ctrl-C raises KeyboardInterrupt (so that it can keep what it must, e.g. an upload's
+    resume state); whatever escapes is reported here. Before and after, :func:`dfdtools.quiet_exit` ends the
+    process at once.
+    """
+
+    @functools.wraps(main)
+    def wrapped(argv: list[str] | None = None) -> int:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, quiet_exit)
+            print("\ninterrupted", file=sys.stderr)
+            return 130
+        finally:
+            signal.signal(signal.SIGINT, quiet_exit)
 
     return wrapped

@@ -33,7 +33,7 @@ import requests
 from dfdlocal.cognito import local_password
 from dfdtools import multipart
 from dfdtools.token import TokenError, find_local_client, local_idp, sign_in, template_names
-from dfdtools.tools import LOCAL_API, LOCAL_AWS, reports_unreachable
+from dfdtools.tools import LOCAL_API, LOCAL_AWS, interruptible, reports_unreachable
 
 CHUNK = 1024 * 1024
 DEFAULT_USER = "alice"
@@ -43,7 +43,9 @@ TOKEN_ENV = "DFD_TOKEN"  # noqa: S105 - the variable's name
 @dataclass
 class Result:
     path: Path
-    outcome: str  # stored | duplicate | skipped (409 precheck) | uploaded (not awaited) | failed
+    # stored | duplicate | skipped (409 precheck) | uploaded (not awaited) | yours (--resume found the caller's
+    # own upload of it: nothing sent, nothing counted) | failed
+    outcome: str
     size: int
     uploaded: int = 0
     detail: str = ""
@@ -110,10 +112,36 @@ def files_of(paths: list[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir():
             yield from sorted(p for p in path.rglob("*") if p.is_file())
-        elif path.is_file():
-            yield path
         else:
-            print(f"skipping {path}: not a file or directory", file=sys.stderr)
+            yield path
+
+
+def missing_paths(paths: list[Path]) -> list[Path]:
+    """What cannot be uploaded at all (checked before anything is sent): neither a file nor a directory."""
+    return [path for path in paths if not (path.is_file() or path.is_dir())]
+
+
+def own_upload(session: requests.Session, api: str, path: Path, digest: str) -> dict[str, Any] | None:
+    """The caller's own upload of this file, if it has one: processed with this content, or still pending under
+    this name and size (its hash is known once it is processed). Newest first, as GET /uploads lists them."""
+    token: str | None = None
+    while True:
+        params = {"limit": "100"} | ({"last_evaluated_key": token} if token else {})
+        response = session.get(f"{api}/uploads", params=params, timeout=30)
+        if response.status_code != 200:
+            return None
+        page = response.json()
+        for item in page["items"]:
+            if item.get("status") in ("stored", "duplicate") and item.get("hash") == digest:
+                return dict(item)
+            if item.get("status") == "pending" and (item.get("filename"), item.get("size")) == (
+                path.name,
+                path.stat().st_size,
+            ):
+                return dict(item)
+        token = page.get("last_evaluated_key")
+        if not token:
+            return None
 
 
 def error_text(response: requests.Response) -> str:
@@ -142,12 +170,24 @@ def upload_one(
     if size == 0:
         return Result(path, "failed", 0, detail="empty files are not accepted (size must be >= 1)")
     kept = parts.states.load(path) if parts.resume else None
+    kept_gone: str | None = None  # why the kept upload could not be continued
     if kept is not None and kept.api == api:
         try:
             return upload_parts(api, path, None, kept, wait=wait, bar=bar, session=session, parts=parts)
         except multipart.UploadGone as gone:
-            print(f"{path}: the interrupted upload is gone ({gone}); starting a new one", file=sys.stderr)
+            kept_gone = str(gone)
     digest = sha256_file(path)
+    if parts.resume:
+        # an interrupted upload may have finished: the precheck would answer 409 and count the caller's own
+        # bytes as a duplicate avoided
+        mine = own_upload(session, api, path, digest)
+        if mine is not None and mine.get("status") == "pending":
+            return await_ingest(session, api, mine["upload_id"], Result(path, "uploaded", size), wait)
+        if mine is not None:
+            detail = f"already uploaded by you: upload {mine['upload_id']}, {mine['status']}; nothing sent"
+            return Result(path, "yours", size, detail=detail)
+    if kept_gone is not None:
+        print(f"{path}: the interrupted upload is gone ({kept_gone}); starting a new one", file=sys.stderr)
     content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     body: dict[str, Any] = {"filename": path.name, "size": size, "content_type": content_type, "sha256": digest}
     answer = session.post(f"{api}/upload", json=body, timeout=30)
@@ -205,7 +245,9 @@ def await_ingest(session: requests.Session, api: str, upload_id: str, result: Re
     return result
 
 
-def delete_and_list(api: str, session: requests.Session, upload_ids: list[str], *, listing: bool) -> int:
+def delete_and_list(
+    api: str, session: requests.Session, upload_ids: list[str], *, listing: bool, ids_only: bool = False
+) -> int:
     """DELETE /uploads/{id} for each id (204: deleted, or deleted before), then GET /uploads page by page."""
     failed = 0
     for upload_id in upload_ids:
@@ -225,6 +267,9 @@ def delete_and_list(api: str, session: requests.Session, upload_ids: list[str], 
         page = response.json()
         for item in page["items"]:
             size = item.get("size")
+            if ids_only:
+                print(item["upload_id"])
+                continue
             print(
                 f"{item['upload_id']}  {item.get('status', ''):9} {size if size is not None else '':>12}  "
                 f"{item.get('created_at', '')}  {item.get('filename', '')}"
@@ -234,6 +279,7 @@ def delete_and_list(api: str, session: requests.Session, upload_ids: list[str], 
     return 1 if failed else 0
 
 
+@interruptible
 @reports_unreachable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -244,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "--delete", action="append", default=[], metavar="UPLOAD_ID", help="delete this upload (repeatable)"
     )
     parser.add_argument("--list", action="store_true", help="list my uploads, newest first")
+    parser.add_argument("--ids", action="store_true", help="with --list: only the upload ids, one a line")
     parser.add_argument("--api", default=LOCAL_API, help=f"API base URL (default: make run's, {LOCAL_API})")
     parser.add_argument("--stack", help="a deployed stack: the API URL from its outputs (instead of --api)")
     parser.add_argument("--region", help="the stack's region (with --stack)")
@@ -289,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --token or --user, not both")
     if not (args.paths or args.delete or args.list):
         parser.error("give files or directories to upload, --delete UPLOAD_ID or --list")
+    missing = missing_paths(args.paths)
+    if missing:
+        print(f"scripts/upload: no such file or directory: {', '.join(map(str, missing))}", file=sys.stderr)
+        return 2
     api = args.api.rstrip("/")
     bar = not args.no_progress and sys.stderr.isatty()
     token = args.token
@@ -305,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     if args.delete or args.list:
-        return delete_and_list(api, session, args.delete, listing=args.list)
+        return delete_and_list(api, session, args.delete, listing=args.list, ids_only=args.ids)
     # multipart calls carry the same header (their part PUTs carry only the presigned ones)
     parts = PartsOptions(
         args.parts_in_flight, args.resume, multipart.StateStore(args.state_dir), {"Authorization": f"Bearer {token}"}
@@ -325,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(result)
         print(f"{result.outcome:9} {result.size:>12,d} B  {path}" + (f"  ({result.detail})" if result.detail else ""))
     counts = {
-        name: sum(1 for r in results if r.outcome == name) for name in ("stored", "duplicate", "skipped", "uploaded")
+        name: sum(1 for r in results if r.outcome == name)
+        for name in ("stored", "duplicate", "skipped", "uploaded", "yours")
     }
     failed = sum(1 for r in results if r.outcome not in counts)
     saved = sum(r.size for r in results if r.outcome in ("duplicate", "skipped"))
@@ -334,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{len(results)} files: {counts['stored']} stored, {counts['duplicate']} duplicate, "
         f"{counts['skipped']} skipped by the hash precheck, {failed} failed"
         + (f", {counts['uploaded']} uploaded (ingest not awaited)" if counts["uploaded"] else "")
+        + (f", {counts['yours']} already uploaded by you" if counts["yours"] else "")
     )
     print(f"bytes uploaded: {sent:,d}   bytes saved by dedup: {saved:,d}")
     return 1 if failed else 0

@@ -8,6 +8,8 @@ The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ import pytest
 from botocore.config import Config
 
 from dfdlocal.names import CREDENTIALS
+from tests.conftest import TEST_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -116,6 +119,69 @@ def nothing_to_reap(stack: RunningStack) -> bool:
     pages = stack.client("dynamodb").get_paginator("scan")
     scan = pages.paginate(TableName=stack.files_table, ProjectionExpression="live_refs")
     return not any(item.get("live_refs", {}).get("N") == "0" for page in scan for item in page["Items"])
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without the test suites' AWS/dfd settings (the stack sets its own)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DFD_", "AWS_", "MOTO_", "POWERTOOLS_")) and k not in TEST_ENV
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def launch_stack(command: list[str], *, cwd: Path, env: dict[str, str], workdir: Path) -> RunningStack:
+    """Start a local stack with ``command`` (``python -m dfdlocal ...``, or a shell running ``make run``) in its
+    own process group, and wait for its ready file: ``--ready-file`` or ``DFD_READY_FILE`` = workdir/ready.json."""
+    ready = workdir / "ready.json"
+    log_path = workdir / "stack.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.monotonic() + 90.0
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"local stack did not start (exit {process.poll()}):\n{log_path.read_text()[-4000:]}")
+        time.sleep(0.1)
+    info = json.loads(ready.read_text())
+    tables, queues = info["tables"], info["queues"]
+    ingest = next(q for q in queues.values() if "ingest" in q["name"] and "dlq" not in q["name"])
+    dlq = next(q for q in queues.values() if "dlq" in q["name"])
+    return RunningStack(
+        api_url=info["api_url"],
+        lambda_url=info["lambda_url"],
+        aws_url=info["aws_url"],
+        region=info["region"],
+        bucket=next(iter(info["buckets"].values())),
+        files_table=tables["FilesTable"],
+        counters_table=tables["CountersTable"],
+        uploads_table=tables["UploadsTable"],
+        events_table=tables["EventsTable"],
+        tenant_files_table=tables["TenantFilesTable"],
+        ingest_queue_url=ingest["url"],
+        dlq_url=dlq["url"],
+        description=info,
+        log_path=log_path,
+        process=process,
+        cognito=info["cognito"],
+    )
+
+
+def stop_stack(running: RunningStack, ok: tuple[int, ...] = (0,)) -> None:
+    """Ctrl-C (SIGINT to the stack's process group) and a clean exit within 20 s, with a status in ``ok``."""
+    process = running.process
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        code = process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"local stack did not stop within 20 s of SIGINT:\n{running.logs()}")
+    if code not in ok:
+        pytest.fail(f"local stack exited {code} after SIGINT:\n{running.logs()}")
 
 
 def take_events(stack: RunningStack, into: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -47,7 +47,12 @@ def template_routes() -> list[tuple[str, str]]:
     return routes
 
 
-ROUTES = template_routes()
+# the /lfs routes check credentials in their function (git-lfs's Basic challenge, personal access tokens): every
+# token refused below is refused there too, with git-lfs's 401 (assert_lfs_refused)
+ROUTES = [route for route in template_routes() if not route[1].startswith("/lfs/")]
+LFS_ROUTES = [
+    (method, path.replace("0" * 64, "game", 1)) for method, path in template_routes() if path.startswith("/lfs/")
+]
 
 
 def call(stack: RunningStack, method: str, path: str, headers: dict[str, str] | None = None) -> requests.Response:
@@ -95,6 +100,29 @@ def test_anonymous_is_refused_on_every_route(stack: RunningStack, method: str, p
     assert call(stack, method, path, stack.auth("admin")).status_code != 401
 
 
+def assert_lfs_refused(stack: RunningStack, token: str | None) -> None:
+    """Every /lfs route answers git-lfs's 401 (the Basic challenge, the LFS error body) to `token` as a Bearer
+    and as a Basic password (None: to no credentials at all)."""
+    if token is None:
+        attempts: list[dict[str, str]] = [{}, {"Authorization": ""}, {"Authorization": "Bearer x.y.z"}]
+    else:
+        basic = base64.b64encode(f"git:{token}".encode()).decode()
+        attempts = [bearer(token), {"Authorization": f"Basic {basic}"}]
+    for method, path in LFS_ROUTES:
+        for headers in attempts:
+            response = call(stack, method, path, headers)
+            assert response.status_code == 401, (method, path, response.text)
+            assert response.headers["LFS-Authenticate"] == 'Basic realm="dfd"'
+            assert set(response.json()) == {"message", "request_id", "documentation_url"}
+
+
+def test_lfs_routes_refuse_anonymous_callers_and_take_access_tokens(stack: RunningStack) -> None:
+    assert len(LFS_ROUTES) == 6
+    assert_lfs_refused(stack, None)
+    for method, path in LFS_ROUTES:
+        assert call(stack, method, path, stack.auth("admin")).status_code != 401
+
+
 def test_forged_tokens_are_refused(stack: RunningStack) -> None:
     genuine = stack.token("alice")
     header_b64, payload_b64, signature = genuine.split(".")
@@ -124,6 +152,7 @@ def test_forged_tokens_are_refused(stack: RunningStack) -> None:
             assert response.status_code == 401, (name, method, path, response.text)
             assert response.json() == UNAUTHORIZED
             assert "invalid_token" in response.headers.get("www-authenticate", ""), name
+        assert_lfs_refused(stack, token)
 
 
 def test_the_stack_signs_with_a_key_of_its_own(stack: RunningStack) -> None:
@@ -162,6 +191,7 @@ def test_tokens_of_another_pool_or_client_are_refused(stack: RunningStack) -> No
                 response = call(stack, method, path, bearer(token))
                 assert response.status_code == 401, (name, method, path, response.text)
                 assert response.json() == UNAUTHORIZED
+            assert_lfs_refused(stack, token)
     finally:
         idp.delete_user_pool_client(
             UserPoolId=stack.cognito["user_pool_id"], ClientId=same_pool_client["UserPoolClient"]["ClientId"]
@@ -176,6 +206,7 @@ def test_id_tokens_lack_the_required_scope(stack: RunningStack) -> None:
     assert response.status_code == 403, response.text
     assert response.json() == {"message": "Forbidden"}
     assert "insufficient_scope" in response.headers["www-authenticate"]
+    assert_lfs_refused(stack, id_token)  # the /lfs check takes access tokens only, as the authorizer's scope
 
 
 def test_bearer_prefix_is_optional_and_preflights_stay_open(stack: RunningStack) -> None:

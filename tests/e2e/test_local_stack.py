@@ -16,6 +16,7 @@ import requests
 from botocore.exceptions import ClientError
 
 from dfdlocal import names
+from dfdlocal.stack import local_users_hint
 from dfdlocal.template import load_template
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
 
@@ -60,6 +61,8 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
         stack.uploads_table,
         stack.events_table,
         stack.tenant_files_table,
+        stack.description["tables"]["LfsTokensTable"],
+        stack.description["tables"]["LfsLocksTable"],
     } == set(names.TABLES.values())
     for logical_id, props in tables.items():
         name = stack.description["tables"][logical_id]
@@ -194,7 +197,9 @@ def test_static_pages_and_config(stack: RunningStack) -> None:
     config = requests.get(stack.api_url + "/config.js", timeout=10)
     assert config.status_code == 200
     auth = {"endpoint": stack.aws_url + "/", "clientId": stack.cognito["client_id"], "region": stack.region}
+    auth["hint"] = local_users_hint(stack.users, stack.password)  # the sign-in form's line: local stack only
     assert config.text.strip() == f"window.DFD_CONFIG = {json.dumps({'apiBase': '', 'auth': auth})};"
+    assert "alice, carol (tenant acme)" in auth["hint"] and "admin (admin)" in auth["hint"]
     assert config.headers["content-type"].startswith("text/javascript")
     for path, page in (("/", "index.html"), ("/admin", "admin.html")):
         if not (ROOT / "web" / page).is_file():

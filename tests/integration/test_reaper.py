@@ -75,10 +75,12 @@ def refs(local: Local) -> list[dict[str, Any]]:
 def test_tombstoned_content_is_reaped_after_the_grace_period_only(local: Local) -> None:
     answer = stored(local)
     assert delete(answer["upload_id"])[0] == 204
-    local.run()  # within the grace period: nothing goes
+    summary = local.run()  # within the grace period: the content stays; the tenant's reference at 0 goes
+    assert (summary["reaped"], summary["refs_reaped"]) == (0, 1), summary
     assert answer["key"] in keys(local) and file_item(local) is not None
     local.assert_invariants()
-    local.run(now=later(hours=2))
+    summary = local.run(now=later(hours=2))
+    assert (summary["reaped"], summary["refs_reaped"]) == (1, 0), summary  # what scripts/reconcile reports
     assert answer["key"] not in keys(local) and file_item(local) is None
     stats = totals()
     assert stats["total_files"] == 0 and stats["total_bytes_stored"] == 0
@@ -98,7 +100,8 @@ def test_the_reaper_moves_the_history_and_drops_only_references_at_zero(local: L
     carol = stored(local, CAROL)
     bob = stored(local, BOB)
     assert delete(alice["upload_id"])[0] == 204  # acme still holds it through Carol
-    local.run(now=later(hours=2))
+    summary = local.run(now=later(hours=2))
+    assert (summary["reaped"], summary["refs_reaped"]) == (0, 0), summary  # unindexed is not reaped
     (acme,) = [r for r in refs(local) if r["tenant"] == "acme"]
     assert acme["upload_count"] == "1" and "reap_shard" not in acme  # counted again: unindexed, kept
     item = file_item(local)

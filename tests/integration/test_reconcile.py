@@ -352,6 +352,8 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         "redriven": 1,
         "expired": 0,
         "failed": 0,
+        "reaped": 0,
+        "refs_reaped": 0,
         "orphans": None,
         "drift": None,
         "now": now,

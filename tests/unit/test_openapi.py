@@ -25,7 +25,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from dfd import errors, multipart, uploads, views
+from dfd import errors, multipart, pats, uploads, views
 from dfd.records import COUNTER_FIELDS, USAGE_FIELDS
 from dfdlocal.template import read_model
 
@@ -35,6 +35,9 @@ FUNCTIONS = ROOT / "functions"
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 # Codes raised only off the HTTP API: the ingest's (an S3/SQS event, not a request) and the S3 adapter's, which
 # every API caller catches (dfd.multipart turns a vanished object into upload_gone).
+# Git LFS's routes speak git-lfs's wire format (docs/api/batch.md, locking.md): bodies in LFS_MEDIA, errors as
+# {"message", "request_id", "documentation_url"} without a dfd error code
+LFS_MEDIA = "application/vnd.git-lfs+json"
 NOT_HTTP_CODES = {"invalid_event", "object_not_found", "object_changed"}
 # API Gateway's own answers (no function runs): documented as GatewayMessage, never produced by dfd
 GATEWAY = "GatewayMessage"
@@ -109,7 +112,7 @@ class Route:
         for call in ast.walk(self.function):
             if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
                 continue
-            if call.func.id == "json_response" and isinstance(call.args[0], ast.Constant):
+            if call.func.id in ("json_response", "lfs_response") and isinstance(call.args[0], ast.Constant):
                 found.add(call.args[0].value)
             for keyword in call.keywords:
                 if call.func.id == "Response" and keyword.arg == "status_code":
@@ -239,8 +242,14 @@ def test_request_fields_are_the_same_in_code_and_document() -> None:
     assert set(parts["properties"]) == multipart.PART_REQUEST_FIELDS
     complete = document()["components"]["schemas"]["CompleteRequest"]["oneOf"][0]["properties"]["parts"]
     assert set(complete["oneOf"][0]["items"]["properties"]) == multipart.COMPLETE_PART_FIELDS
-    bodies = {(m, p) for m, p, operation, _ in operations() if "requestBody" in operation}
-    assert bodies == {("POST", "/upload"), ("POST", "/uploads/{id}/parts"), ("POST", "/uploads/{id}/complete")}
+    assert schema_properties("TokenRequest") == set(pats._FIELDS)
+    bodies = {(m, p) for m, p, operation, _ in operations() if "requestBody" in operation and not p.startswith("/lfs/")}
+    assert bodies == {
+        ("POST", "/upload"),
+        ("POST", "/uploads/{id}/parts"),
+        ("POST", "/uploads/{id}/complete"),
+        ("POST", "/me/tokens"),
+    }
 
 
 def literal_keys(module: str, function: str) -> set[str]:
@@ -293,6 +302,9 @@ def test_error_codes_are_the_same_in_code_and_document() -> None:
     for method, path, status, response in documented_responses():
         shapes = set(documented_errors(response))
         codes = shapes - {GATEWAY}
+        if path.startswith("/lfs/"):  # git-lfs's errors carry no dfd code
+            assert resolve(response)["content"][LFS_MEDIA], (method, path, status)
+            continue
         if status >= 400 and not (status == 409 and method == "POST" and path == "/upload"):
             assert shapes, f"{method} {path} {status}: no error code documented"
         documented |= {(status, code) for code in codes}
@@ -310,7 +322,7 @@ def conforms(example: Any, schema: dict[str, Any]) -> None:
 def test_every_success_has_an_example_that_fits_its_schema() -> None:
     for method, path, status, response in documented_responses():
         if status < 400 and "content" in response:
-            media = response["content"]["application/json"]
+            media = response["content"].get("application/json") or response["content"][LFS_MEDIA]
             assert "example" in media, (method, path, status)
             conforms(media["example"], media["schema"])
 
@@ -318,5 +330,10 @@ def test_every_success_has_an_example_that_fits_its_schema() -> None:
 def test_request_examples_fit_their_schema() -> None:
     for _, _, operation, _ in operations():
         if "requestBody" in operation:
-            media = operation["requestBody"]["content"]["application/json"]
+            content = operation["requestBody"]["content"]
+            if LFS_MEDIA in content:  # git-lfs's request bodies: their schemas document them
+                if "example" in content[LFS_MEDIA]:
+                    conforms(content[LFS_MEDIA]["example"], content[LFS_MEDIA]["schema"])
+                continue
+            media = content["application/json"]
             conforms(media["example"], media["schema"])

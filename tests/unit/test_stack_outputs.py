@@ -99,10 +99,11 @@ def test_token_and_upload_take_the_client_and_the_api_from_the_stack(
     fake = FakeCloudFormation(outputs)
     monkeypatch.setattr(tools.boto3.Session, "client", lambda self, service, **_: fake)
     signed: list[str] = []
-    monkeypatch.setattr(token, "sign_in", lambda idp, client_id, user, password: signed.append(client_id) or "t")
+    monkeypatch.setattr(token, "sign_in", lambda idp, client_id, *_: signed.append(client_id) or "t")
     args = argparse.Namespace(
-        user="alice", password="pw", stack="dfd-prod", region="eu-west-1", aws=False, client_id=None, endpoint_url=""
-    )
+        user="alice", password="pw", stack="dfd-prod", region="eu-west-1", aws=False, client_id=None, endpoint_url="",
+        new_password=None,
+    )  # fmt: skip
     assert token.token_for(args) == "t" and signed == [outputs["UserPoolClientId"]] and args.aws
 
     with pytest.raises(SystemExit):  # an unknown stack is a usage error naming it

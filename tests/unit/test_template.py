@@ -31,6 +31,15 @@ ROUTES = {
     ("POST", "/uploads/{id}/complete"): "UploadPartsFunction",
     ("DELETE", "/uploads/{id}"): "UploadsFunction",
     ("GET", "/uploads"): "UploadsFunction",
+    ("POST", "/lfs/{repo}/objects/batch"): "LfsFunction",
+    ("POST", "/lfs/{repo}/verify/{id}"): "LfsFunction",
+    ("POST", "/lfs/{repo}/locks"): "LfsFunction",
+    ("GET", "/lfs/{repo}/locks"): "LfsFunction",
+    ("POST", "/lfs/{repo}/locks/verify"): "LfsFunction",
+    ("POST", "/lfs/{repo}/locks/{id}/unlock"): "LfsFunction",
+    ("POST", "/me/tokens"): "TokensFunction",
+    ("GET", "/me/tokens"): "TokensFunction",
+    ("DELETE", "/me/tokens/{id}"): "TokensFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",
@@ -40,6 +49,8 @@ HANDLERS = {
     "AdminStatsFunction": "dfd.handlers.admin_stats.handler",
     "AdminHashesFunction": "dfd.handlers.admin_hashes.handler",
     "UploadPartsFunction": "dfd.handlers.multipart.handler",
+    "LfsFunction": "dfd.handlers.lfs.handler",
+    "TokensFunction": "dfd.handlers.tokens.handler",
     "UploadsFunction": "dfd.handlers.uploads.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
     "PublisherFunction": "dfd.handlers.publisher.handler",
@@ -376,6 +387,9 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     elif logical_id == "PublisherFunction":
         assert props["Timeout"] == 60  # a batch of 100 records, PutEvents retried per entry
         assert props["MemorySize"] == 256
+    elif logical_id == "LfsFunction":  # a verify may ingest its object: the HTTP API's 30 s, the ingest's vCPU
+        assert props["Timeout"] == 29
+        assert _param_value(template, props["MemorySize"]) == 1769
     else:
         # complete's wait for S3 (10,000 parts): under the HTTP API's 30 s
         assert props["Timeout"] == (29 if logical_id == "UploadPartsFunction" else 10)

@@ -79,10 +79,15 @@ def test_the_jwt_authorizer_is_the_default_of_the_http_api() -> None:
     assert authorizer["AuthorizationScopes"] == [ACCESS_SCOPE]  # access tokens only
 
 
+# git-lfs needs an LFS-Authenticate challenge and HTTP Basic: these routes check credentials in the function
+# (dfd.credentials; tests/unit/test_lfs_credentials.py walks each of them with bad credentials)
+LFS_FUNCTION = "LfsFunction"
+
+
 def test_every_route_uses_the_default_authorizer_and_none_is_an_options_route() -> None:
-    """No function opts out (Auth on its event) and no route is OPTIONS or ANY: API Gateway answers every
-    CORS preflight from CorsConfiguration, before the authorizer (SAM never puts the DefaultAuthorizer on
-    an OPTIONS method)."""
+    """No function but LfsFunction opts out (Auth on its event), and it only for /lfs routes; no route is OPTIONS
+    or ANY: API Gateway answers every CORS preflight from CorsConfiguration, before the authorizer (SAM never puts
+    the DefaultAuthorizer on an OPTIONS method)."""
     routes = 0
     for logical_id, function in resources("AWS::Serverless::Function").items():
         for event_name, event in (function["Properties"].get("Events") or {}).items():
@@ -91,7 +96,11 @@ def test_every_route_uses_the_default_authorizer_and_none_is_an_options_route() 
             routes += 1
             event_props = event["Properties"]
             assert event_props["ApiId"] == {"Ref": "HttpApi"}, f"{logical_id}.{event_name} is on another API"
-            assert "Auth" not in event_props, f"{logical_id}.{event_name} overrides the default authorizer"
+            if logical_id == LFS_FUNCTION:
+                assert event_props["Auth"] == {"Authorizer": "NONE"}
+                assert event_props["Path"].startswith("/lfs/{repo}/")
+            else:
+                assert "Auth" not in event_props, f"{logical_id}.{event_name} overrides the default authorizer"
             assert event_props["Method"].upper() in {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
     assert routes >= 5
     assert "OPTIONS" in props("HttpApi")["CorsConfiguration"]["AllowMethods"]

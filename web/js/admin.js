@@ -138,7 +138,7 @@
         samples.push(sample);
         pruneSamples();
         renderChart();
-        $("stats-updated").textContent = "Updated " + new Date().toLocaleTimeString();
+        $("stats-updated").textContent = "Updated " + D.formatDate(Date.now());
         if (lastStatsError) {
           lastStatsError = "";
           $("stats-error").hidden = true;
@@ -162,7 +162,7 @@
         if (generation !== statsGeneration) return;
         if (refused(err)) return;
         var msg = "Could not load statistics: " + D.describeError(err);
-        $("stats-updated").textContent = "Last attempt " + new Date().toLocaleTimeString() + " failed; retrying every 3 s";
+        $("stats-updated").textContent = "Last attempt " + D.formatDate(Date.now()) + " failed; retrying every 3 s";
         if (msg !== lastStatsError) {
           lastStatsError = msg;
           var box = $("stats-error");

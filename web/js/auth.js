@@ -3,6 +3,10 @@
  * Sign-in:  POST <auth.endpoint>  X-Amz-Target: AWSCognitoIdentityProviderService.InitiateAuth
  *           {AuthFlow: "USER_PASSWORD_AUTH", ClientId, AuthParameters: {USERNAME, PASSWORD}}
  *           → AuthenticationResult {AccessToken, IdToken, RefreshToken, ExpiresIn}
+ * New password: an account made with a temporary password (AdminCreateUser) answers the sign-in with the
+ *           challenge NEW_PASSWORD_REQUIRED; the form then asks for a new password (twice) and sends
+ *           RespondToAuthChallenge {ChallengeName, ClientId, Session, ChallengeResponses: {USERNAME, NEW_PASSWORD}}
+ *           → AuthenticationResult.
  * Refresh:  the same call with AuthFlow "REFRESH_TOKEN_AUTH" and {REFRESH_TOKEN}, at 80 % of ExpiresIn, before
  *           any request once the access token is (nearly) expired, and once when the API answers 401.
  * Tokens live in sessionStorage (this tab only, gone when it closes) under "dfd.auth".
@@ -31,6 +35,7 @@
   var lastUser = null; // the user signed in before (kept across an expired session, to tell if the user changed)
   var busy = false;
   var ui = {};
+  var challenge = null; // {username, session}: the sign-in answered NEW_PASSWORD_REQUIRED, a new password is due
 
   // ---------------------------------------------------------------- storage and tokens
 
@@ -134,6 +139,20 @@
   AuthError.prototype.constructor = AuthError;
 
   function initiateAuth(flow, parameters) {
+    return cognito("InitiateAuth", { AuthFlow: flow, ClientId: cfg.clientId, AuthParameters: parameters });
+  }
+
+  function respondNewPassword(username, password, cognitoSession) {
+    return cognito("RespondToAuthChallenge", {
+      ChallengeName: "NEW_PASSWORD_REQUIRED",
+      ClientId: cfg.clientId,
+      Session: cognitoSession,
+      ChallengeResponses: { USERNAME: username, NEW_PASSWORD: password },
+    });
+  }
+
+  /** One Cognito call: resolves AuthenticationResult, or {challenge, session} for NEW_PASSWORD_REQUIRED. */
+  function cognito(action, payload) {
     var controller = new AbortController();
     var timer = window.setTimeout(function () {
       controller.abort();
@@ -142,9 +161,9 @@
       method: "POST",
       headers: {
         "Content-Type": "application/x-amz-json-1.1",
-        "X-Amz-Target": "AWSCognitoIdentityProviderService.InitiateAuth",
+        "X-Amz-Target": "AWSCognitoIdentityProviderService." + action,
       },
-      body: JSON.stringify({ AuthFlow: flow, ClientId: cfg.clientId, AuthParameters: parameters }),
+      body: JSON.stringify(payload),
       signal: controller.signal,
       credentials: "omit",
       cache: "no-store",
@@ -160,6 +179,9 @@
             }
             if (resp.ok) {
               if (body.AuthenticationResult && body.AuthenticationResult.AccessToken) return body.AuthenticationResult;
+              if (body.ChallengeName === "NEW_PASSWORD_REQUIRED" && body.Session) {
+                return { challenge: body.ChallengeName, session: body.Session };
+              }
               if (body.ChallengeName) {
                 throw new AuthError(
                   "unsupported",
@@ -201,6 +223,11 @@
         return "There is no user named “" + username + "”. Check the username.";
       case "UserNotConfirmedException":
         return "This account is not confirmed yet. Ask an administrator to confirm it.";
+      case "InvalidPasswordException":
+        return "That password is not accepted: " + (err.message || "see the password policy") + ".";
+      case "CodeMismatchException":
+      case "ExpiredCodeException":
+        return "The sign-in took too long. Enter your username and temporary password again.";
       case "PasswordResetRequiredException":
         return "This account's password has to be reset first. Ask an administrator.";
       case "TooManyRequestsException":
@@ -225,6 +252,7 @@
     refreshing = initiateAuth("REFRESH_TOKEN_AUTH", { REFRESH_TOKEN: previous.refreshToken })
       .then(
         function (result) {
+          if (!result.AccessToken) throw new AuthError("refused", "Challenge", "Sign in again.");
           if (session !== previous) throw new AuthError("refused", "SignedOut", "Signed out meanwhile.");
           store(result, previous);
           return session.accessToken;
@@ -307,6 +335,7 @@
     ui.password.value = "";
     ui.password.removeAttribute("aria-invalid");
     ui.username.removeAttribute("aria-invalid");
+    newPasswordStep(null);
     showMessage(message || "", reason === "expired");
     if (reason === "signout") ui.username.value = ""; // the next person starts from an empty form
     if (reason === "expired" && lastUser && !ui.username.value) ui.username.value = lastUser;
@@ -349,19 +378,110 @@
     if (!who) return;
     ui.user.textContent = who.username;
     ui.tenant.textContent = who.tenant;
+    // an administrator without a tenant group is named by the badge alone (its "tenant" is nobody's space)
+    var tenantLine = ui.tenant.parentNode;
+    if (tenantLine) tenantLine.hidden = who.isAdmin && who.tenants.length === 0;
+    var separator = ui.account.querySelector(".account-sep");
+    if (separator) separator.hidden = !!(tenantLine && tenantLine.hidden);
     ui.admin.hidden = !who.isAdmin;
+  }
+
+  /** The form's second step: new password fields (made here, so both pages get them) while `step` is set. */
+  function newPasswordStep(step) {
+    challenge = step;
+    if (!ui.newPassword && step) {
+      var wrap = document.createElement("div");
+      wrap.className = "signin-new-password";
+      wrap.setAttribute("data-testid", "signin-new-password");
+      [
+        ["signin-new-password-1", "New password"],
+        ["signin-new-password-2", "Repeat the new password"],
+      ].forEach(function (field) {
+        var label = document.createElement("label");
+        label.setAttribute("for", field[0]);
+        label.textContent = field[1];
+        var input = document.createElement("input");
+        input.id = field[0];
+        input.type = "password";
+        input.autocomplete = "new-password";
+        input.setAttribute("data-testid", field[0]);
+        input.setAttribute("aria-describedby", "signin-message");
+        wrap.appendChild(label);
+        wrap.appendChild(input);
+      });
+      ui.form.insertBefore(wrap, ui.submit.parentNode === ui.form ? ui.submit : ui.submit.parentNode);
+      ui.newPassword = wrap;
+      ui.newPassword1 = wrap.querySelector("#signin-new-password-1");
+      ui.newPassword2 = wrap.querySelector("#signin-new-password-2");
+    }
+    if (!ui.newPassword) return;
+    ui.newPassword.hidden = !step;
+    ui.newPassword1.value = "";
+    ui.newPassword2.value = "";
+    ui.username.readOnly = !!step;
+    ui.password.readOnly = !!step;
+    ui.submitText.textContent = step ? "Set password and sign in" : "Sign in";
+  }
+
+  function showHint() {
+    if (!cfg.hint || ui.hint) return;
+    ui.hint = document.createElement("p");
+    ui.hint.className = "muted signin-hint";
+    ui.hint.setAttribute("data-testid", "signin-hint");
+    ui.hint.textContent = cfg.hint;
+    ui.form.parentNode.insertBefore(ui.hint, ui.form);
+  }
+
+  function signInDone(result) {
+    ui.password.value = "";
+    newPasswordStep(null);
+    store(result, null);
+    showMessage("", false);
+    signedIn("form");
+  }
+
+  function submitNewPassword() {
+    var first = ui.newPassword1.value;
+    if (!first || first !== ui.newPassword2.value) {
+      ui.newPassword1.setAttribute("aria-invalid", "true");
+      showMessage(!first ? "Choose a new password." : "The two new passwords differ.", true);
+      ui.newPassword1.focus();
+      return;
+    }
+    ui.newPassword1.removeAttribute("aria-invalid");
+    showMessage("", false);
+    setBusy(true);
+    var step = challenge;
+    respondNewPassword(step.username, first, step.session)
+      .then(signInDone, function (err) {
+        showMessage(signInMessage(err, step.username), true);
+        if (err instanceof AuthError && err.type === "InvalidPasswordException") {
+          ui.newPassword1.setAttribute("aria-invalid", "true");
+          ui.newPassword1.focus();
+          return;
+        }
+        newPasswordStep(null); // the challenge's session is spent: start again from the temporary password
+        ui.password.focus();
+      })
+      .finally(function () {
+        setBusy(false);
+      });
   }
 
   function setBusy(on) {
     busy = on;
     ui.submit.setAttribute("aria-disabled", on ? "true" : "false");
     ui.submit.setAttribute("aria-busy", on ? "true" : "false");
-    ui.submitText.textContent = on ? "Signing in…" : "Sign in";
+    ui.submitText.textContent = on ? "Signing in…" : challenge ? "Set password and sign in" : "Sign in";
   }
 
   function onSubmit(ev) {
     ev.preventDefault();
     if (busy) return;
+    if (challenge) {
+      submitNewPassword();
+      return;
+    }
     var username = ui.username.value.trim();
     var password = ui.password.value;
     ui.username.removeAttribute("aria-invalid");
@@ -378,10 +498,13 @@
     initiateAuth("USER_PASSWORD_AUTH", { USERNAME: username, PASSWORD: password })
       .then(
         function (result) {
-          ui.password.value = "";
-          store(result, null);
-          showMessage("", false);
-          signedIn("form");
+          if (result.challenge) {
+            newPasswordStep({ username: username, session: result.session });
+            showMessage("Choose a new password: the one you signed in with is temporary.", false);
+            ui.newPassword1.focus();
+            return;
+          }
+          signInDone(result);
         },
         function (err) {
           var text = signInMessage(err, username);
@@ -438,6 +561,7 @@
       return;
     }
     ui.form.addEventListener("submit", onSubmit);
+    showHint();
     ui.signOut.addEventListener("click", signOut);
 
     session = storageGet();

@@ -57,7 +57,9 @@
       } else if (!clientId) {
         errors.push("config.js: auth.clientId is missing");
       } else {
-        auth = { endpoint: safeHttpUrl(endpoint), clientId: clientId, region: region };
+        // hint: a line shown above the sign-in form (the local stack names its users there)
+        var hint = a && typeof a.hint === "string" ? a.hint.trim().slice(0, 300) : "";
+        auth = { endpoint: safeHttpUrl(endpoint), clientId: clientId, region: region, hint: hint };
       }
       if (!auth) errors.push("Sign-in is not possible until config.js is fixed.");
     }

@@ -1,0 +1,169 @@
+"""LfsFunction: the Git LFS Batch and Locking APIs at /lfs/{repo}/... (dfd.lfs, dfd.locks).
+
+These routes have no API Gateway authorizer: every request's credentials are checked here first
+(dfd.credentials), before anything is read, and a refusal is git-lfs's 401 with ``LFS-Authenticate: Basic
+realm="dfd"`` (git then asks its credential helpers). Every answer is ``application/vnd.git-lfs+json``; every
+error body is ``{"message", "request_id", "documentation_url"}`` (git prints the message).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from dfd import aws, deps
+from dfd.config import settings
+from dfd.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
+from dfd.handlers import init_done
+from dfd.http import lambda_entry, make_app, query_values
+from dfd.identity import Caller
+from dfd.lfs import MEDIA_TYPE, LfsError, check_repo
+from dfd.locks import LockError
+from dfd.observability import logger
+
+settings()
+deps.lfs_settings()
+app = make_app()
+
+CHALLENGE = {"LFS-Authenticate": 'Basic realm="dfd"'}
+RETRY_AFTER_SECONDS = 2
+_ACCEPTED = ("application/vnd.git-lfs+json", "application/vnd.git-lfs", "application/*", "*/*")
+
+
+def lfs_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    return Response(
+        status_code=status,
+        content_type=MEDIA_TYPE,
+        body=json.dumps(body, separators=(",", ":")),
+        headers={"Cache-Control": "no-store", **(headers or {})},
+    )
+
+
+def lfs_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[str]:
+    request_id = app.current_event.request_context.request_id
+    body = {"message": message, "request_id": request_id, "documentation_url": deps.lfs_settings().documentation_url}
+    return lfs_response(status, body, headers)
+
+
+@app.exception_handler(LfsError)  # type: ignore[untyped-decorator]
+def _lfs_error(error: LfsError) -> Response[str]:
+    logger.warning("lfs request refused", extra={"status": error.status, "error": error.message[:512]})
+    return lfs_error(error.status, error.message, error.headers)
+
+
+@app.exception_handler(LockError)  # type: ignore[untyped-decorator]
+def _lock_error(error: LockError) -> Response[str]:
+    logger.warning("lock request refused", extra={"status": error.status, "error": error.message[:512]})
+    return lfs_error(error.status, error.message)
+
+
+@app.exception_handler(DfdError)  # type: ignore[untyped-decorator]
+def _domain_error(error: DfdError) -> Response[str]:
+    """The domain's errors in git-lfs's terms: 401 with the Basic challenge; throttling as 429 + Retry-After."""
+    if isinstance(error, Unauthorized):
+        logger.info("lfs credentials refused", extra={"reason": error.message})
+        return lfs_error(
+            401, "Credentials needed: a personal access token (POST /me/tokens) as the password", CHALLENGE
+        )
+    if isinstance(error, ServiceUnavailable):
+        logger.warning("lfs request throttled", extra={"error": error.message[:512]})
+        return lfs_error(429, "the service is busy: retry shortly", {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if error.status == 429:  # a rate bound of the domain: its own wait when it names one
+        details = error.details if isinstance(error.details, dict) else {}
+        retry_after = str(details.get("retry_after", RETRY_AFTER_SECONDS))
+        return lfs_error(429, error.message, {"Retry-After": retry_after})
+    if error.status >= 500:
+        logger.error("lfs request failed", extra={"code": error.code, "error": error.message[:512]})
+        return lfs_error(500, "internal error; the request id is in the logs")
+    status = error.status if isinstance(error, Forbidden | NotFound) else 422
+    logger.warning("lfs request refused", extra={"status": status, "code": error.code})
+    return lfs_error(status, error.message)
+
+
+@app.not_found
+def _no_route(_: Exception) -> Response[str]:
+    return lfs_error(404, "no such LFS route")
+
+
+def _caller() -> Caller:
+    """The verified caller (401 first, before anything is read), then the request's Accept (406)."""
+    event = app.current_event
+    caller = deps.credentials().caller(event.headers.get("authorization"))
+    accept = event.headers.get("accept")
+    if accept and not any(kind in accept for kind in _ACCEPTED):
+        raise LfsError(406, f"the Accept header must be {MEDIA_TYPE}")
+    return caller
+
+
+def _body() -> Any:
+    event = app.current_event
+    try:
+        raw = event.decoded_body
+        return json.loads(raw) if raw else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise LfsError(422, "the request body is not valid JSON") from None
+
+
+def _base_url() -> str:
+    event = app.current_event
+    scheme = event.headers.get("x-forwarded-proto", "https").split(",")[0].strip() or "https"
+    return f"{scheme}://{event.request_context.domain_name}"
+
+
+def _repo(repo: str) -> str:
+    parameters = app.current_event.path_parameters or {}
+    return check_repo(str(parameters.get("repo", repo)))
+
+
+@app.post("/lfs/<repo>/objects/batch")
+def batch(repo: str) -> Response[str]:
+    caller = _caller()
+    answer = deps.lfs_service().batch(caller, _repo(repo), _body(), _base_url())
+    uploads = sum(1 for obj in answer["objects"] if "upload" in obj.get("actions", {}))
+    logger.info("lfs batch", extra={"objects": len(answer["objects"]), "to_upload": uploads, "tenant": caller.tenant})
+    return lfs_response(200, answer)
+
+
+@app.post("/lfs/<repo>/verify/<id>")
+def verify(repo: str, id: str) -> Response[str]:
+    caller = _caller()
+    parameters = app.current_event.path_parameters or {}
+    deps.lfs_service().verify(caller, _repo(repo), str(parameters.get("id", id)), _body())
+    return lfs_response(200, {})
+
+
+@app.post("/lfs/<repo>/locks")
+def create_lock(repo: str) -> Response[str]:
+    caller = _caller()
+    status, body = deps.lock_service().create(caller, _repo(repo), _body())
+    if status == 409:  # the lock in the way, with git-lfs's message
+        return lfs_response(409, body)
+    return lfs_response(201, body)
+
+
+@app.get("/lfs/<repo>/locks")
+def list_locks(repo: str) -> Response[str]:
+    caller = _caller()
+    values = query_values(app, "path", "id", "cursor", "limit", "refspec")  # refspec: git-lfs's, not filtered on
+    query = {name: value for name, value in zip(("path", "id", "cursor", "limit"), values, strict=False) if value}
+    return lfs_response(200, deps.lock_service().list(caller, _repo(repo), query))
+
+
+@app.post("/lfs/<repo>/locks/verify")
+def verify_locks(repo: str) -> Response[str]:
+    caller = _caller()
+    return lfs_response(200, deps.lock_service().verify(caller, _repo(repo), _body()))
+
+
+@app.post("/lfs/<repo>/locks/<id>/unlock")
+def unlock(repo: str, id: str) -> Response[str]:
+    caller = _caller()
+    parameters = app.current_event.path_parameters or {}
+    return lfs_response(200, deps.lock_service().unlock(caller, _repo(repo), str(parameters.get("id", id)), _body()))
+
+
+handler = lambda_entry(app)
+
+init_done(deps.credentials, deps.lfs_service, deps.lock_service, aws.dynamodb().build, aws.s3().build)

@@ -1,0 +1,352 @@
+"""The Git LFS Batch API (dfd.lfs), locks (dfd.locks) and personal access tokens (dfd.pats) on the in-memory
+ports: every answer the issue lists, per object and for the whole request."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from dfd.errors import NotFound, ValidationFailed
+from dfd.events import ObjectRef
+from dfd.ingest import Ingestor
+from dfd.lfs import LfsError, LfsService
+from dfd.locks import LockError, LockService
+from dfd.pats import PREFIX, DirectoryUser, PatService
+from dfd.uploads import UploadService
+from tests.support import ALICE, BOB, CAROL, ApiUser
+from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
+from tests.unit.test_ingest_domain import BUCKET, NOW, World
+
+BASE = "https://api.example"
+GIB = 1024**3
+
+
+class Lfs(World):
+    def lfs(self) -> LfsService:
+        uploads = UploadService(self.settings, self.repo, self.objects, now=lambda: NOW, rng=random.Random(3))
+        ingestor = Ingestor(self.settings, self.repo, self.objects, now=lambda: NOW, sleep=self.sleeps.append)
+        return LfsService(self.settings, self.repo, self.objects, uploads, ingestor.ingest, max_objects=5)
+
+    def push(self, data: bytes, user: Any = ALICE, repo: str = "game") -> dict[str, Any]:
+        """A whole git-lfs upload of `data`: batch, PUT (when asked), verify. The batch's object answer."""
+        oid = hashlib.sha256(data).hexdigest()
+        answer = self.batch("upload", [{"oid": oid, "size": len(data)}], user, repo)["objects"][0]
+        if "actions" in answer:
+            key = answer["actions"]["upload"]["href"].split(f"{BUCKET}/", 1)[1].split("?")[0]
+            headers = answer["actions"]["upload"]["header"]
+            self.objects.put(
+                BUCKET, key, data, checksum=True, metadata={"dfd-tenant": headers["x-amz-meta-dfd-tenant"]}
+            )
+            upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
+            self.lfs().verify(user.caller, repo, upload_id, {"oid": oid, "size": len(data)})
+        return answer
+
+    def batch(self, operation: str, objects: Any, user: Any = ALICE, repo: str = "game", **extra: Any) -> Any:
+        return self.lfs().batch(user.caller, repo, {"operation": operation, "objects": objects, **extra}, BASE)
+
+
+@pytest.fixture
+def world() -> Lfs:
+    return Lfs()
+
+
+def error_of(answer: dict[str, Any]) -> tuple[int, str]:
+    return answer["error"]["code"], answer["error"]["message"]
+
+
+# ------------------------------------------------------------------------------------------- upload
+def test_upload_of_new_content_is_a_presigned_put_signing_every_header_and_a_verify(world: Lfs) -> None:
+    data = b"x" * 100
+    oid = hashlib.sha256(data).hexdigest()
+    answer = world.batch("upload", [{"oid": oid, "size": 100}])
+    assert answer["transfer"] == "basic" and answer["hash_algo"] == "sha256"
+    actions = answer["objects"][0]["actions"]
+    header = actions["upload"]["header"]
+    assert header["content-type"] == "application/octet-stream"  # git-lfs would sniff one otherwise
+    assert header["if-none-match"] == "*" and header["content-length"] == "100"
+    assert header["x-amz-checksum-sha256"]  # the oid: S3 refuses other bytes
+    assert actions["verify"]["href"].startswith(f"{BASE}/lfs/game/verify/")
+    assert "authenticated" not in answer["objects"][0]
+    assert "header" not in actions["verify"]  # git sends the batch's credentials
+
+
+def test_verify_ingests_so_the_oid_is_the_tenants_at_once(world: Lfs) -> None:
+    data = b"verify me"
+    world.push(data)
+    oid = hashlib.sha256(data).hexdigest()
+    download = world.batch("download", [{"oid": oid, "size": len(data)}])["objects"][0]
+    assert "download" in download["actions"]
+    again = world.push(data, repo="other-repo")  # another repo of the tenant: nothing to send
+    assert "actions" not in again and "error" not in again
+    uploads = [u for u in world.repo.uploads.values() if u.get("hash") == oid]
+    assert sorted(u["status"] for u in uploads) == ["duplicate", "stored"]
+
+
+def test_verify_is_idempotent_after_the_event_was_ingested(world: Lfs) -> None:
+    data = b"event first"
+    oid = hashlib.sha256(data).hexdigest()
+    answer = world.batch("upload", [{"oid": oid, "size": len(data)}])["objects"][0]
+    key = answer["actions"]["upload"]["href"].split(f"{BUCKET}/", 1)[1].split("?")[0]
+    world.objects.put(BUCKET, key, data, checksum=True, metadata={"dfd-tenant": "acme"})
+    world.ingestor().ingest(ObjectRef(BUCKET, key))  # the S3 event got there first
+    upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
+    for _ in range(2):
+        world.lfs().verify(ALICE.caller, "game", upload_id, {"oid": oid, "size": len(data)})
+    assert [u["status"] for u in world.repo.uploads.values()] == ["stored"]
+
+
+def test_verify_before_the_bytes_arrived_is_422_and_records_nothing(world: Lfs) -> None:
+    oid = hashlib.sha256(b"never sent").hexdigest()
+    answer = world.batch("upload", [{"oid": oid, "size": 10}])["objects"][0]
+    upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
+    with pytest.raises(LfsError) as refused:
+        world.lfs().verify(ALICE.caller, "game", upload_id, {"oid": oid, "size": 10})
+    assert refused.value.status == 422
+    assert [u["status"] for u in world.repo.uploads.values()] == ["pending"]
+
+
+def test_verify_of_another_tenants_upload_or_another_object_is_404(world: Lfs) -> None:
+    oid = hashlib.sha256(b"mine").hexdigest()
+    answer = world.batch("upload", [{"oid": oid, "size": 4}])["objects"][0]
+    upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
+    for caller, body, ident in (
+        (BOB.caller, {"oid": oid, "size": 4}, upload_id),
+        (ALICE.caller, {"oid": "0" * 64, "size": 4}, upload_id),
+        (ALICE.caller, {"oid": oid, "size": 5}, upload_id),
+        (ALICE.caller, {"oid": oid, "size": 4}, "not-an-id"),
+    ):
+        with pytest.raises(LfsError) as refused:
+            world.lfs().verify(caller, "game", ident, body)
+        assert refused.value.status == 404
+    with pytest.raises(LfsError) as malformed:
+        world.lfs().verify(ALICE.caller, "game", upload_id, {"oid": "nope", "size": 4})
+    assert malformed.value.status == 422
+
+
+def test_content_only_another_tenant_holds_is_answered_like_unknown_content(world: Lfs) -> None:
+    data = b"shared across tenants"
+    world.push(data, user=BOB)
+    oid = hashlib.sha256(data).hexdigest()
+    theirs = world.batch("upload", [{"oid": oid, "size": len(data)}])["objects"][0]
+    unknown = world.batch("upload", [{"oid": "a" * 64, "size": len(data)}])["objects"][0]
+    assert set(theirs["actions"]) == set(unknown["actions"]) == {"upload", "verify"}
+    download = world.batch("download", [{"oid": oid, "size": len(data)}, {"oid": "a" * 64, "size": len(data)}])
+    first, second = download["objects"]
+    assert error_of(first) == error_of(second) == (404, "Object does not exist")
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"oid": "ABC", "size": 1}, "oid must be a SHA-256"),
+        ({"oid": "g" * 64, "size": 1}, "oid must be a SHA-256"),
+        ({"oid": "a" * 64, "size": -1}, "size must be a non-negative integer"),
+        ({"oid": "a" * 64, "size": "1"}, "size must be a non-negative integer"),
+        ({"oid": "a" * 64, "size": 5 * GIB + 1}, "the basic transfer's largest"),
+        ({"oid": "a" * 64, "size": 0}, "size must be from 1"),
+        ("not an object", "must be a JSON object"),
+    ],
+)
+def test_malformed_objects_are_422_each_while_valid_ones_are_answered(world: Lfs, obj: Any, message: str) -> None:
+    answer = world.batch("upload", [obj, {"oid": "b" * 64, "size": 3}])
+    bad, good = answer["objects"]
+    code, text = error_of(bad)
+    assert code == 422 and message in text
+    assert "upload" in good["actions"]
+
+
+def test_a_size_other_than_the_one_the_tenant_holds_is_422(world: Lfs) -> None:
+    data = b"twelve bytes"
+    world.push(data)
+    oid = hashlib.sha256(data).hexdigest()
+    for operation in ("upload", "download"):
+        answer = world.batch(operation, [{"oid": oid, "size": 13}])["objects"][0]
+        assert error_of(answer)[0] == 422
+
+
+def test_an_oid_named_twice_is_registered_once(world: Lfs) -> None:
+    objects = [{"oid": "c" * 64, "size": 5}, {"oid": "c" * 64, "size": 5}, {"oid": "c" * 64, "size": 6}]
+    answer = world.batch("upload", objects)["objects"]
+    assert answer[0] == answer[1] and error_of(answer[2])[0] == 422
+    assert len(world.repo.uploads) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"operation": "delete", "objects": []}, 422),
+        ({"operation": "upload", "objects": "x"}, 422),
+        ({"operation": "upload", "objects": [], "transfers": ["tus"]}, 422),
+        ({"operation": "upload", "objects": [], "hash_algo": "sha512"}, 409),
+        ({"operation": "upload", "objects": [{"oid": "a" * 64, "size": 1}] * 6}, 413),
+        ([], 422),
+    ],
+)
+def test_request_level_errors(world: Lfs, body: Any, status: int) -> None:
+    with pytest.raises(LfsError) as refused:
+        world.lfs().batch(ALICE.caller, "game", body, BASE)
+    assert refused.value.status == status
+    assert world.repo.uploads == {}
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/b", "", "x" * 101, "sp ace"])
+def test_repository_names_are_one_safe_segment(world: Lfs, name: str) -> None:
+    with pytest.raises(LfsError) as refused:
+        world.lfs().batch(ALICE.caller, name, {"operation": "upload", "objects": []}, BASE)
+    assert refused.value.status == 404
+
+
+def test_over_the_quota_is_507_and_registers_nothing(world: Lfs) -> None:
+    world.settings = replace(world.settings, tenant_quota_bytes=1000)
+    objects = [{"oid": f"{i:064x}", "size": 400} for i in range(3)]
+    with pytest.raises(LfsError) as refused:
+        world.batch("upload", objects)
+    assert refused.value.status == 507 and "quota is 1000 bytes" in refused.value.message
+    assert world.repo.uploads == {}
+    assert world.batch("upload", objects[:2])["objects"][1]["actions"]  # what fits is accepted
+
+
+def test_over_the_pending_limit_is_507(world: Lfs) -> None:
+    world.settings = replace(world.settings, tenant_pending_limit=2)
+    with pytest.raises(LfsError) as refused:
+        world.batch("upload", [{"oid": f"{i:064x}", "size": 4} for i in range(3)])
+    assert refused.value.status == 507 and world.repo.uploads == {}
+
+
+# ------------------------------------------------------------------------------------------- locks
+def locks() -> LockService:
+    return LockService(FakeLockStore(), now=lambda: NOW)
+
+
+def test_lock_create_list_verify_unlock() -> None:
+    service = locks()
+    status, created = service.create(CAROL.caller, "game", {"path": "map.bin"})
+    assert status == 201 and "message" not in created
+    lock = created["lock"]
+    assert lock["owner"] == {"name": "carol"} and lock["path"] == "map.bin"
+    status, again = service.create(ALICE.caller, "game", {"path": "map.bin"})
+    assert status == 409 and again["lock"] == lock and again["message"]
+    assert service.list(ALICE.caller, "game", {"path": "map.bin"}) == {"locks": [lock]}
+    assert service.list(ALICE.caller, "game", {"id": lock["id"]}) == {"locks": [lock]}
+    assert service.list(ALICE.caller, "game", {"path": "other"}) == {"locks": []}
+    assert service.verify(ALICE.caller, "game", {}) == {"ours": [], "theirs": [lock]}
+    assert service.verify(CAROL.caller, "game", None) == {"ours": [lock], "theirs": []}
+    assert service.verify(ALICE.caller, "brand-new-repo", {}) == {"ours": [], "theirs": []}
+    with pytest.raises(LockError) as not_hers:
+        service.unlock(ALICE.caller, "game", lock["id"], {})
+    assert not_hers.value.status == 403
+    with pytest.raises(LockError) as not_even_forced:
+        service.unlock(ALICE.caller, "game", lock["id"], {"force": True})
+    assert not_even_forced.value.status == 403
+    assert service.unlock(CAROL.caller, "game", lock["id"], {}) == {"lock": lock}
+    with pytest.raises(LockError) as gone:
+        service.unlock(CAROL.caller, "game", lock["id"], {})
+    assert gone.value.status == 404
+
+
+def test_an_admin_forces_an_unlock_and_other_tenants_never_see_a_lock() -> None:
+    service = locks()
+    _, created = service.create(CAROL.caller, "game", {"path": "a.bin"})
+    assert service.list(BOB.caller, "game", {}) == {"locks": []}  # globex's "game" is another repository
+    status, bobs = service.create(BOB.caller, "game", {"path": "a.bin"})
+    assert status == 201 and bobs["lock"]["owner"] == {"name": "bob"}
+    assert service.unlock(BOB.caller, "game", bobs["lock"]["id"], {"force": True}) == bobs  # his own only
+    assert service.list(CAROL.caller, "game", {}) == {"locks": [created["lock"]]}
+    acme_admin = ApiUser("root", "00000000-0000-4000-8000-0000000000aa", ("tenant-acme", "admins"))
+    assert service.unlock(acme_admin.caller, "game", created["lock"]["id"], {"force": True}) == created
+    assert service.list(CAROL.caller, "game", {}) == {"locks": []}
+
+
+def test_locks_are_paged() -> None:
+    service = locks()
+    for i in range(5):
+        service.create(ALICE.caller, "game", {"path": f"f{i}.bin"})
+    first = service.list(ALICE.caller, "game", {"limit": "2"})
+    assert len(first["locks"]) == 2 and first["next_cursor"]
+    seen = [lock["path"] for lock in first["locks"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        page = service.list(ALICE.caller, "game", {"limit": "2", "cursor": cursor})
+        seen += [lock["path"] for lock in page["locks"]]
+        cursor = page.get("next_cursor")
+    assert sorted(seen) == [f"f{i}.bin" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.create(ALICE.caller, "game", {"path": ""}),
+        lambda s: s.create(ALICE.caller, "game", []),
+        lambda s: s.list(ALICE.caller, "game", {"limit": "0"}),
+        lambda s: s.list(ALICE.caller, "game", {"cursor": "zz"}),
+        lambda s: s.verify(ALICE.caller, "game", {"limit": "many"}),
+        lambda s: s.unlock(ALICE.caller, "game", "a" * 64, {"force": "yes"}),
+    ],
+)
+def test_malformed_lock_requests_are_422(call: Any) -> None:
+    with pytest.raises(LockError) as refused:
+        call(locks())
+    assert refused.value.status == 422
+
+
+# ------------------------------------------------------------------------------------------- tokens
+def test_a_token_is_shown_once_stored_as_a_hash_and_revoked_at_once() -> None:
+    store = FakeTokenStore()
+    directory = FakeDirectory()
+    clock_now = [NOW]
+    service = PatService(store, directory, now=lambda: clock_now[0])
+    created = service.create(ALICE.caller, {"name": "laptop", "expires_in_days": 30})
+    token = created["token"]
+    assert token.startswith(PREFIX) and set(created) == {"id", "name", "token", "expires_at"}
+    (record,) = store.tokens.values()
+    assert (
+        token not in repr(record)
+        and record.username == "alice"
+        and record.secret_hash == hashlib.sha256(token.encode()).hexdigest()
+    )
+    assert service.list(ALICE.caller) == {"tokens": [record.view()]}
+    assert "token" not in service.list(ALICE.caller)["tokens"][0]
+    assert service.authenticate(token) == ALICE.caller
+    assert service.authenticate(token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    with pytest.raises(NotFound):
+        service.revoke(BOB.caller, created["id"])  # not his
+    clock_now[0] = NOW + timedelta(days=31)
+    assert service.authenticate(token) is None  # expired
+    clock_now[0] = NOW
+    # the token acts as its user as the pool knows them NOW: moved to another tenant, made admin, deleted
+    directory.users["alice"] = DirectoryUser(ALICE.sub, ("tenant-globex", "admins"))
+    moved = service.authenticate(token)
+    assert moved is not None and moved.tenant == "globex" and moved.is_admin
+    directory.users["alice"] = DirectoryUser("someone-else", ("tenant-acme",))  # the name reused by another user
+    assert service.authenticate(token) is None
+    del directory.users["alice"]
+    assert service.authenticate(token) is None
+    directory.users["alice"] = DirectoryUser(ALICE.sub, ALICE.groups)
+    service.revoke(ALICE.caller, created["id"])
+    assert service.authenticate(token) is None
+    with pytest.raises(NotFound):
+        service.revoke(ALICE.caller, created["id"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        {"name": ""},
+        {"name": "x" * 101},
+        {"name": "a", "expires_in_days": 0},
+        {"name": "a", "x": 1},
+        {"name": "a", "expires_in_days": 366},
+        {"name": "a", "expires_in_days": True},
+        {"name": "tab\there"},
+    ],
+)
+def test_malformed_token_requests_are_400(body: Any) -> None:
+    with pytest.raises(ValidationFailed):
+        PatService(FakeTokenStore(), FakeDirectory()).create(ALICE.caller, body)
