@@ -1,4 +1,4 @@
-"""Row 13: events out — the publisher's events/s per stream shard and the latency from a commit to its event on the
+"""Row 15: events out — the publisher's events/s per stream shard and the latency from a commit to its event on the
 local queue, next to baselines measured in the same run (docs/performance.md, "Events out").
 
 Runs in its own process (``python -m dfdbench.rows_events``, one JSON line on stdout) on in-process moto with the
