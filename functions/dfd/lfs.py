@@ -254,13 +254,16 @@ class LfsService:
             upload is None
             or upload.tenant != caller.tenant
             or (upload.sha256 or upload.hash) != obj.oid
-            or (upload.size if upload.size is not None else -1) != obj.size
+            or upload.size != obj.size
         ):
             raise LfsError(404, f"no upload of {obj.oid} with {obj.size} bytes has this verify link")
         if upload.status == UploadStatus.PENDING:
             self._ingest(ObjectRef(upload.bucket or self._s.bucket, str(upload.s3_key)))
-            upload = self._repo.get_upload(upload_id)
-            if upload is None or upload.status == UploadStatus.PENDING:
+            after = self._repo.get_upload(upload_id)
+            if after is None:
+                raise LfsError(422, f"the upload of {obj.oid} is gone: push again")
+            upload = after
+            if upload.status == UploadStatus.PENDING:
                 raise LfsError(422, f"the bytes of {obj.oid} are not in the store: upload them first")
         if not upload.status.processed:
             raise LfsError(422, f"the upload of {obj.oid} is {upload.status.value}: push again")
