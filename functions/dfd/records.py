@@ -98,11 +98,15 @@ class UploadRecord:
     expires_at: str | None = None
     processed_at: str | None = None
     hash: str | None = None  # processed: the content it is a reference to
+    # processed: what its object was for the content, globally — STORED (its bytes became the content's copy) or
+    # DUPLICATE (the content was stored already); `status` is its tenant's view (new to the tenant: STORED)
+    outcome: UploadStatus | None = None
     event_key: str | None = None  # the object version that processed it
     owner: str | None = None  # None: an object put straight into the bucket (admins only)
     tenant: str | None = None
     quota_bytes: int = 0  # bytes held against its tenant's quota while pending
     failed_at: str | None = None
+    expired_at: str | None = None  # the reconcile marked it expired
     failure: str | None = None
     deleted_at: str | None = None
     multipart: bool = False

@@ -22,6 +22,7 @@ from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile
 from dfdlocal.emulator import Resources, SerializeDynamoDB, create_resources
 from dfdlocal.names import REGION
+from dfdlocal.streams import patch_moto_streams
 from dfdlocal.template import LocalModel
 from dfdtools.audit import Report, audit
 from tests import support
@@ -294,7 +295,9 @@ QUEUE_VISIBILITY_TIMEOUT = 30  # seconds, for the polled ingest queue (the templ
 
 def template_resources(model: LocalModel, client: Callable[[str], Any]) -> Resources:
     """The template's tables, queues and bucket, created as the local stack creates them (GSIs, TTL, redrive,
-    bucket notification), through ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    bucket notification, the tables' streams: only committed writes reach them, dfdlocal.streams), through
+    ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    patch_moto_streams()
     return create_resources(model, client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
 
 

@@ -510,7 +510,7 @@ class FakeRepository:
         self.events[version.event_key] = self._event(version, outcome, now)
         if self.files[version.hash].get("s3_key") == version.key:
             self.claims[(version.bucket, version.key)] = codec.claim_item("", version.hash, stamp)
-        self._finish_upload(version, status, filename, content_type, stamp)
+        self._finish_upload(version, status, UploadStatus(outcome), filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
 
     def _count_duplicate(self, file: Item, size: int, now: datetime) -> None:
@@ -543,12 +543,18 @@ class FakeRepository:
         return codec.event_item(version, outcome, now, clock.epoch(clock.plus(now, days=self.settings.event_ttl_days)))
 
     def _finish_upload(
-        self, version: ObjectVersion, status: UploadStatus, filename: str, content_type: str, stamp: str
+        self,
+        version: ObjectVersion,
+        status: UploadStatus,
+        outcome: UploadStatus,
+        filename: str,
+        content_type: str,
+        stamp: str,
     ) -> None:
         if version.upload_id is None:
             return
         upload = self.uploads.setdefault(version.upload_id, dict(codec.upload_key(version.upload_id)))
-        upload.update(codec.processed_upload(version, status, stamp), event_key=version.event_key)
+        upload.update(codec.processed_upload(version, status, outcome, stamp), event_key=version.event_key)
         for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
             upload.setdefault(name, value)
         for name in ("pending_shard", "ttl", "quota_bytes"):

@@ -53,6 +53,7 @@ HANDLERS = {
     "TokensFunction": "dfd.handlers.tokens.handler",
     "UploadsFunction": "dfd.handlers.uploads.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
+    "PublisherFunction": "dfd.handlers.publisher.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
@@ -112,6 +113,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
+    # the streams are read through SAM's DynamoDB event source (its managed execution role)
+    "PublisherFunction": {("events:PutEvents", "EventBus.Arn"), ("sqs:SendMessage", "PublisherDLQ.Arn")},
     # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
     # tests/unit/test_asl.py), the listing to the upload prefix, the metric to the stack's namespace.
     "ReconcileStateMachine": {
@@ -381,6 +384,9 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     if logical_id == "IngestFunction":
         assert props["Timeout"] == 900  # Lambda's maximum: the largest object is hashed in one invocation
         assert _param_value(template, props["MemorySize"]) == 1769  # one full vCPU: hashing is CPU bound
+    elif logical_id == "PublisherFunction":
+        assert props["Timeout"] == 60  # a batch of 100 records, PutEvents retried per entry
+        assert props["MemorySize"] == 256
     elif logical_id == "LfsFunction":  # a verify may ingest its object: the HTTP API's 30 s, the ingest's vCPU
         assert props["Timeout"] == 29
         assert _param_value(template, props["MemorySize"]) == 1769

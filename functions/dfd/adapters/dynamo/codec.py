@@ -40,6 +40,7 @@ _COERCE: dict[str, Callable[[Any], Any]] = {
     "int | None": int,
     "bool": bool,
     "UploadStatus": UploadStatus,
+    "UploadStatus | None": UploadStatus,
 }
 
 
@@ -150,6 +151,7 @@ def precheck_upload_item(upload: PrecheckDuplicate, stamp: str) -> Item:
     return {
         "upload_id": upload.upload_id,
         "status": UploadStatus.DUPLICATE.value,
+        "outcome": UploadStatus.DUPLICATE.value,
         "owner": upload.owner,
         "tenant": upload.tenant,
         "hash": upload.hash,
@@ -214,10 +216,12 @@ def first_reference(version: ObjectVersion, filename: str, content_type: str, st
     }
 
 
-def processed_upload(version: ObjectVersion, status: UploadStatus, stamp: str) -> Item:
-    """What an ingest's commit sets on the upload it processes."""
+def processed_upload(version: ObjectVersion, status: UploadStatus, outcome: UploadStatus, stamp: str) -> Item:
+    """What an ingest's commit sets on the upload it processes: its status (the tenant's view) and the ingest's
+    outcome (STORED: this object became the content's copy; DUPLICATE: the content was stored already)."""
     return {
         "status": status.value,
+        "outcome": outcome.value,
         "hash": version.hash,
         "size": version.size,
         "processed_at": stamp,

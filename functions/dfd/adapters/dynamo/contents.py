@@ -207,7 +207,7 @@ class Contents(Store):
             plan.add("claim", self._put_claim_item(claim, version.hash, stamp), KeyClaimed)
         else:
             plan.add("claim", self._no_claim_item(claim), KeyClaimed)
-        self._add_finish_upload(plan, version, status, filename, content_type, stamp, tenant)
+        self._add_finish_upload(plan, version, status, UploadStatus(outcome), filename, content_type, stamp, tenant)
         if tenant is not None:
             first = codec.first_reference(version, filename, content_type, stamp)
             plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
@@ -315,6 +315,7 @@ class Contents(Store):
         plan: Plan,
         version: ObjectVersion,
         status: UploadStatus,
+        outcome: UploadStatus,
         filename: str,
         content_type: str,
         stamp: str,
@@ -330,7 +331,7 @@ class Contents(Store):
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
-        for i, (name, value) in enumerate(codec.processed_upload(version, status, stamp).items()):
+        for i, (name, value) in enumerate(codec.processed_upload(version, status, outcome, stamp).items()):
             names[f"#f{i}"] = name
             values[f":f{i}"] = to_attr(value)
             parts.append(f"#f{i} = :f{i}")
