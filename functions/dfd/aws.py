@@ -104,6 +104,16 @@ def _s3_complete() -> Any:
     return boto3.client("s3", config=config)
 
 
+def _events() -> Any:
+    return boto3.client("events", config=Config(retries=_RETRIES))
+
+
+@cache
+def events() -> Any:
+    """EventBridge: the publisher's PutEvents."""
+    return LazyClient(_events)
+
+
 @cache
 def dynamodb() -> Any:
     return LazyClient(_dynamodb)

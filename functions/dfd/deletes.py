@@ -9,7 +9,7 @@
   a reference at 0 means its tenant no longer holds the content, and the reaper deletes the item.
 * The status condition is what makes a delete exactly once: a retry (after a lost response, or racing another
   delete of the same upload) reads again and answers `already`. A count that is not above 0 is a broken
-  invariant (or a record written before deletes): 503, logged — never retried into a wrong count.
+  invariant: 503, logged — never retried into a wrong count.
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
   counted; a pending one's `quota_bytes` are released from its tenant's usage in the same transaction; a
   pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still arrives for it
@@ -29,17 +29,17 @@ from datetime import datetime
 
 from dfd import clock
 from dfd.config import Settings
-from dfd.errors import Conflict, Forbidden, NotFound, ServiceUnavailable
+from dfd.conflicts import DeleteRaced, ReferenceMissing
+from dfd.errors import Conflict, ServiceUnavailable
 from dfd.identity import Caller
 from dfd.multipart import MultipartService
 from dfd.observability import logger
-from dfd.ports import DeleteRaced, Item, ReferenceMissing, Repository, UploadDeletion, is_legacy
+from dfd.ownership import owned_upload
+from dfd.ports import Repository, UploadDeletion
 from dfd.queries import check_upload_id
+from dfd.records import UploadRecord, UploadStatus
 
 MAX_ATTEMPTS = 8
-PROCESSED = ("stored", "duplicate")
-UNREFERENCED = ("pending", "expired", "failed")
-DELETED = "deleted"
 
 
 @dataclass(frozen=True)
@@ -71,62 +71,49 @@ class DeleteService:
         check_upload_id(upload_id)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             record = self._owned(caller, upload_id)
-            status = str(record.get("status"))
-            if status == DELETED:
+            status = record.status
+            if status == UploadStatus.DELETED:
                 return DeleteResult(upload_id, "already", attempts=attempt)
-            if status in PROCESSED:
+            if status.processed:
                 try:
                     self._remove_reference(record)
                 except ReferenceMissing:
                     # a processed upload's references are counted until this very delete (the audit checks it):
-                    # a count not above 0 is a broken invariant — or a content recorded before deletes existed,
-                    # which gets its count now (once per content: its later deletes are two calls again)
-                    file = self._repo.get_file(str(record["hash"]), consistent=True)
-                    if file is not None and is_legacy(file):
-                        self._repo.migrate_legacy_file(file)
-                        continue
+                    # a count not above 0 is a broken invariant
                     logger.error("processed upload without its references", extra={"upload_id": upload_id})
                     raise ServiceUnavailable(f"upload {upload_id} has no reference to remove") from None
                 except (DeleteRaced, ServiceUnavailable):
                     self._backoff(attempt)
                     continue
                 return DeleteResult(upload_id, "deleted", attempt)
-            if status in UNREFERENCED:
+            if status.unreferenced:
                 if self._cancel(caller, record):
                     return DeleteResult(upload_id, "cancelled", attempts=attempt)
                 continue  # the status moved on (ingested, expired) between the read and the write: read again
-            raise Conflict(f"an upload in status {status} cannot be deleted", code="not_deletable")
+            raise Conflict(f"an upload in status {status.value} cannot be deleted", code="not_deletable")
         raise ServiceUnavailable(f"the delete of upload {upload_id} did not commit after {MAX_ATTEMPTS} attempts")
 
-    def _owned(self, caller: Caller, upload_id: str) -> Item:
-        record = self._repo.get_upload(upload_id)
-        if record is None:
-            raise NotFound(f"no upload has id {upload_id}")
-        if not caller.is_admin:
-            if record.get("tenant") is None or record.get("tenant") != caller.tenant:
-                raise NotFound(f"no upload has id {upload_id}")
-            if record.get("owner") != caller.owner:
-                raise Forbidden("the upload belongs to another user", code="not_owner")
-        return record
+    def _owned(self, caller: Caller, upload_id: str) -> UploadRecord:
+        return owned_upload(self._repo, caller, upload_id, missing=f"no upload has id {upload_id}")
 
-    def _remove_reference(self, record: Item) -> None:
-        tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
-        deletion = UploadDeletion(str(record["upload_id"]), str(record["status"]), str(record["hash"]), tenant)
+    def _remove_reference(self, record: UploadRecord) -> None:
+        assert record.hash is not None, "a processed upload names its content"
+        deletion = UploadDeletion(record.upload_id, record.status, record.hash, record.tenant)
         shard = self._rng.randrange(self._s.counter_shards)
         self._repo.commit_delete(deletion, counter_shard=shard, now=self._now())
 
-    def _cancel(self, caller: Caller, record: Item) -> bool:
+    def _cancel(self, caller: Caller, record: UploadRecord) -> bool:
         """An upload holding no reference becomes `deleted`; a pending multipart one is aborted in S3 first."""
-        upload_id = str(record["upload_id"])
-        if record.get("status") == "pending" and record.get("multipart") and not record.get("completed_at"):
+        if record.status == UploadStatus.PENDING and record.multipart and not record.completed_at:
             try:
-                self._multipart.abort(caller, upload_id)
+                self._multipart.abort(caller, record.upload_id)
             except Conflict:  # completed or no longer pending meanwhile: read again
                 return False
             return True
-        tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
-        quota = int(record.get("quota_bytes") or 0)  # a pending upload's bytes counted against its tenant's quota
-        return self._repo.cancel_upload(upload_id, str(record["status"]), self._now(), tenant=tenant, quota_bytes=quota)
+        # a pending upload's bytes counted against its tenant's quota are released in the same write
+        return self._repo.cancel_upload(
+            record.upload_id, record.status, self._now(), tenant=record.tenant, quota_bytes=record.quota_bytes
+        )
 
     def _backoff(self, attempt: int) -> None:
         self._sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))

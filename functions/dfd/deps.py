@@ -132,6 +132,7 @@ def reset() -> None:
         aws.dynamodb,
         aws.s3,
         aws.s3_ingest,
+        aws.events,
         aws.cognito,
     ):
         factory.cache_clear()

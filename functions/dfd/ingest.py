@@ -12,7 +12,7 @@ Flow per object (docs/design.md):
      other stored checksum — an unsigned header, a trailer, a direct put — may name bytes the object does not
      hold, and the body is hashed instead (then the state is read again for that hash).
   4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
-     commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo).
+     commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo.codec).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
      is confirmed (HeadObject IfMatch its ETag). When it is lost, this object becomes the stored copy instead
      (Repository.adopt_copy) and is kept: the last copy of a content is never deleted.
@@ -35,28 +35,20 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import Settings
-from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
-from dfd.events import ObjectRef
-from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
-from dfd.ports import (
+from dfd.conflicts import (
     CommitRefused,
     EventRecorded,
     FileChanged,
-    Item,
     KeyClaimed,
-    ObjectInfo,
-    ObjectStore,
-    ObjectVersion,
-    OpenedObject,
     PendingReleased,
-    Repository,
     TenantRefChanged,
-    TenantShare,
     UploadTaken,
-    is_legacy,
-    is_tombstoned,
 )
-from dfd.views import FILE_LOST
+from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
+from dfd.events import ObjectRef
+from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
+from dfd.ports import ObjectInfo, ObjectStore, ObjectVersion, OpenedObject, Repository, TenantShare
+from dfd.records import FileRecord, KeyClaim, UploadRecord, UploadStatus
 
 MAX_ATTEMPTS = 8
 
@@ -176,7 +168,7 @@ class Ingestor:
     def _decide_and_commit(self, info: ObjectInfo, result: IngestResult, *, checksum: str | None = None) -> None:
         assert result.hash is not None and result.event_key is not None
         state = self._repo.ingest_state(result.event_key, result.hash, result.upload_id, info.tenant_hint)
-        if checksum is not None and (state.upload or {}).get("sha256") != checksum:
+        if checksum is not None and (state.upload is None or state.upload.sha256 != checksum):
             # S3's checksum is not the one the upload signed: what the object holds is what its bytes hash to
             result.detail["checksum_untrusted"] = True
             if not self._hash_body(OpenedObject(info, None), result):
@@ -185,25 +177,26 @@ class Ingestor:
         version = ObjectVersion(
             result.event_key, info.bucket, info.key, info.etag, info.size, result.hash, result.upload_id
         )
-        upload = state.upload or {}
+        upload = state.upload
         known = state.file
         if state.event is not None:
-            self._replayed(version, state.event, result, known, upload)
+            self._replayed(version, state.event.outcome, result, known, upload)
             return
-        if upload.get("event_key") == result.event_key and not (known and known.get("s3_key") == info.key):
+        if upload is not None and upload.event_key == result.event_key and not (known and known.s3_key == info.key):
             # the upload is already bound to this very version: its event record has expired (TTL) while the
             # duplicate's bytes outlived it. A replay: finish the delete, count nothing.
-            self._replayed(version, {"outcome": Outcome.DUPLICATE, "bound_upload": True}, result, known, upload)
+            result.detail["bound_upload"] = True
+            self._replayed(version, Outcome.DUPLICATE, result, known, upload)
             return
-        filename = upload.get("filename") or filename_from_key(info.key)
-        content_type = upload.get("content_type") or info.content_type or "application/octet-stream"
+        filename = (upload and upload.filename) or filename_from_key(info.key)
+        content_type = (upload and upload.content_type) or info.content_type or "application/octet-stream"
         # The uploader's tenant (uploads made through POST /upload; objects put straight into the bucket have
         # none; the upload record says, never the hint). Whether it holds the content already: when the object's
         # tenant hint names that tenant, the one read returned its reference; otherwise new content → it cannot,
         # a duplicate → assumed held. The commit is conditioned on what it assumed and a TenantRefChanged
         # conflict says what is there instead (no extra read).
-        tenant = upload.get("tenant") if isinstance(upload.get("tenant"), str) else None
-        if upload.get("status") == "deleted":  # cancelled before its object arrived: delete it, count nothing
+        tenant = upload.tenant if upload is not None else None
+        if upload is not None and upload.status == UploadStatus.DELETED:  # cancelled before its object arrived
             result.detail["reason"] = "upload deleted"
             self._rejected(version, result)
             return
@@ -212,22 +205,19 @@ class Ingestor:
         ref_known, ref = False, None
         if tenant is not None and tenant == info.tenant_hint:
             ref_known, ref = True, state.tenant_ref
-        pending = int(upload.get("quota_bytes") or 0)  # held against the tenant's quota: released by the commit
+        pending = upload.quota_bytes if upload is not None else 0  # held against the quota: the commit releases it
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
-            if known is not None and known.get("s3_key") == info.key:
+            if known is not None and known.s3_key == info.key:
                 # the event names the stored copy itself (its event record has expired): change nothing,
                 # but record the event again so that sweeps stop re-driving it
                 result.outcome = Outcome.CANONICAL
                 self._repo.record_event(version, Outcome.STORED, self._now())
                 return
-            if known is not None and is_legacy(known):  # written before deletes: give it its count first
-                known = self._repo.migrate_legacy_file(known)
-                continue
             duplicate = known is not None
             # tombstoned content (its live count is 0: every reference deleted) takes no new reference: this
             # upload resurrects it
-            resurrect = known is not None and is_tombstoned(known)
+            resurrect = known is not None and known.tombstoned
             duplicate = duplicate and not resurrect
             share = None
             if tenant is not None:  # assumed: new content → no reference yet; a duplicate → the tenant holds it
@@ -251,7 +241,7 @@ class Ingestor:
                 )
             except EventRecorded as recorded:
                 event = recorded.item or self._repo.get_event(version.event_key)
-                self._replayed(version, event or {"outcome": "unknown"}, result, known, upload)
+                self._replayed(version, event.outcome if event else "unknown", result, known, upload)
                 return
             except KeyClaimed as claimed:
                 self._conflict(version, result, claimed.item)
@@ -284,11 +274,12 @@ class Ingestor:
             result.outcome = Outcome.DUPLICATE if duplicate else Outcome.STORED
             if resurrect:
                 assert known is not None
-                result.detail["resurrected_generation"] = int(known.get("generation", 0)) + 1
+                result.detail["resurrected_generation"] = known.generation + 1
             if share is not None:
                 result.detail["tenant"] = share.tenant
                 # what the uploader sees: new for its tenant unless the tenant held the content already
-                result.detail["upload_status"] = "duplicate" if duplicate and share.held else "stored"
+                shown = UploadStatus.DUPLICATE if duplicate and share.held else UploadStatus.STORED
+                result.detail["upload_status"] = shown.value
             if duplicate:
                 result.bytes_saved = info.size
                 if self._after_commit:
@@ -301,48 +292,51 @@ class Ingestor:
         self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
 
     def _replayed(
-        self, version: ObjectVersion, event: Item, result: IngestResult, file: Item | None, upload: Item | None = None
+        self,
+        version: ObjectVersion,
+        outcome: str | None,
+        result: IngestResult,
+        file: FileRecord | None,
+        upload: UploadRecord | None = None,
     ) -> None:
-        """This object version was ingested before: change nothing, but finish a duplicate's delete (or a
-        rejected second PUT's)."""
+        """This object version was ingested before (with `outcome`, as recorded): change nothing, but finish a
+        duplicate's delete (or a rejected second PUT's)."""
         result.outcome = Outcome.REPLAY
-        result.detail["recorded_outcome"] = event.get("outcome")
-        if event.get("bound_upload"):
-            result.detail["bound_upload"] = True
-        if event.get("outcome") == Outcome.DUPLICATE:
-            upload = upload or {}
-            if file is None and upload.get("status") == "deleted" and upload.get("event_key") == version.event_key:
+        result.detail["recorded_outcome"] = outcome
+        if outcome == Outcome.DUPLICATE:
+            deleted = upload is not None and upload.status == UploadStatus.DELETED
+            if file is None and deleted and upload is not None and upload.event_key == version.event_key:
                 # the content was reaped since: every reference went, this upload's too (a file record leaves only
                 # at a live count of 0). No record needs these bytes; an upload of the content stores its own.
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 result.detail["reason"] = "content reaped, upload deleted"
                 return
-            self._delete_duplicate(version, file, result, upload_deleted=upload.get("status") == "deleted")
-        elif event.get("outcome") == Outcome.REJECTED:
+            self._delete_duplicate(version, file, result, upload_deleted=deleted)
+        elif outcome == Outcome.REJECTED:
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
 
     def _delete_duplicate(
-        self, version: ObjectVersion, file: Item | None, result: IngestResult, *, upload_deleted: bool = False
+        self, version: ObjectVersion, file: FileRecord | None, result: IngestResult, *, upload_deleted: bool = False
     ) -> None:
         """Delete a committed duplicate's bytes — only once the stored copy is confirmed (ONE HeadObject IfMatch
         its ETag). A stored copy that is gone (deleted out of band, overwritten) makes this object the stored
         copy instead: the file record and the key's claim move to it in one transaction conditioned on the
         record still naming the lost copy, and it is kept."""
         for _ in range(3):
-            if file is not None and is_tombstoned(file) and file.get("s3_key") != version.key:
+            if file is not None and file.tombstoned and file.s3_key != version.key:
                 # every reference was deleted since this duplicate was committed (its own too): no live record needs
                 # these bytes (an upload of the content resurrects it with its own)
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 return
-            if file is None or not file.get("s3_key"):
+            if file is None or not file.s3_key:
                 result.detail["kept"] = "no stored copy recorded"  # never delete what may be the last copy
                 return
-            if file["s3_key"] == version.key:
+            if file.s3_key == version.key:
                 result.detail["kept"] = "stored copy"  # adopted earlier: this object IS the stored copy
                 return
-            bucket = str(file.get("bucket") or version.bucket)
+            bucket = file.bucket or version.bucket
             # a record the reconcile marked lost names no object: this copy is adopted without asking S3
-            if file.get("state") != FILE_LOST and self._objects.exists(bucket, str(file["s3_key"]), file.get("etag")):
+            if not file.lost and self._objects.exists(bucket, file.s3_key, file.etag):
                 result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
                 return
             try:
@@ -350,7 +344,7 @@ class Ingestor:
             except UploadTaken as taken:
                 # its upload was deleted meanwhile: adopt the copy all the same (the content's other uploads need
                 # it), leaving the upload deleted
-                upload_deleted = bool(taken.item and taken.item.get("status") == "deleted")
+                upload_deleted = taken.item is not None and taken.item.status == UploadStatus.DELETED
                 if not upload_deleted:
                     break
                 continue
@@ -358,23 +352,23 @@ class Ingestor:
                 # the record moved on (another copy adopted first, or our own lost response): look again
                 file = self._repo.get_file(version.hash, consistent=True)
                 continue
-            result.detail["adopted_from"] = file["s3_key"]
+            result.detail["adopted_from"] = file.s3_key
             if not upload_deleted:
-                result.detail["upload_status"] = "stored"
+                result.detail["upload_status"] = UploadStatus.STORED.value
             return
         result.detail["kept"] = "stored copy unconfirmed"
 
-    def _conflict(self, version: ObjectVersion, result: IngestResult, claim: Item | None) -> None:
+    def _conflict(self, version: ObjectVersion, result: IngestResult, claim: KeyClaim | None) -> None:
         """The key holds another content's stored copy, overwritten in place (a direct put bypassing the API):
         that record's bytes are gone. Never delete here, count nothing; record it so operators are told once."""
-        claim = claim or self._repo.get_claim(version.bucket, version.key) or {}
-        if claim.get("hash") == version.hash:
+        claim = claim or self._repo.get_claim(version.bucket, version.key)
+        if claim is not None and claim.hash == version.hash:
             # the same content again at the stored key: recorded as canonical, never as a counted upload
             result.outcome = Outcome.CANONICAL
             self._repo.record_event(version, Outcome.CANONICAL, self._now())
             return
         result.outcome = Outcome.CONFLICT
-        result.detail["stored_hash"] = claim.get("hash")
+        result.detail["stored_hash"] = claim.hash if claim is not None else None
         self._repo.record_event(version, Outcome.CONFLICT, self._now())
 
     def _rejected(self, version: ObjectVersion, result: IngestResult) -> None:
@@ -388,6 +382,6 @@ class Ingestor:
         if self._repo.record_event(version, Outcome.REJECTED, self._now()):
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
         else:  # a concurrent delivery recorded this version first: follow what it recorded
-            event = self._repo.get_event(version.event_key) or {}
-            file = self._repo.get_file(version.hash, consistent=True) if event.get("outcome") else None
-            self._replayed(version, event, result, file)
+            event = self._repo.get_event(version.event_key)
+            file = self._repo.get_file(version.hash, consistent=True) if event is not None else None
+            self._replayed(version, event.outcome if event is not None else None, result, file)

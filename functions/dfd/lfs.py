@@ -32,13 +32,13 @@ from dfd.errors import Forbidden
 from dfd.events import ObjectRef
 from dfd.identity import Caller
 from dfd.ids import is_upload_id
-from dfd.ports import ObjectStore, Repository, holds, is_live
+from dfd.ports import ObjectStore, Repository
+from dfd.records import FileRecord, UploadStatus, holds
 from dfd.uploads import DEFAULT_CONTENT_TYPE, UploadRequest, UploadService
 
 MAX_OBJECTS = 100  # objects per batch request (git-lfs sends 100 at most: lfs.tq batch size)
 REPO_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 OID = re.compile(r"[0-9a-f]{64}")
-PROCESSED = ("stored", "duplicate")
 MEDIA_TYPE = "application/vnd.git-lfs+json"
 
 
@@ -157,10 +157,10 @@ class LfsService:
             self._upload(caller, repo, valid, answers, base_url)
         return {"transfer": "basic", "objects": answers, "hash_algo": "sha256"}
 
-    def _held(self, caller: Caller, oid: str) -> dict[str, Any] | None:
+    def _held(self, caller: Caller, oid: str) -> FileRecord | None:
         """The content record of an oid the caller's tenant holds (live, with a reference above 0), else None."""
         stored, ref = self._repo.tenant_file(caller.tenant, oid)
-        if stored is None or not holds(ref) or not is_live(stored):
+        if stored is None or not holds(ref) or not stored.live:
             return None
         return stored
 
@@ -171,12 +171,12 @@ class LfsService:
             if stored is None:
                 answers[index] = _failed(obj.oid, obj.size, 404, "Object does not exist")
                 continue
-            if int(stored["size"]) != obj.size:
-                answers[index] = _failed(obj.oid, obj.size, 422, f"the object {obj.oid} has {stored['size']} bytes")
+            if stored.size != obj.size:
+                answers[index] = _failed(obj.oid, obj.size, 422, f"the object {obj.oid} has {stored.size} bytes")
                 continue
             url = self._objects.presign_get(
-                str(stored.get("bucket") or self._s.bucket),
-                str(stored["s3_key"]),
+                stored.bucket or self._s.bucket,
+                str(stored.s3_key),
                 disposition=f'attachment; filename="{obj.oid}"',
                 content_type=DEFAULT_CONTENT_TYPE,
                 expires_in=expires_in,
@@ -197,9 +197,9 @@ class LfsService:
         seen: dict[str, int] = {}  # oid -> the index answering it (an oid named twice is registered once)
         for index, obj in valid:
             stored = self._held(caller, obj.oid)
-            if stored is not None and int(stored["size"]) != obj.size:
+            if stored is not None and stored.size != obj.size:
                 answers[index] = _failed(
-                    obj.oid, obj.size, 422, f"size {obj.size} differs from the {stored['size']} bytes of {obj.oid}"
+                    obj.oid, obj.size, 422, f"size {obj.size} differs from the {stored.size} bytes of {obj.oid}"
                 )
             elif stored is None and not 1 <= obj.size <= limit:
                 answers[index] = _failed(
@@ -258,7 +258,7 @@ class LfsService:
     def _release(self, caller: Caller, registered: list[tuple[str, int]]) -> None:
         now = clock.now()
         for upload_id, size in registered:
-            self._repo.cancel_upload(upload_id, "pending", now, tenant=caller.tenant, quota_bytes=size)
+            self._repo.cancel_upload(upload_id, UploadStatus.PENDING, now, tenant=caller.tenant, quota_bytes=size)
 
     # ------------------------------------------------------------------ verify
     def verify(self, caller: Caller, repo: str, upload_id: str, body: Any) -> None:
@@ -267,15 +267,18 @@ class LfsService:
         upload = self._repo.get_upload(upload_id) if is_upload_id(upload_id) else None
         if (
             upload is None
-            or upload.get("tenant") != caller.tenant
-            or (upload.get("sha256") or upload.get("hash")) != obj.oid
-            or int(upload.get("size", -1)) != obj.size
+            or upload.tenant != caller.tenant
+            or (upload.sha256 or upload.hash) != obj.oid
+            or upload.size != obj.size
         ):
             raise LfsError(404, f"no upload of {obj.oid} with {obj.size} bytes has this verify link")
-        if upload.get("status") == "pending":
-            self._ingest(ObjectRef(str(upload.get("bucket") or self._s.bucket), str(upload["s3_key"])))
-            upload = self._repo.get_upload(upload_id) or {}
-            if upload.get("status") == "pending":
+        if upload.status == UploadStatus.PENDING:
+            self._ingest(ObjectRef(upload.bucket or self._s.bucket, str(upload.s3_key)))
+            after = self._repo.get_upload(upload_id)
+            if after is None:
+                raise LfsError(422, f"the upload of {obj.oid} is gone: push again")
+            upload = after
+            if upload.status == UploadStatus.PENDING:
                 raise LfsError(422, f"the bytes of {obj.oid} are not in the store: upload them first")
-        if upload.get("status") not in PROCESSED:
-            raise LfsError(422, f"the upload of {obj.oid} is {upload.get('status')}: push again")
+        if not upload.status.processed:
+            raise LfsError(422, f"the upload of {obj.oid} is {upload.status.value}: push again")

@@ -21,16 +21,16 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from dfd import clock
 from dfd.config import MIB, S3_MAX_PUT, S3_MIN_PART, Settings
+from dfd.conflicts import MultipartAttached
 from dfd.errors import (
     Conflict,
-    Forbidden,
     MultipartGone,
-    NotFound,
     ObjectChanged,
     ObjectNotFound,
     StillCompleting,
@@ -39,14 +39,15 @@ from dfd.errors import (
 )
 from dfd.identity import Caller
 from dfd.ids import new_upload_id, object_key, tenant_metadata
-from dfd.ports import Item, MultipartAttached, NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
+from dfd.ownership import owned_upload
+from dfd.ports import NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
 from dfd.queries import check_upload_id
+from dfd.records import UploadRecord, UploadStatus
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
 PART_REQUEST_FIELDS = frozenset({"part_number", "checksum_sha256"})  # an entry of POST /uploads/{id}/parts
 COMPLETE_PART_FIELDS = frozenset({"part_number", "etag"})  # an entry of POST /uploads/{id}/complete
-PENDING = "pending"
 # POST /uploads/{id}/complete while S3 still assembles the object: 202 with this status and a Retry-After
 COMPLETING = "completing"
 RETRY_AFTER_SECONDS = 5
@@ -160,10 +161,10 @@ class MultipartService:
     # ------------------------------------------------------------------ POST /uploads/{id}/parts
     def presign_parts(self, caller: Caller, upload_id: str, body: Any) -> dict[str, Any]:
         record = self._pending(caller, upload_id)
-        wanted = _parse_part_requests(body, int(record["part_count"]))
+        wanted = _parse_part_requests(body, record.part_count)
         given = any(checksum is not None for _, checksum in wanted)
         record = self._ensure_s3_upload(record, checksums=given)
-        signed = bool(record.get("part_checksums"))
+        signed = record.part_checksums
         if signed and not all(checksum is not None for _, checksum in wanted):
             missing = [number for number, checksum in wanted if checksum is None]
             raise ValidationFailed(
@@ -171,14 +172,13 @@ class MultipartService:
                 code="checksum_required",
                 details={"parts": missing},
             )
-        size, part_size = int(record["size"]), int(record["part_size"])
+        size, part_size = _size(record), record.part_size
         expires_in = self._s.upload_url_expires
         parts = []
         for number, checksum in wanted:
             url, headers = self._objects.presign_upload_part(
-                record["bucket"],
-                record["s3_key"],
-                record["s3_upload_id"],
+                *_where(record),
+                str(record.s3_upload_id),
                 number,
                 size=part_length(size, part_size, number),
                 checksum_b64=checksum if signed else None,
@@ -187,26 +187,25 @@ class MultipartService:
             parts.append({"part_number": number, "url": url, "method": "PUT", "headers": headers})
         return {"parts": parts, "expires_in": expires_in}
 
-    def _ensure_s3_upload(self, record: Item, *, checksums: bool) -> Item:
+    def _ensure_s3_upload(self, record: UploadRecord, *, checksums: bool) -> UploadRecord:
         """The record with its S3 multipart upload, created now when it has none (see the module docstring)."""
-        if record.get("s3_upload_id"):
+        if record.s3_upload_id:
             return record
         s3_upload_id = self._objects.create_multipart(
-            record["bucket"],
-            record["s3_key"],
-            content_type=str(record["content_type"]),
+            *_where(record),
+            content_type=str(record.content_type),
             checksum=checksums,
-            metadata=tenant_metadata(str(record["tenant"])) if record.get("tenant") else None,
+            metadata=tenant_metadata(record.tenant) if record.tenant else None,
         )
         try:
-            self._repo.attach_s3_upload(record["upload_id"], s3_upload_id, part_checksums=checksums)
+            self._repo.attach_s3_upload(record.upload_id, s3_upload_id, part_checksums=checksums)
         except MultipartAttached:
-            self._objects.abort_multipart(record["bucket"], record["s3_key"], s3_upload_id)
-            current = self._repo.get_upload(record["upload_id"]) or {}
-            if current.get("status") != PENDING or not current.get("s3_upload_id"):
+            self._objects.abort_multipart(*_where(record), s3_upload_id)
+            current = self._repo.get_upload(record.upload_id)
+            if current is None or current.status != UploadStatus.PENDING or not current.s3_upload_id:
                 raise _not_pending(current) from None
             return current
-        return {**record, "s3_upload_id": s3_upload_id, "part_checksums": checksums}
+        return replace(record, s3_upload_id=s3_upload_id, part_checksums=checksums)
 
     # ------------------------------------------------------------------ GET /uploads/{id}/parts
     def list_parts(self, caller: Caller, upload_id: str) -> dict[str, Any]:
@@ -215,46 +214,44 @@ class MultipartService:
         return {
             "upload_id": upload_id,
             "parts": [{"part_number": p.part_number, "etag": p.etag, "size": p.size} for p in parts],
-            "part_size": int(record["part_size"]),
-            "part_count": int(record["part_count"]),
-            "size": int(record["size"]),
-            "status": record["status"],
+            "part_size": record.part_size,
+            "part_count": record.part_count,
+            "size": _size(record),
+            "status": record.status.value,
         }
 
-    def _parts(self, record: Item) -> list[PartInfo]:
-        if not record.get("s3_upload_id"):
+    def _parts(self, record: UploadRecord) -> list[PartInfo]:
+        if not record.s3_upload_id:
             return []
-        return self._objects.list_parts(record["bucket"], record["s3_key"], record["s3_upload_id"])
+        return self._objects.list_parts(*_where(record), record.s3_upload_id)
 
     # ------------------------------------------------------------------ POST /uploads/{id}/complete
     def complete(self, caller: Caller, upload_id: str, body: Any) -> dict[str, Any]:
         """202 {"upload_id", "status"}: completed now, or already (the same answer, nothing changes)."""
         record = self._owned(caller, upload_id)
-        if record.get("status") != PENDING:
-            if record.get("completed_at") or record.get("status") in {"stored", "duplicate"}:
-                return {"upload_id": upload_id, "status": record["status"]}
+        if record.status != UploadStatus.PENDING:
+            if record.completed_at or record.status.processed:
+                return {"upload_id": upload_id, "status": record.status.value}
             raise _not_pending(record)
-        expected_etags = _parse_complete(body, int(record["part_count"]))
-        if record.get("completed_at"):
-            return {"upload_id": upload_id, "status": PENDING}
+        expected_etags = _parse_complete(body, record.part_count)
+        if record.completed_at:
+            return {"upload_id": upload_id, "status": UploadStatus.PENDING.value}
         try:
             parts = self._parts(record)
         except MultipartGone:
             return self._after_gone(record)
         self._check_parts(record, parts, expected_etags)
         try:
-            self._objects.complete_multipart(
-                record["bucket"], record["s3_key"], record["s3_upload_id"], parts, size=int(record["size"])
-            )
+            self._objects.complete_multipart(*_where(record), str(record.s3_upload_id), parts, size=_size(record))
         except (MultipartGone, ObjectChanged):
             return self._after_gone(record)
         except StillCompleting:  # S3 carries on; the client repeats this request after Retry-After
             return {"upload_id": upload_id, "status": COMPLETING}
         self._repo.mark_multipart_completed(upload_id, self._now())
-        return {"upload_id": upload_id, "status": PENDING}
+        return {"upload_id": upload_id, "status": UploadStatus.PENDING.value}
 
-    def _check_parts(self, record: Item, parts: list[PartInfo], expected_etags: dict[int, str]) -> None:
-        size, part_size, part_count = int(record["size"]), int(record["part_size"]), int(record["part_count"])
+    def _check_parts(self, record: UploadRecord, parts: list[PartInfo], expected_etags: dict[int, str]) -> None:
+        size, part_size, part_count = _size(record), record.part_size, record.part_count
         held = {part.part_number: part for part in parts}
         missing = [n for n in range(1, part_count + 1) if n not in held]
         wrong = [
@@ -272,60 +269,64 @@ class MultipartService:
                 "the given ETags differ from the parts S3 holds", code="etag_mismatch", details={"parts": differ}
             )
 
-    def _after_gone(self, record: Item) -> dict[str, Any]:
+    def _after_gone(self, record: UploadRecord) -> dict[str, Any]:
         """S3 knows the multipart upload no more, or an object took the key: completed before (a lost answer,
         or a concurrent complete) when the object exists, else aborted."""
         try:
-            self._objects.head(record["bucket"], record["s3_key"])
+            self._objects.head(*_where(record))
         except ObjectNotFound:
             raise MultipartGone(
                 "the multipart upload was aborted or expired; start a new upload", details={"status": "aborted"}
             ) from None
-        self._repo.mark_multipart_completed(record["upload_id"], self._now())
-        current = self._repo.get_upload(record["upload_id"]) or record
-        return {"upload_id": record["upload_id"], "status": current.get("status", PENDING)}
+        self._repo.mark_multipart_completed(record.upload_id, self._now())
+        current = self._repo.get_upload(record.upload_id) or record
+        return {"upload_id": record.upload_id, "status": current.status.value}
 
     # ------------------------------------------------------------------ abort (DELETE /uploads/{id})
     def abort(self, caller: Caller, upload_id: str) -> dict[str, Any]:
         """Abort the caller's pending multipart upload in S3 and mark it `deleted`."""
         record = self._pending(caller, upload_id)
-        if record.get("s3_upload_id"):
-            self._objects.abort_multipart(record["bucket"], record["s3_key"], record["s3_upload_id"])
-        tenant = record.get("tenant") if isinstance(record.get("tenant"), str) else None
-        quota = int(record.get("quota_bytes") or 0)  # released from its tenant's pending usage, in the same write
-        if not self._repo.end_pending_upload(upload_id, "deleted", self._now(), tenant=tenant, quota_bytes=quota):
+        if record.s3_upload_id:
+            self._objects.abort_multipart(*_where(record), record.s3_upload_id)
+        # its quota bytes are released from its tenant's pending usage, in the same write
+        deleted = UploadStatus.DELETED
+        if not self._repo.end_pending_upload(
+            upload_id, deleted, self._now(), tenant=record.tenant, quota_bytes=record.quota_bytes
+        ):
             raise _not_pending(self._repo.get_upload(upload_id) or record)
-        return {"upload_id": upload_id, "status": "deleted"}
+        return {"upload_id": upload_id, "status": deleted.value}
 
     # ------------------------------------------------------------------ records and ownership
-    def _owned(self, caller: Caller, upload_id: str) -> Item:
+    def _owned(self, caller: Caller, upload_id: str) -> UploadRecord:
         """The caller's multipart upload record: another tenant's (or an unknown) id → 404, a same-tenant
         upload of another user → 403 not_owner (admins pass), a single-PUT upload → 409 not_multipart; a malformed
         id → 400 invalid_id."""
         check_upload_id(upload_id)
-        record = self._repo.get_upload(upload_id)
-        if record is None:
-            raise NotFound("no such upload")
-        if not caller.is_admin:
-            if record.get("tenant") != caller.tenant:
-                raise NotFound("no such upload")
-            if record.get("owner") != caller.owner:
-                raise Forbidden("the upload belongs to another user", code="not_owner")
-        if not record.get("multipart"):
+        record = owned_upload(self._repo, caller, upload_id, missing="no such upload")
+        if not record.multipart:
             raise Conflict("the upload is a single PUT, not a multipart upload", code="not_multipart")
         return record
 
-    def _pending(self, caller: Caller, upload_id: str) -> Item:
+    def _pending(self, caller: Caller, upload_id: str) -> UploadRecord:
         """The caller's multipart upload, still pending and not completed (else 409 not_pending)."""
         record = self._owned(caller, upload_id)
-        if record.get("status") != PENDING or record.get("completed_at"):
+        if record.status != UploadStatus.PENDING or record.completed_at:
             raise _not_pending(record)
         return record
 
 
-def _not_pending(record: Mapping[str, Any]) -> Conflict:
-    status = record.get("status")
-    if status == PENDING and record.get("completed_at"):
+def _where(record: UploadRecord) -> tuple[str, str]:
+    """The bucket and key of a registered upload's object (a registered record always names both)."""
+    return str(record.bucket), str(record.s3_key)
+
+
+def _size(record: UploadRecord) -> int:
+    return record.size or 0
+
+
+def _not_pending(record: UploadRecord | None) -> Conflict:
+    status: str | None = None if record is None else record.status.value
+    if record is not None and record.status == UploadStatus.PENDING and record.completed_at:
         status = "completed"
     return Conflict("the upload is no longer pending", code="not_pending", details={"status": status})
 

@@ -4,7 +4,8 @@ Adapters implement them (:class:`dfd.adapters.dynamo.Repository`, :class:`dfd.ad
 deps.py wires them); ``tests/unit/fakes.py`` holds an in-memory model of each. A repository write is an
 intent ("commit this object version as new content", "count a duplicate avoided"): which items, keys and
 conditions it becomes is the adapter's business alone. A write refused by one of its conditions raises one of
-the typed conflicts below, carrying the item that stood in the way as the store returned it (or None).
+the typed conflicts of dfd.conflicts, carrying the record that stood in the way as the store returned it (or
+None). Records and their enums are dfd.records.
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from dfd.errors import DfdError
+from dfd.records import (
+    EventRecord,
+    FileRecord,
+    KeyClaim,
+    TenantRef,
+    TenantUsage,
+    UploadRecord,
+    UploadStatus,
+    counts_stored,
+    holds,
+)
 
-Item = dict[str, Any]
 Sink = Callable[[memoryview], object]
 
 
@@ -56,72 +66,16 @@ class OpenedObject:
         self.close()
 
 
-COUNTER_FIELDS = (
-    "total_files",
-    "total_bytes_stored",
-    "total_uploads",
-    "duplicates_avoided",
-    "total_s3_size_saved",
-    "deleted_uploads",  # processed uploads deleted (their references removed); cancelled pending ones are not
-)
-
-# The states of a content's physical record. Only `lost` is written (FileMetadata `state`, by the reconcile sweep;
-# records of older versions may still say `live` or `tombstoned`). TOMBSTONED is derived from the live reference
-# count alone: a record whose `live_refs` is 0 has no reference left — its bytes await the reaper, and an upload
-# of the content resurrects it. Records written before deletes existed have no `live_refs` and are live. New
-# references are only ever added to live content (docs/design.md, "Deletes").
-LIVE = "live"
-TOMBSTONED = "tombstoned"
-LOST = "lost"  # every copy of the content is gone: the reconcile sweep marked it (dfd.views shows it)
-
-
-def is_tombstoned(file: Item) -> bool:
-    """Every reference to the content was deleted (`live_refs` = 0): the reaper's, or an upload's to resurrect."""
-    return "live_refs" in file and int(file["live_refs"]) <= 0
-
-
-def content_state(file: Item) -> str:
-    """The content's state, derived in this one place: tombstoned (no live reference), lost, or live."""
-    if is_tombstoned(file):
-        return TOMBSTONED
-    return LOST if file.get("state") == LOST else LIVE
-
-
-def is_live(file: Item) -> bool:
-    return content_state(file) == LIVE
-
-
-def is_legacy(file: Item) -> bool:
-    """A record written by an older version: before deletes (no live reference count, nor `stores`,
-    `generation`), or before the record kept the bytes its duplicates saved (`saved_bytes`, which the reaper
-    moves into the history counters). Every upload a record without a count counts is a live reference (nothing
-    could be deleted then); the first write that needs either gives the record both (Repository.migrate_legacy_file:
-    no upgrade step is needed)."""
-    return "live_refs" not in file or "saved_bytes" not in file
-
-
-def holds(ref: Item | None) -> bool:
-    """Whether a tenant's reference item says the tenant holds the content: it exists with a count above 0 (a
-    reference at 0 — its last upload deleted — awaits the reaper and holds nothing)."""
-    return ref is not None and int(ref.get("upload_count", 0)) > 0
-
-
-def counts_stored(ref: Item | None) -> bool:
-    """Whether a tenant's reference item counts in the tenant's `stored_bytes`: it exists, at any count (a
-    reference at 0 is counted until the reaper deletes it and releases its size: docs/design.md, "Quotas")."""
-    return ref is not None
-
-
 @dataclass(frozen=True)
 class IngestState:
     """What the ingest decision reads first: this version's event record, the file record for its content,
     its upload record, and the hinted tenant's reference to the content (each None when absent; the reference
     is read only with a tenant hint and an upload id)."""
 
-    event: Item | None
-    file: Item | None
-    upload: Item | None
-    tenant_ref: Item | None = None
+    event: EventRecord | None
+    file: FileRecord | None
+    upload: UploadRecord | None
+    tenant_ref: TenantRef | None = None
 
 
 @dataclass(frozen=True)
@@ -149,8 +103,8 @@ class NewUpload:
     key: str
     bucket: str
     expires_at: datetime
-    owner: str | None = None  # the caller's sub (dfd.identity.Caller.owner)
-    tenant: str | None = None  # the caller's tenant (dfd.identity.Caller.tenant)
+    owner: str  # the caller's sub (dfd.identity.Caller.owner)
+    tenant: str  # the caller's tenant (dfd.identity.Caller.tenant)
 
 
 @dataclass(frozen=True)
@@ -182,15 +136,16 @@ class PrecheckBound:
 @dataclass(frozen=True)
 class TenantShare:
     """Whose upload an ingest records: the uploader's tenant, and its reference to the content as the ingest read
-    (or assumed) it — `held`: the item exists with a count above 0 (:func:`holds`); `counted`: the item exists at
-    all, at any count (:func:`counts_stored`: its size is in the tenant's `stored_bytes`). A reference at 0 is counted
-    and not held; a held one is always counted. The commit is conditioned on exactly that: absent, at 0, or held."""
+    (or assumed) it — `held`: the item exists with a count above 0 (dfd.records.holds); `counted`: the item exists
+    at all, at any count (dfd.records.counts_stored: its size is in the tenant's `stored_bytes`). A reference at 0
+    is counted and not held; a held one is always counted. The commit is conditioned on exactly that: absent, at
+    0, or held."""
 
     tenant: str
     held: bool
     counted: bool
     # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
-    # releases them (0: nothing pending to release, e.g. an upload registered before quotas)
+    # releases them (0: nothing pending to release: released by the reconcile already)
     pending_bytes: int = 0
 
     def __post_init__(self) -> None:
@@ -198,33 +153,9 @@ class TenantShare:
             raise ValueError("a held reference exists: it is counted")
 
     @classmethod
-    def of(cls, tenant: str, ref: Item | None, pending_bytes: int = 0) -> TenantShare:
+    def of(cls, tenant: str, ref: TenantRef | None, pending_bytes: int = 0) -> TenantShare:
         """The share as the tenant's reference item read says (None: absent)."""
         return cls(tenant, held=holds(ref), counted=counts_stored(ref), pending_bytes=pending_bytes)
-
-
-USAGE_FIELDS = ("pending_count", "pending_bytes", "stored_bytes", "used_bytes")
-
-
-@dataclass(frozen=True)
-class TenantUsage:
-    """A tenant's quota usage (docs/design.md, "Quotas"): uploads pending and their declared bytes, the bytes of
-    the distinct contents the tenant references (`stored_bytes`: the `size` of each of its reference items that
-    exists, at any count — a content counts once however often the tenant uploaded it, and until the reaper deletes
-    a reference at 0), and `used_bytes` = pending + stored (what TenantQuotaBytes limits)."""
-
-    pending_count: int = 0
-    pending_bytes: int = 0
-    stored_bytes: int = 0
-    used_bytes: int = 0
-
-    @classmethod
-    def from_item(cls, item: Item | None) -> TenantUsage:
-        item = item or {}
-        return cls(*(int(item.get(name, 0)) for name in USAGE_FIELDS))
-
-    def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in USAGE_FIELDS}
 
 
 # ---------------------------------------------------------------------------------------------- multipart
@@ -255,88 +186,9 @@ class UploadDeletion:
     in the transaction, conditioned on being above 0."""
 
     upload_id: str
-    status: str
+    status: UploadStatus
     hash: str
     tenant: str | None
-
-
-# ---------------------------------------------------------------------------------------------- conflicts
-class CommitRefused(DfdError):
-    """A write was refused by one of its conditions. Raised as such only when no known condition explains it
-    (the caller backs off and retries); otherwise as one of the subclasses, which say which condition failed."""
-
-    status = 409
-    code = "transaction_cancelled"
-
-    def __init__(self, item: Item | None = None, message: str | None = None) -> None:
-        super().__init__(message or self.__doc__ or type(self).__name__)
-        self.item = item
-
-
-class EventRecorded(CommitRefused):
-    """This object version's event is already recorded (item: the event record)."""
-
-
-class KeyClaimed(CommitRefused):
-    """The object key holds a stored copy (item: the key's claim, with the hash stored there)."""
-
-
-class FileChanged(CommitRefused):
-    """The file record for the content is not what the write assumed (item: the record now, or None)."""
-
-
-class FileAppeared(FileChanged):
-    """Storing new content: a file record for it exists already (item: that record)."""
-
-
-class FileVanished(FileChanged):
-    """Counting a duplicate: the file record for the content is gone (item: None)."""
-
-
-class FileIsThisObject(FileChanged):
-    """Counting a duplicate: the file record's stored copy IS this object (item: that record)."""
-
-
-class ReapPending(CommitRefused):
-    """Resurrecting tombstoned content: an older generation's object still awaits the reaper (item: the record);
-    the ingest backs off and its message is retried (the reaper frees the slot after the grace period)."""
-
-
-class UploadTaken(CommitRefused):
-    """The upload was already processed by another object version (item: the upload record)."""
-
-
-class PendingReleased(CommitRefused):
-    """The upload's quota bytes were released meanwhile (the reconcile marked it expired or failed): commit
-    again without releasing them (item: the upload record)."""
-
-
-class TenantRefChanged(CommitRefused):
-    """The tenant's reference to the content is not as the write assumed (absent, at 0, or held): item is the
-    reference as it is now (None: absent); the ingest decides again from it (TenantShare.of)."""
-
-
-class DeleteRaced(CommitRefused):
-    """Deleting an upload: its status is no longer the one read (a concurrent delete or ingest; item: None; the
-    caller reads again)."""
-
-
-class ReferenceMissing(CommitRefused):
-    """Deleting a processed upload: the content's live count or its tenant's reference count is not above 0 (or
-    the item is absent, or a record written before deletes has no count) — a broken invariant, never a race."""
-
-
-class PrecheckLimited(CommitRefused):
-    """A precheck duplicate's bound refused it (item: the tenant's precheck item as it is: its `precheck_window`
-    and `prechecks` say whether the window is another one or full)."""
-
-
-class QuotaRefused(CommitRefused):
-    """Registering an upload would exceed its tenant's quota (item: the tenant's usage item, or None)."""
-
-
-class MultipartAttached(CommitRefused):
-    """The upload already has its S3 multipart upload, or is no longer pending (item: the upload record)."""
 
 
 # ---------------------------------------------------------------------------------------------- ports
@@ -349,30 +201,32 @@ class Repository(Protocol):
         (with an upload id) and `tenant_hint`'s reference to the content (with an upload id and a hint)."""
         ...
 
-    def get_file(self, digest: str, *, consistent: bool = False) -> Item | None: ...
+    def get_file(self, digest: str, *, consistent: bool = False) -> FileRecord | None: ...
 
-    def get_upload(self, upload_id: str) -> Item | None: ...
+    def get_upload(self, upload_id: str) -> UploadRecord | None: ...
 
-    def get_event(self, event_key: str) -> Item | None: ...
+    def get_event(self, event_key: str) -> EventRecord | None: ...
 
-    def get_claim(self, bucket: str, key: str) -> Item | None:
+    def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
         """The claim of an object key that holds a stored copy (its `hash`), or None."""
         ...
 
-    def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
+    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
         """The file record for the content and the tenant's reference to it (each None when absent), in ONE
         consistent read."""
         ...
 
     def counter_totals(self) -> dict[str, int]:
-        """The sum of every counter shard, one entry per COUNTER_FIELDS name."""
+        """The sum of every counter shard, one entry per dfd.records.COUNTER_FIELDS name."""
         ...
 
-    def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]: ...
+    def scan_files(
+        self, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[FileRecord], dict[str, str] | None]: ...
 
     def owner_uploads(
         self, owner: str, limit: int, start_key: dict[str, str] | None
-    ) -> tuple[list[Item], dict[str, str] | None]:
+    ) -> tuple[list[UploadRecord], dict[str, str] | None]:
         """One page of the owner's uploads, newest first, and where the next page starts (owner, created_at,
         upload_id; None on the last page)."""
         ...
@@ -421,7 +275,7 @@ class Repository(Protocol):
     def commit_resurrect(
         self,
         version: ObjectVersion,
-        tombstoned: Item,
+        tombstoned: FileRecord,
         *,
         filename: str,
         content_type: str,
@@ -463,14 +317,16 @@ class Repository(Protocol):
         ...
 
     def end_pending_upload(
-        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
     ) -> bool:
         """A pending upload ends without an object (`deleted`, `expired`): False when it was not pending. With its
         `tenant` and the `quota_bytes` its record holds, in the same transaction, those bytes are released from the
         tenant's pending usage (conditioned on the record still holding them: False otherwise)."""
         ...
 
-    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime, *, upload_deleted: bool = False) -> None:
+    def adopt_copy(
+        self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
+    ) -> None:
         """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
         the stored copy, in one transaction conditioned on the record still naming the lost object — the
         record's key and ETag, the key's claim moved, and the upload (if any) reading `stored` unless it is
@@ -479,18 +335,9 @@ class Repository(Protocol):
         deleted meanwhile: item is the upload now) or CommitRefused."""
         ...
 
-    def migrate_legacy_file(self, file: Item) -> Item | None:
-        """Give a record written by an older version (`file` as read, dfd.ports.is_legacy) what every newer
-        record carries: where absent, `live_refs` = its `upload_count` (each counted upload is a live reference),
-        `stores` 1 and `generation` 1; and `saved_bytes` = its duplicates (upload_count - stores) x size —
-        conditioned on the record being as read (still without saved bytes, the same upload_count). Returns the
-        record as it is now (migrated by this call or by another writer, or changed meanwhile: the caller decides
-        again on it), None when it is gone."""
-        ...
-
     # ------------------------------------------------------------------ deletes (dfd.deletes)
     def cancel_upload(
-        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
     ) -> bool:
         """An upload that holds no reference (pending, expired, failed) becomes `deleted` with `deleted_at`,
         conditioned on its status still being `status`; False when it is not. A pending one releases its

@@ -10,15 +10,14 @@ from dfd.config import Settings
 from dfd.errors import BadRequest, Forbidden, Gone, NotFound, NotReady
 from dfd.identity import Caller
 from dfd.ids import is_hash, is_upload_id
-from dfd.ports import COUNTER_FIELDS, ObjectStore, Repository, holds, is_live
+from dfd.ports import ObjectStore, Repository
+from dfd.records import COUNTER_FIELDS, FileRecord, UploadRecord, UploadStatus, holds
 from dfd.tokens import decode_token, decode_upload_token, encode_token
-from dfd.views import file_view, tenant_file_view, upload_view
+from dfd.views import file_view, listed_upload_view, tenant_file_view, upload_view
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
-PROCESSED = {"stored", "duplicate"}
 _LIMIT_RE = re.compile(r"[0-9]{1,4}")
-_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at")
 
 
 def check_id(raw: str | None) -> str:
@@ -63,7 +62,7 @@ class Queries:
     def _no_file(digest: str) -> NotFound:
         return NotFound(f"no stored file has sha256 {digest}")
 
-    def _file(self, digest: str, caller: Caller) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _file(self, digest: str, caller: Caller) -> tuple[FileRecord, dict[str, Any]]:
         """(the file record, the caller's view of it): an admin's is the global record, anyone else's their
         tenant's (404 when the tenant does not hold the content)."""
         if caller.is_admin:
@@ -76,20 +75,19 @@ class Queries:
             raise self._no_file(digest)
         return item, tenant_file_view(item, ref)
 
-    def _upload(self, upload_id: str, caller: Caller) -> dict[str, Any]:
+    def _upload(self, upload_id: str, caller: Caller) -> UploadRecord:
         item = self._repo.get_upload(upload_id)
         if item is None or not self._may_see(item, caller):
             raise NotFound(f"no upload has id {upload_id}")
         return item
 
     @staticmethod
-    def _may_see(upload: dict[str, Any], caller: Caller) -> bool:
+    def _may_see(upload: UploadRecord, caller: Caller) -> bool:
         if caller.is_admin:
             return True
-        tenant = upload.get("tenant")
-        if tenant is None:  # legacy uploads and direct puts: admins only
+        if upload.tenant is None:  # direct puts (no uploader): admins only
             return False
-        return bool(upload.get("owner") == caller.owner or tenant == caller.tenant)
+        return upload.owner == caller.owner or upload.tenant == caller.tenant
 
     def metadata(self, raw_id: str | None, caller: Caller) -> dict[str, Any]:
         ident = check_id(raw_id)
@@ -97,9 +95,9 @@ class Queries:
             return self._file(ident, caller)[1]
         upload = self._upload(ident, caller)
         view = None
-        if upload.get("hash") and upload.get("status") in PROCESSED:
+        if upload.hash and upload.status.processed:
             try:
-                view = self._file(upload["hash"], caller)[1]
+                view = self._file(upload.hash, caller)[1]
             except NotFound:
                 view = None
         return upload_view(upload, view)
@@ -113,22 +111,22 @@ class Queries:
             content_type = view.get("content_type")
         else:
             upload = self._upload(ident, caller)
-            if upload.get("status") == "deleted":
-                raise Gone(f"upload {ident} was deleted", details={"deleted_at": upload.get("deleted_at")})
-            if upload.get("status") not in PROCESSED or not upload.get("hash"):
+            if upload.status == UploadStatus.DELETED:
+                raise Gone(f"upload {ident} was deleted", details={"deleted_at": upload.deleted_at})
+            if not upload.status.processed or not upload.hash:
                 raise NotReady(
-                    f"upload {ident} is {upload.get('status', 'unknown')}; the file is not available yet",
-                    details={"status": upload.get("status")},
+                    f"upload {ident} is {upload.status.value}; the file is not available yet",
+                    details={"status": upload.status.value},
                 )
-            file, view = self._file(upload["hash"], caller)
-            filename = str(upload.get("filename") or view.get("filename") or ident)
-            content_type = upload.get("content_type") or view.get("content_type")
-        if not is_live(file):  # every reference was deleted: its bytes await the reaper (admins only see it)
-            raise Gone(f"content {file['hash']} was deleted")
+            file, view = self._file(upload.hash, caller)
+            filename = str(upload.filename or view.get("filename") or ident)
+            content_type = upload.content_type or view.get("content_type")
+        if not file.live:  # every reference was deleted: its bytes await the reaper (admins only see it)
+            raise Gone(f"content {file.hash} was deleted")
         expires_in = self._s.download_url_expires
         url = self._objects.presign_get(
-            str(file.get("bucket") or self._s.bucket),
-            str(file["s3_key"]),
+            file.bucket or self._s.bucket,
+            str(file.s3_key),
             disposition=content_disposition(filename),
             content_type=str(content_type or "application/octet-stream"),
             expires_in=expires_in,
@@ -137,8 +135,8 @@ class Queries:
             "download_url": url,
             "expires_in": expires_in,
             "filename": filename,
-            "size": file.get("size"),
-            "hash": file["hash"],
+            "size": file.size,
+            "hash": file.hash,
             "content_type": content_type,
         }
 
@@ -161,7 +159,7 @@ class Queries:
         start = decode_upload_token(raw_token, caller.owner) if raw_token else None
         items, last = self._repo.owner_uploads(caller.owner, limit, start)
         return {
-            "items": [{k: v for k, v in upload_view(item, None).items() if k in _LISTED} for item in items],
+            "items": [listed_upload_view(item) for item in items],
             "count": len(items),
             "last_evaluated_key": encode_token(last) if last else None,
         }

@@ -10,25 +10,14 @@ from typing import Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
+from dfd.conflicts import CommitRefused, PrecheckLimited, QuotaRefused
 from dfd.errors import Forbidden, TooLarge, TooManyRequests, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService, checked_part_size
-from dfd.ports import (
-    CommitRefused,
-    NewUpload,
-    ObjectStore,
-    PrecheckBound,
-    PrecheckDuplicate,
-    PrecheckLimited,
-    QuotaRefused,
-    Repository,
-    TenantUsage,
-    holds,
-    is_legacy,
-    is_live,
-)
+from dfd.ports import NewUpload, ObjectStore, PrecheckBound, PrecheckDuplicate, Repository
+from dfd.records import TenantUsage, holds
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
 
@@ -99,7 +88,7 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
 def quota_exceeded(settings: Settings, refused: QuotaRefused) -> Forbidden:
     """The 403 for an upload its tenant's quota refused: which limit, and the usage it met (the usage item as the
     refused write found it)."""
-    usage = TenantUsage.from_item(refused.item)
+    usage = refused.item or TenantUsage()
     if settings.tenant_pending_limit and usage.pending_count >= settings.tenant_pending_limit:
         kind, limit, used = "pending", settings.tenant_pending_limit, usage.pending_count
         message = f"the tenant has {used} uploads pending, the limit is {limit}: finish or abandon some first"
@@ -170,9 +159,7 @@ class UploadService:
         bound = self._precheck_bound(caller.tenant)
         for _ in range(3):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
-            if stored is not None and is_legacy(stored):  # written before deletes: give it its count first
-                stored = self._repo.migrate_legacy_file(stored)
-            if stored is None or not holds(ref) or not is_live(stored):
+            if stored is None or ref is None or not holds(ref) or not stored.live:
                 # not held by the tenant (no reference, or one at 0), tombstoned, or lost (uploaded again: its
                 # ingest adopts the new copy)
                 return None
@@ -183,7 +170,7 @@ class UploadService:
                 tenant=caller.tenant,
                 hash=digest,
                 filename=request.filename,
-                size=int(stored["size"]),
+                size=stored.size,
                 content_type=request.content_type,
                 bound=bound,
             )
@@ -192,9 +179,7 @@ class UploadService:
                 self._commit_bounded(upload, shard, now)
             except CommitRefused:
                 continue  # the record or the reference changed between read and write: look again
-            assert ref is not None
-            ref["upload_count"] = int(ref.get("upload_count", 0)) + 1
-            ref["last_upload_at"] = clock.iso(now)
+            ref = replace(ref, upload_count=ref.upload_count + 1, last_upload_at=clock.iso(now))  # as committed
             body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}
             return UploadAnswer(409, body)
         return None
@@ -214,7 +199,7 @@ class UploadService:
             except PrecheckLimited as limited:
                 bound = upload.bound
                 assert bound is not None
-                window = (limited.item or {}).get("precheck_window")
+                window = limited.item.precheck_window if limited.item is not None else None
                 if window == bound.window and not bound.fresh:
                     raise self._too_many_prechecks(bound) from None
                 upload = replace(upload, bound=replace(bound, fresh=window != bound.window))

@@ -14,9 +14,12 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from dfd.config import Settings
-from dfd.ports import USAGE_FIELDS, Item, TenantUsage
+from dfd.records import USAGE_FIELDS, TenantUsage
+
+Item = dict[str, Any]
 
 USAGE_SHARDS = 200  # ~30 transactions/s each at 15 % conflicts: one tenant at 5,000 ingests/s + 1,000 registrations/s
 READ_BATCH = 100  # keys per BatchGetItem

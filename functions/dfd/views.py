@@ -1,14 +1,13 @@
-"""Public JSON shapes of stored records (internal attributes such as ttl and index keys never leak)."""
+"""Public JSON shapes, built from records (dfd.records): internal attributes such as TTLs, index keys, quota bytes
+and S3 upload ids never leak. A field the record does not hold is left out."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dfd.ports import LIVE, LOST, content_state
+from dfd.records import ContentState, FileRecord, TenantRef, UploadRecord
 
-# state/lost_at: shown only when the content is not live — `lost` (every copy gone: the reconcile marked it) or,
-# to admins, `tombstoned` (every upload deleted, its bytes await the reaper); a live content shows no state. The
-# state is derived (dfd.ports.content_state: tombstoned = a live count of 0), never copied from the record
+# The fields each view shows, in this order (the API document's schemas list the same: tests/unit/test_openapi.py)
 _FILE_FIELDS = (
     "hash",
     "size",
@@ -20,8 +19,6 @@ _FILE_FIELDS = (
     "state",
     "lost_at",
 )
-
-FILE_LOST = LOST  # FileMetadata.state of a content none of whose copies survives
 _UPLOAD_FIELDS = (
     "upload_id",
     "status",
@@ -32,38 +29,71 @@ _UPLOAD_FIELDS = (
     "expires_at",
     "processed_at",
     "hash",
-    "failed_at",  # status failed: when reconcile gave up re-driving it,
-    "failure",  # and why
-    "deleted_at",  # status deleted: when its owner (or an admin) deleted it
+    "failed_at",
+    "failure",
+    "deleted_at",
 )
+_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at")
 
 
-def _with_state(item: dict[str, Any]) -> dict[str, Any]:
-    state = content_state(item)
-    shown = {k: v for k, v in item.items() if k != "state"}
-    return shown if state == LIVE else shown | {"state": state}
+def _present(shown: tuple[str, ...], **fields: Any) -> dict[str, Any]:
+    """The fields `shown` that hold a value, in that order."""
+    return {name: fields[name] for name in shown if fields.get(name) is not None}
 
 
-def file_view(item: dict[str, Any]) -> dict[str, Any]:
-    item = _with_state(item)
-    return {name: item[name] for name in _FILE_FIELDS if name in item}
+def _content_view(file: FileRecord, described: FileRecord | TenantRef) -> dict[str, Any]:
+    """A content: its physical facts from the global record, the rest from `described` — the record itself (an
+    admin's view) or the caller's tenant's reference (its first filename and content type, its dates, its upload
+    count: never another tenant's). state/lost_at: shown only when the content is not live — `lost` (every copy
+    gone: the reconcile marked it) or, to admins, `tombstoned` (every upload deleted, its bytes await the reaper);
+    the state is derived (FileRecord.state), a live content shows none."""
+    state = file.state
+    return _present(
+        _FILE_FIELDS,
+        hash=file.hash,
+        size=file.size,
+        content_type=described.content_type,
+        filename=described.filename,
+        created_at=described.created_at,
+        upload_count=described.upload_count,
+        last_upload_at=described.last_upload_at,
+        state=None if state == ContentState.LIVE else state.value,
+        lost_at=file.lost_at,
+    )
 
 
-# A tenant's view of a content: the physical facts from the global record, the rest from the tenant's own
-# reference (its first filename and content type, its dates, its upload count), never another tenant's.
-_PHYSICAL_FIELDS = ("hash", "size", "state", "lost_at")
-_TENANT_FIELDS = ("filename", "content_type", "created_at", "upload_count", "last_upload_at")
+def file_view(file: FileRecord) -> dict[str, Any]:
+    """An admin's view of a content: the global record."""
+    return _content_view(file, file)
 
 
-def tenant_file_view(file: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
-    file = _with_state(file)
-    view = {name: file[name] for name in _PHYSICAL_FIELDS if name in file}
-    view.update({name: ref[name] for name in _TENANT_FIELDS if name in ref})
-    return {name: view[name] for name in _FILE_FIELDS if name in view}
+def tenant_file_view(file: FileRecord, ref: TenantRef) -> dict[str, Any]:
+    """A tenant's view of a content."""
+    return _content_view(file, ref)
 
 
-def upload_view(item: dict[str, Any], file: dict[str, Any] | None) -> dict[str, Any]:
-    view = {name: item[name] for name in _UPLOAD_FIELDS if name in item}
+def upload_view(upload: UploadRecord, file: dict[str, Any] | None) -> dict[str, Any]:
+    """An upload; `file`: the view of its content (global or the tenant's), when it has one to show."""
+    view = _present(
+        _UPLOAD_FIELDS,
+        upload_id=upload.upload_id,
+        status=upload.status.value,
+        filename=upload.filename,
+        size=upload.size,
+        content_type=upload.content_type,
+        created_at=upload.created_at,
+        expires_at=upload.expires_at,
+        processed_at=upload.processed_at,
+        hash=upload.hash,
+        failed_at=upload.failed_at,  # status failed: when reconcile gave up re-driving it,
+        failure=upload.failure,  # and why
+        deleted_at=upload.deleted_at,  # status deleted: when its owner (or an admin) deleted it
+    )
     if file is not None:
-        view["file"] = file  # already a file view (global or the tenant's)
+        view["file"] = file
     return view
+
+
+def listed_upload_view(upload: UploadRecord) -> dict[str, Any]:
+    """An upload as GET /uploads lists it."""
+    return {name: value for name, value in upload_view(upload, None).items() if name in _LISTED}

@@ -31,7 +31,7 @@ from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
 # run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
-ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14")
+ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -47,12 +47,13 @@ NAMES = {
     "12": "flat memory, multipart object ingest",
     "13": "upload page (Uppy + @dfd/uppy): drop to stored vs the raw transfer",
     "14": "Git LFS push of N objects, K held by the tenant, vs a plain LFS store",
+    "15": "events out: publisher events/s per shard, commit-to-event latency",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-13)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-15)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-13)", file=sys.stderr)
+        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-15)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         for target in [t for t in ALL if t in wanted]:
             print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
             try:
-                if target in ("9", "8", "10", "11", "13", "14"):
+                if target in ("9", "8", "10", "11", "13", "14", "15"):
                     produced = _standalone(target, options, args.clients)
                 else:
                     if bench is None:
@@ -179,6 +180,8 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         from dfdbench import uppy_bench
 
         return uppy_bench.row(options)
+    if target == "15":
+        return _events_rows(options)
     if target == "14":
         from dfdbench.rows_lfs import lfs_push
 
@@ -227,6 +230,50 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
             f"{inproc['p50_ms']:.0f}, p95 {inproc['p95_ms']:.0f}); outcomes {stack['outcomes']}",
             results,
         )
+    ]
+
+
+def _events_rows(options: Options) -> list[Row]:
+    count = 300 if options.quick else 1000
+    done = subprocess.run(
+        [sys.executable, "-m", "dfdbench.rows_events", str(count)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"rows_events failed: {done.stderr[-3000:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    publisher, raw = found["publisher_events_per_s"], found["raw_put_events_per_s"]
+    latency, round_trip = found["latency_p50_ms"], found["sqs_round_trip_p50_ms"]
+    return [
+        Row(
+            "15",
+            f"publisher, one stream shard ({found['events']} outcomes, batches of 100, on moto)",
+            publisher,
+            "events/s",
+            raw,
+            "bare PutEvents loop, 10 entries a call",
+            publisher / raw,
+            "report",
+            None,
+            "both bound by moto's PutEvents; the ratio is the publisher's own cost (decode, derive, report)",
+            found,
+        ),
+        Row(
+            "15",
+            "commit -> event on the local dfd-events queue, p50",
+            latency,
+            "ms",
+            round_trip,
+            "SQS send -> receive round trip",
+            latency / round_trip,
+            "report",
+            None,
+            f"p95 {found['latency_p95_ms']:.0f} ms; the mapping reads an idle shard every 100 ms (Lambda: 250 ms)",
+            found,
+        ),
     ]
 
 

@@ -30,12 +30,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dfd import usage
-from dfd.adapters.dynamo import IngestState, Item, Repository
+from dfd.adapters.dynamo import Repository
 from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ingest import Ingestor, Outcome
-from dfd.ports import NewUpload, ObjectInfo, OpenedObject
+from dfd.ports import IngestState, NewUpload, ObjectInfo, OpenedObject
+from dfd.records import UploadRecord, UploadStatus
+
+Item = dict[str, Any]
 
 BUCKET = "sim-bucket"
 TICK_SECONDS = 0.005  # the assumed conflict window d (docs/scaling.md): 5 ms
@@ -386,7 +389,7 @@ class _FakeRepository(Repository):
         if self.sim.tenant is None or upload_id is None:
             return IngestState(None, None, None)
         # an upload of the tenant, registered earlier (its registration is not part of this run's load)
-        upload = {"upload_id": upload_id, "status": "pending", "tenant": self.sim.tenant, "quota_bytes": SIZE}
+        upload = UploadRecord(upload_id, UploadStatus.PENDING, tenant=self.sim.tenant, quota_bytes=SIZE)
         return IngestState(None, None, upload)
 
     def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:

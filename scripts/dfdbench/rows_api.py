@@ -389,7 +389,9 @@ def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None, *,
     if checksum if declared is None else declared:
         now = clock.now()
         digest = hashlib.sha256(body).hexdigest()
-        upload = NewUpload(upload_id, "bench.bin", len(body), "application/x", digest, key, BUCKET, now)
+        upload = NewUpload(
+            upload_id, "bench.bin", len(body), "application/x", digest, key, BUCKET, now, "bench", "bench"
+        )
         deps.repository().register_upload(upload, now)
     extra = {"ChecksumAlgorithm": "SHA256"} if checksum else {}
     bench.s3.put_object(Bucket=BUCKET, Key=key, Body=body, **extra)

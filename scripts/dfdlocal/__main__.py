@@ -255,6 +255,16 @@ def banner(stack: LocalStack, reset: bool) -> str:
         if info.dead_letter_queue:
             dlq = resources.queues[info.dead_letter_queue].name
             lines.append(f"                 dead-letter queue {dlq} after {info.max_receive_count} receives")
+    if stack.events_queue is not None:
+        queue, url = stack.events_queue
+        lines += [
+            "",
+            f"Events out          every event on {', '.join(model.event_buses.values())} -> SQS {queue}  {url}",
+        ]
+        for stream_poller in stack.stream_pollers:
+            batch = stream_poller.source.batch_size
+            lines.append(f"  {stream_poller.description}: batches of {batch}, PutEvents (source dfd)")
+        lines.append("  scripts/events --follow   (prints them live: Upload Stored, File Stored, ...)")
     lines += ["", "Reconcile workflow  " + (stack.reconcile.describe() if stack.reconcile else "not wired yet")]
     for logical_id, machine in model.state_machines.items():
         definition = machine.properties.get("DefinitionUri", "an inline definition")

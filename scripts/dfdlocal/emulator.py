@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("dfdlocal.aws")
 
 DYNAMODB_TARGET_PREFIX = "DynamoDB_20120810"
+# stream reads share the lock: a transaction's records are appended one write at a time (dfdlocal.streams)
+DYNAMODB_STREAMS_TARGET_PREFIX = "DynamoDBStreams_20120810"
 # What to pass read_model as the endpoint when the resources go to in-process moto (mock_aws): its queue URLs
 IN_PROCESS_ENDPOINT = f"https://sqs.{REGION}.amazonaws.com"
 
@@ -59,14 +61,16 @@ def prepare_environment(endpoint: str, port: int) -> None:
 
 
 class SerializeDynamoDB:
-    """WSGI middleware: one DynamoDB request at a time (the whole response is produced under the lock)."""
+    """WSGI middleware: one DynamoDB (or DynamoDB Streams) request at a time (the whole response under the lock)."""
 
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
         self.lock = threading.Lock()
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(DYNAMODB_TARGET_PREFIX):
+        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(
+            (DYNAMODB_TARGET_PREFIX, DYNAMODB_STREAMS_TARGET_PREFIX)
+        ):
             return self.app(environ, start_response)
         with self.lock:
             result = self.app(environ, start_response)

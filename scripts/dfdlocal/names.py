@@ -42,7 +42,10 @@ BUCKET = "dfd-file-service"  # the bucket the functions know as S3_BUCKET
 NAME_PREFIX = "dfd-"  # other buckets, queues and state machines: dfd-<kebab-case logical id stem>
 
 # The resource names the functions read from their environment, with their local values.
-ENVIRONMENT = {variable: TABLES[logical_id] for variable, logical_id in TABLE_VARIABLES.items()} | {"S3_BUCKET": BUCKET}
+ENVIRONMENT = {variable: TABLES[logical_id] for variable, logical_id in TABLE_VARIABLES.items()} | {
+    "S3_BUCKET": BUCKET,
+    "EVENT_BUS_NAME": NAME_PREFIX + "bus",  # = event_bus_name("EventBus")
+}
 
 # make run's ports, and the variables that move them
 AWS_PORT = ("DFD_AWS_PORT", 4566)
@@ -72,7 +75,15 @@ def other_bucket_name(logical_id: str) -> str:
     return NAME_PREFIX + kebab(logical_id)
 
 
+def event_bus_name(logical_id: str) -> str:
+    """EventBus -> dfd-bus, AuditEventBus -> dfd-audit-bus."""
+    stem = logical_id.removesuffix("EventBus")
+    return NAME_PREFIX + (kebab(stem) + "-" if stem else "") + "bus"
+
+
 INGEST_QUEUE = queue_name("IngestQueue")
+# the local stack delivers every event on its bus here (dfdlocal.streams): local consumers, tests, scripts/events
+EVENTS_QUEUE = "dfd-events"
 RECONCILE_STATE_MACHINE = state_machine_name("ReconcileStateMachine")
 
 

@@ -36,8 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib import request as urlrequest
 
+from dfdlocal import motoversion
 from dfdlocal.names import ACCOUNT_ID, RECONCILE_STATE_MACHINE
 from dfdlocal.template import scalar_text
+
+# the moto internals patched here are those of the locked release: another fails at import, saying which
+motoversion.require_supported()
 
 if TYPE_CHECKING:
     from dfdlocal.stack import LocalStack

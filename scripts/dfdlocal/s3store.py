@@ -36,7 +36,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dfdlocal import motoversion
 from dfdlocal.s3auth import RECEIVED
+
+# the moto internals patched here are those of the locked release: another fails at import, saying which
+motoversion.require_supported()
 
 KEY_BUFFER_BYTES = 64 * 1024 * 1024
 ENVIRONMENT = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"

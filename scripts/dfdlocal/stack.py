@@ -11,6 +11,7 @@ One stack per process: the handlers, moto's backends and os.environ are process-
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
 import logging
 import os
@@ -40,6 +41,7 @@ from dfdlocal.cognito import (
 from dfdlocal.emulator import (
     ResourceError,
     Resources,
+    SerializeDynamoDB,
     create_resources,
     make_emulator_server,
     prepare_environment,
@@ -59,6 +61,7 @@ from dfdlocal.names import (
 from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
+from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events, trim_stream
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
 from dfdlocal.webheaders import page_headers
 
@@ -198,6 +201,18 @@ class _Server:
         self.server.server_close()
 
 
+def dynamodb_lock(app: Any) -> Any:
+    """The emulator's DynamoDB serialization lock (SerializeDynamoDB), wherever it sits in the middleware chain."""
+    while not isinstance(app, SerializeDynamoDB):
+        app = app.app
+    return app.lock
+
+
+def _trim_locked(lock: Any, table: str, upto: int) -> None:
+    with lock:
+        trim_stream(table, upto)
+
+
 class LocalStack:
     def __init__(self, options: StackOptions) -> None:
         self.options = options
@@ -205,6 +220,8 @@ class LocalStack:
         self.resources: Resources | None = None
         self.runtime: Runtime | None = None
         self.pollers: list[SqsPoller] = []
+        self.stream_pollers: list[StreamPoller] = []
+        self.events_queue: tuple[str, str] | None = None  # the local queue every bus event goes to: (name, URL)
         self.reconcile: ReconcileSchedule | None = None
         self.import_errors: dict[str, str] = {}
         self.environment: dict[str, str] = {}
@@ -284,13 +301,17 @@ class LocalStack:
 
         prepare_environment(self.aws_url, self.ports["aws"])
         self.signing_jwks = install_signing_key()  # before any pool: tokens are signed with this stack's key
-        self._serve("aws", make_emulator_server(sockets["aws"]))
+        patch_moto_streams()
+        emulator = make_emulator_server(sockets["aws"])
+        self._serve("aws", emulator)
         try:
             self.resources = resources = create_resources(
                 model, self.client, local_visibility_timeout=options.visibility_timeout
             )
         except ResourceError as exc:
             raise StartupError(str(exc)) from exc
+        if model.event_buses:
+            self.events_queue = route_events(model.event_buses, self.client)
         self.pool = self._create_pool(model)
         authorizers = self._authorizers(model)
         self.environment = self._function_environment(model)
@@ -339,6 +360,22 @@ class LocalStack:
             )
             poller.start()
             self.pollers.append(poller)
+
+        for stream in model.stream_sources:
+            if not stream.enabled:
+                log.info("stream event source %s of %s is disabled in the template", stream.event_name, stream.function)
+                continue
+            failure = resources.queues.get(stream.on_failure_queue) if stream.on_failure_queue else None
+            stream_poller = StreamPoller(
+                stream,
+                resources.tables[stream.table_logical_id],
+                runtime.invoke,
+                self.client,
+                on_failure_url=failure.url if failure else None,
+                trim=functools.partial(_trim_locked, dynamodb_lock(emulator.app)),
+            )
+            stream_poller.start()
+            self.stream_pollers.append(stream_poller)
 
         self.reconcile = start_reconcile_schedule(self)
 
@@ -452,6 +489,9 @@ class LocalStack:
         for poller in self.pollers:
             poller.stop()
         self.pollers = []
+        for stream_poller in self.stream_pollers:
+            stream_poller.stop()
+        self.stream_pollers = []
         if self.reconcile is not None:
             self.reconcile.stop()
             self.reconcile = None
@@ -495,6 +535,16 @@ class LocalStack:
             "environment": dict(self.environment),
             "import_errors": dict(self.import_errors),
             "cognito": self.pool.describe(self.aws_url) if self.pool is not None else None,
+            "events": (
+                {
+                    "buses": dict(self.model.event_buses),
+                    "queue": self.events_queue[0],
+                    "queue_url": self.events_queue[1],
+                    "streams": [poller.description for poller in self.stream_pollers],
+                }
+                if self.events_queue is not None
+                else None
+            ),
         }
 
 

@@ -32,6 +32,7 @@ FUNCTION_TYPES = {"AWS::Serverless::Function", "AWS::Lambda::Function"}
 HTTP_API_TYPES = {"AWS::Serverless::HttpApi"}
 COGNITO_TYPES = {"AWS::Cognito::UserPool", "AWS::Cognito::UserPoolClient", "AWS::Cognito::UserPoolGroup"}
 STATE_MACHINE_TYPES = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine"}
+EVENT_BUS_TYPES = {"AWS::Events::EventBus"}
 IMPLICIT_HTTP_API = "ServerlessHttpApi"
 
 Json = Any
@@ -160,6 +161,21 @@ class SqsSource:
 
 
 @dataclass(frozen=True)
+class StreamSource:
+    """A DynamoDB stream event source mapping of a function."""
+
+    function: str
+    event_name: str
+    table_logical_id: str
+    batch_size: int = 100
+    report_batch_item_failures: bool = False
+    maximum_retry_attempts: int = -1  # -1: until the record expires (never, locally)
+    on_failure_queue: str | None = None  # logical id of the SQS on-failure destination
+    starting_position: str = "TRIM_HORIZON"
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class FunctionDef:
     logical_id: str
     handler: str  # module.function
@@ -196,6 +212,8 @@ class LocalModel:
     cors: dict[str, CorsConfig | None] = field(default_factory=dict)  # per HttpApi logical id
     auth: dict[str, ApiAuth] = field(default_factory=dict)  # per HttpApi logical id
     sqs_sources: list[SqsSource] = field(default_factory=list)
+    stream_sources: list[StreamSource] = field(default_factory=list)
+    event_buses: dict[str, str] = field(default_factory=dict)  # logical id -> local name
     state_machines: dict[str, StateMachineDef] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)  # union of the functions' variables
     ignored: dict[str, str] = field(default_factory=dict)  # logical id -> type, not emulated
@@ -290,6 +308,8 @@ class Resolver:
         if kind in STATE_MACHINE_TYPES:
             arn = f"{arn_prefix.format('states')}:stateMachine:{name}"
             return _Identity(arn, {"Arn": arn, "Name": name})
+        if kind in EVENT_BUS_TYPES:
+            return _Identity(name, {"Arn": f"{arn_prefix.format('events')}:event-bus/{name}", "Name": name})
         return _Identity(logical_id, {})
 
     def _pseudo(self, name: str) -> Any:
@@ -446,6 +466,9 @@ def _local_names(template: Mapping[str, Any]) -> dict[str, str]:
     for kind in STATE_MACHINE_TYPES:
         for logical_id in by_type.get(kind, []):
             local[logical_id] = names.state_machine_name(logical_id)
+    for kind in EVENT_BUS_TYPES:
+        for logical_id in by_type.get(kind, []):
+            local[logical_id] = names.event_bus_name(logical_id)
     return local
 
 
@@ -506,6 +529,8 @@ def read_model(
             _read_function(model, resolver, logical_id, raw, function_globals)
         elif kind in STATE_MACHINE_TYPES:
             model.state_machines[logical_id] = StateMachineDef(logical_id, name, dict(raw))
+        elif kind in EVENT_BUS_TYPES:
+            model.event_buses[logical_id] = name
         else:
             model.ignored[logical_id] = kind
 
@@ -519,6 +544,14 @@ def read_model(
     for source in model.sqs_sources:
         if source.queue_logical_id not in model.queues:
             raise TemplateError(f"{source.function}.Events.{source.event_name}: queue is not an AWS::SQS::Queue")
+    for stream in model.stream_sources:
+        where = f"{stream.function}.Events.{stream.event_name}"
+        if stream.table_logical_id not in model.tables:
+            raise TemplateError(f"{where}: stream is not an AWS::DynamoDB::Table's")
+        if "StreamSpecification" not in model.tables[stream.table_logical_id].properties:
+            raise TemplateError(f"{where}: table {stream.table_logical_id} has no StreamSpecification")
+        if stream.on_failure_queue is not None and stream.on_failure_queue not in model.queues:
+            raise TemplateError(f"{where}: the on-failure destination is not an AWS::SQS::Queue of the template")
     return model
 
 
@@ -676,6 +709,27 @@ def _read_function(
                     maximum_concurrency=(
                         int(scaling["MaximumConcurrency"]) if "MaximumConcurrency" in scaling else None
                     ),
+                    enabled=str(values.get("Enabled", "true")).lower() != "false",
+                )
+            )
+        elif kind == "DynamoDB":
+            table_id = _logical_id_of(props.get("Stream"))
+            if table_id is None:
+                raise TemplateError(f"{logical_id}.{where}.Stream must be !GetAtt <Table>.StreamArn")
+            failure = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+            values = resolver.evaluate(
+                logical_id, where, {k: v for k, v in props.items() if k not in ("Stream", "DestinationConfig")}
+            )
+            model.stream_sources.append(
+                StreamSource(
+                    function=logical_id,
+                    event_name=event_name,
+                    table_logical_id=table_id,
+                    batch_size=int(values.get("BatchSize", 100)),
+                    report_batch_item_failures="ReportBatchItemFailures" in (values.get("FunctionResponseTypes") or []),
+                    maximum_retry_attempts=int(values.get("MaximumRetryAttempts", -1)),
+                    on_failure_queue=_logical_id_of(failure) if failure is not None else None,
+                    starting_position=str(values.get("StartingPosition", "TRIM_HORIZON")),
                     enabled=str(values.get("Enabled", "true")).lower() != "false",
                 )
             )

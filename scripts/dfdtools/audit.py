@@ -14,21 +14,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock, usage
-from dfd.adapters.dynamo import COUNTER_FIELDS
+from dfd import clock
+from dfd.adapters.dynamo import codec
+from dfd.adapters.dynamo.base import from_item
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
-from dfd.ports import is_tombstoned
-from dfd.usage import UsageShard
+from dfd.records import COUNTER_FIELDS, REAPED_FIELDS, EventRecord, FileRecord, TenantRef, UploadRecord, UploadStatus
+from dfd.usage import UsageShard, total
 from dfdtools.tools import add_target_args, interruptible, reports_unreachable, target
 
-_deserializer = TypeDeserializer()
-# counter-shard attributes the reaper ADDs: a reaped content's upload_count, its duplicates and the bytes they
-# saved (history counters are never rewritten, the recount needs them once the record is gone)
-REAPED_FIELDS = ("reaped_uploads", "reaped_duplicates", "reaped_saved")
+# Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
+# counter shards' REAPED_FIELDS are the reaper's history: a reaped content's upload_count, its duplicates and the
+# bytes they saved (history counters are never rewritten, the recount needs them once the record is gone).
 
 
 @dataclass
@@ -68,18 +67,10 @@ class Report:
         }
 
 
-def _plain(raw: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in raw.items():
-        plain = _deserializer.deserialize(value)
-        out[key] = int(plain) if hasattr(plain, "to_integral_value") else plain
-    return out
-
-
 def _scan(ddb: Any, table: str) -> Iterator[dict[str, Any]]:
     for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
         for item in page.get("Items", []):
-            yield _plain(item)
+            yield from_item(item)
 
 
 def _objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
@@ -120,6 +111,11 @@ def _sha256(s3: Any, bucket: str, key: str) -> str | Unreadable:
     return digest.hexdigest()
 
 
+def _events(items: list[dict[str, Any]]) -> list[EventRecord]:
+    """The event records proper (a key's claim shares their table: it has a hash and no outcome)."""
+    return [codec.event_record(item) for item in items if "outcome" in item]
+
+
 def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
     """Check every invariant. settled=False tolerates objects whose events are still in flight."""
     handler = "before-parameter-build"
@@ -131,10 +127,11 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 
 def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
-    files = list(_scan(ddb, settings.files_table))
-    events = list(_scan(ddb, settings.events_table))
-    uploads = list(_scan(ddb, settings.uploads_table))
-    shards = list(_scan(ddb, settings.counters_table))
+    files = [codec.file_record(item) for item in _scan(ddb, settings.files_table)]
+    events = _events(list(_scan(ddb, settings.events_table)))
+    uploads = [codec.upload_record(item) for item in _scan(ddb, settings.uploads_table)]
+    counters = list(_scan(ddb, settings.counters_table))
+    shards = [codec.counter_shard(item) for item in counters if not str(item["counter_id"]).startswith("usage#")]
     objects = {o["Key"]: o for o in _objects(s3, settings.bucket, settings.upload_prefix)}
     checks: list[Check] = []
 
@@ -142,27 +139,27 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     c1 = Check("1. one FileMetadata item per content; its object exists and hashes to its key", True)
     keys_seen: dict[str, str] = {}
     lost: list[str] = []
-    for item in files:
-        key = item.get("s3_key", "")
+    for file in files:
+        key = file.s3_key or ""
         if key in keys_seen:
-            c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {item['hash']}")
-        keys_seen[key] = item["hash"]
-        if is_tombstoned(item):
+            c1.problems.append(f"{key} is the stored object of two hashes: {keys_seen[key]} and {file.hash}")
+        keys_seen[key] = file.hash
+        if file.tombstoned:
             continue  # live_refs 0: its object is the reaper's, deleted first (at any moment), then the record
-        if item.get("state") == "lost":
-            lost.append(f"{item['hash']} (its object {key} is gone, marked lost at {item.get('lost_at')})")
+        if file.lost:
+            lost.append(f"{file.hash} (its object {key} is gone, marked lost at {file.lost_at})")
             continue  # reported by the reconcile (LostFiles alarm): listed below, not a new violation
         if key not in objects:
-            c1.problems.append(f"stored object {key} of {item['hash']} is missing (invariant 5)")
+            c1.problems.append(f"stored object {key} of {file.hash} is missing (invariant 5)")
             continue
         actual = _sha256(s3, settings.bucket, key)
         if isinstance(actual, Unreadable) and actual.gone:
-            c1.problems.append(f"stored object {key} of {item['hash']} vanished while audited (invariant 5)")
+            c1.problems.append(f"stored object {key} of {file.hash} vanished while audited (invariant 5)")
         elif isinstance(actual, Unreadable):
-            c1.problems.append(f"stored object {key} of {item['hash']} cannot be read: {actual.reason} (invariant 5)")
-        elif actual != item["hash"]:
-            c1.problems.append(f"{key} hashes to {actual}, its record says {item['hash']} (invariant 6)")
-    c1.counts = {"files": len(files), "checked_objects": sum(1 for i in files if i.get("s3_key") in objects)}
+            c1.problems.append(f"stored object {key} of {file.hash} cannot be read: {actual.reason} (invariant 5)")
+        elif actual != file.hash:
+            c1.problems.append(f"{key} hashes to {actual}, its record says {file.hash} (invariant 6)")
+    c1.counts = {"files": len(files), "checked_objects": sum(1 for f in files if f.s3_key in objects)}
     c1.holds = not c1.problems
     checks.append(c1)
     c1l = Check("1l. files the reconcile marked lost (no copy survives; an upload of the content restores it)", True)
@@ -171,35 +168,25 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     checks.append(c1l)
 
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
-    totals = dict.fromkeys(COUNTER_FIELDS, 0)
-    reaped = dict.fromkeys(REAPED_FIELDS, 0)  # the history of reaped contents, moved there by the reaper
-    for shard in shards:
-        for name in COUNTER_FIELDS:
-            totals[name] += int(shard.get(name, 0))
-        for name in REAPED_FIELDS:
-            reaped[name] += int(shard.get(name, 0))
+    totals = {name: sum(getattr(shard, name) for shard in shards) for name in COUNTER_FIELDS}
+    reaped = {name: sum(getattr(shard, name) for shard in shards) for name in REAPED_FIELDS}
     recount = {
         "total_files": len(files),
-        "total_bytes_stored": sum(int(i["size"]) for i in files),
-        "total_uploads": sum(int(i.get("upload_count", 0)) for i in files) + reaped["reaped_uploads"],
+        "total_bytes_stored": sum(f.size for f in files),
+        "total_uploads": sum(f.upload_count for f in files) + reaped["reaped_uploads"],
         # `stores`: the content's generations (a tombstoned content uploaded again is stored anew, not a duplicate)
-        "duplicates_avoided": sum(int(i.get("upload_count", 0)) - int(i.get("stores", 1)) for i in files)
-        + reaped["reaped_duplicates"],
-        "total_s3_size_saved": sum(
-            (int(i.get("upload_count", 0)) - int(i.get("stores", 1))) * int(i["size"]) for i in files
-        )
-        + reaped["reaped_saved"],
+        "duplicates_avoided": sum(f.upload_count - f.stores for f in files) + reaped["reaped_duplicates"],
+        "total_s3_size_saved": sum((f.upload_count - f.stores) * f.size for f in files) + reaped["reaped_saved"],
         # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
-        "deleted_uploads": sum(1 for u in uploads if u.get("status") == "deleted" and u.get("processed_at")),
+        "deleted_uploads": sum(1 for u in uploads if u.status == UploadStatus.DELETED and u.processed_at),
     }
     c3 = Check("2+3. counters equal the recount (each object version counted exactly once)", True)
     for name in COUNTER_FIELDS:
         if totals[name] != recount[name]:
             c3.problems.append(f"{name}: counters say {totals[name]}, recount says {recount[name]}")
-    dup_events = sum(1 for e in events if e.get("outcome") == "duplicate")
-    new_events = sum(1 for e in events if e.get("outcome") == "stored")
-    generations = sum(int(i.get("stores", 1)) for i in files)
-    generations += reaped["reaped_uploads"] - reaped["reaped_duplicates"]
+    dup_events = sum(1 for e in events if e.outcome == "duplicate")
+    new_events = sum(1 for e in events if e.outcome == "stored")
+    generations = sum(f.stores for f in files) + reaped["reaped_uploads"] - reaped["reaped_duplicates"]
     if new_events > generations:
         c3.problems.append(f"{new_events} 'stored' event records but only {generations} stored generations")
     c3.counts = {"counters_" + k: v for k, v in totals.items()} | {"dup_events": dup_events}
@@ -209,9 +196,9 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
 
     # 4: no duplicate bytes remain once committed; unprocessed objects only while events are in flight
     c4 = Check("4. no duplicate object remains after its transaction committed", True)
-    canonical = {i.get("s3_key") for i in files}
-    canonical |= {i.get("reap_key") for i in files if i.get("reap_key")}  # an older generation's: the reaper's
-    by_event = {e["event_key"]: e for e in events}
+    canonical = {f.s3_key for f in files}
+    canonical |= {f.reap_key for f in files if f.reap_key}  # an older generation's: the reaper's
+    by_event = {e.event_key: e for e in events}
     leftover = unprocessed = 0
     for key, obj in objects.items():
         if key in canonical or key.endswith("/"):  # folder markers are never ingested
@@ -221,61 +208,60 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
             unprocessed += 1
             if settled:
                 c4.problems.append(f"{key} was never ingested (no event record, not stored)")
-        elif record.get("outcome") == "duplicate":
+        elif record.outcome == "duplicate":
             leftover += 1
             c4.problems.append(f"{key} is a committed duplicate whose bytes remain")
         else:
-            c4.problems.append(f"{key} has outcome {record.get('outcome')} but is not the stored object")
+            c4.problems.append(f"{key} has outcome {record.outcome} but is not the stored object")
     c4.counts = {"objects": len(objects), "leftover_duplicates": leftover, "unprocessed": unprocessed}
     c4.holds = not c4.problems
     checks.append(c4)
 
     # uploads agree with files
     c7 = Check("uploads: every processed upload points at a stored file", True)
-    hashes = {i["hash"] for i in files}
+    hashes = {f.hash for f in files}
     states: dict[str, int] = {}
     for upload in uploads:
-        status = str(upload.get("status"))
-        states[status] = states.get(status, 0) + 1
-        if status in ("stored", "duplicate") and upload.get("hash") not in hashes:
-            c7.problems.append(f"upload {upload['upload_id']} is {status} but file {upload.get('hash')} is missing")
+        states[upload.status.value] = states.get(upload.status.value, 0) + 1
+        if upload.status.processed and upload.hash not in hashes:
+            c7.problems.append(f"upload {upload.upload_id} is {upload.status.value} but file {upload.hash} is missing")
     c7.counts = states
     c7.holds = not c7.problems
     checks.append(c7)
-    refs = list(_scan(ddb, settings.tenant_files_table))
+    refs = [codec.tenant_ref(item) for item in _scan(ddb, settings.tenant_files_table)]
     checks += _tenant_checks(refs, uploads, hashes)
     checks.append(_live_check(files, uploads, events))
-    checks.append(_usage_check(shards, refs, uploads))
+    checks.append(_usage_check(counters, refs, uploads))
     return Report(checks)
 
 
-def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], uploads: list[dict[str, Any]]) -> Check:
+def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads: list[UploadRecord]) -> Check:
     """Quotas (docs/design.md, "Quotas"): each tenant's usage (the sum of its usage shards `usage#<tenant>[#NN]`)
-        against a recount —
-        `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
-        the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
-        `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
-    with the same write), `used_bytes` = pending + stored. Every write
-        of these is in one transaction with the items it counts, so the recount is exact once nothing is in flight
-        (read while ingests commit, it may see one side only: the storm tests wait for it to hold)."""
+    against a recount —
+    `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
+    the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
+    `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
+    with the same write), `used_bytes` = pending + stored. Every write of these is in one transaction with the
+    items it counts, so the recount is exact once nothing is in flight (read while ingests commit, it may see one
+    side only: the storm tests wait for it to hold)."""
     check = Check("quotas: each tenant's usage = its reference items' sizes + its pending uploads' quota_bytes", True)
     stored: dict[str, int] = {}
     for ref in refs:
-        stored[str(ref["tenant"])] = stored.get(str(ref["tenant"]), 0) + int(ref.get("size", 0))
+        stored[ref.tenant] = stored.get(ref.tenant, 0) + (ref.size or 0)
     pending: dict[str, list[int]] = {}
     for upload in uploads:
-        if upload.get("tenant") and "quota_bytes" in upload:
-            pending.setdefault(str(upload["tenant"]), []).append(int(upload["quota_bytes"]))
-            if upload.get("status") != "pending":  # ingested, expired, failed or cancelled: released with it
-                check.problems.append(f"upload {upload['upload_id']} is {upload.get('status')} yet holds quota_bytes")
-    shards: dict[str, list[dict[str, Any]]] = {}
+        if upload.tenant and upload.quota_bytes:
+            pending.setdefault(upload.tenant, []).append(upload.quota_bytes)
+            if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
+                check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
+    shards: dict[str, list[dict[str, Any]]] = {}  # a tenant's usage is the sum of its usage shards (dfd.usage)
     for item in counters:
         shard = UsageShard.parse(str(item.get("counter_id", "")))
         if shard is not None:
             shards.setdefault(shard.tenant, []).append(item)
-    items = {tenant: usage.total(found).as_dict() for tenant, found in shards.items()}
-    for tenant in sorted(set(stored) | set(pending) | set(items)):
-        item = items.get(tenant, {})
+    usage = {tenant: total(found) for tenant, found in shards.items()}
+    for tenant in sorted(set(stored) | set(pending) | set(usage)):
+        found = usage.get(tenant, codec.tenant_usage(None)).as_dict()
         held = pending.get(tenant, [])
         expected = {
             "stored_bytes": stored.get(tenant, 0),
@@ -284,48 +270,43 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[dict[str, Any]], upl
             "used_bytes": stored.get(tenant, 0) + sum(held),
         }
         for name, value in expected.items():
-            if int(item.get(name, 0)) != value:
-                check.problems.append(f"tenant {tenant}: {name} {int(item.get(name, 0))}, recounted {value}")
+            if found[name] != value:
+                check.problems.append(f"tenant {tenant}: {name} {found[name]}, recounted {value}")
     check.counts = {
-        "tenants": len(set(stored) | set(pending) | set(items)),
+        "tenants": len(set(stored) | set(pending) | set(usage)),
         "usage_items": sum(len(found) for found in shards.values()),
     }
     check.holds = not check.problems
     return check
 
 
-def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], events: list[dict[str, Any]]) -> Check:
-    """Deletes (issue 13): a content's live count is the number of live references to it — its processed,
-    undeleted uploads, plus objects put straight into the bucket outside `uploads/<upload_id>` keys (their
-    ingest's event record, no upload); a content is tombstoned exactly when it has none (derived from the count:
-    dfd.ports.is_tombstoned), and then it is marked for the reaper; the bytes its duplicates saved (`saved_bytes`,
-    the reaper's history) are (upload_count - stores) x size."""
+def _live_check(files: list[FileRecord], uploads: list[UploadRecord], events: list[EventRecord]) -> Check:
+    """Deletes: a content's live count is the number of live references to it — its processed, undeleted uploads,
+    plus objects put straight into the bucket outside `uploads/<upload_id>` keys (their ingest's event record, no
+    upload); a content is tombstoned exactly when it has none (derived from the count: FileRecord.tombstoned), and
+    then it is marked for the reaper; the bytes its duplicates saved (`saved_bytes`, the reaper's history) are
+    (upload_count - stores) x size."""
     check = Check("deletes: live_refs = the live references to the content; at 0 marked for the reaper", True)
     refs: dict[str, int] = {}
     for upload in uploads:
-        if upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
-            refs[str(upload["hash"])] = refs.get(str(upload["hash"]), 0) + 1
+        if upload.status.processed and upload.hash:
+            refs[upload.hash] = refs.get(upload.hash, 0) + 1
     for event in events:
-        if event.get("outcome") in ("stored", "duplicate") and not event.get("upload_id") and event.get("hash"):
-            refs[str(event["hash"])] = refs.get(str(event["hash"]), 0) + 1
+        if event.outcome in ("stored", "duplicate") and not event.upload_id and event.hash:
+            refs[event.hash] = refs.get(event.hash, 0) + 1
     tombstoned = 0
-    for item in files:
-        digest, live = str(item["hash"]), int(item.get("live_refs", 0))
-        dead = is_tombstoned(item)
-        tombstoned += dead
-        # a record written before deletes has no count yet: the first write that needs it gives it its uploads
-        # (Repository.migrate_legacy_file); until then its uploads are recounted by check 2+3
-        if "live_refs" in item and live != refs.get(digest, 0):
-            check.problems.append(f"content {digest}: live_refs {live}, live references {refs.get(digest, 0)}")
-        if dead and not (item.get("tombstone_shard") and item.get("reap_after")):
-            check.problems.append(f"content {digest}: no live reference, but not marked for the reaper")
-        if item.get("state") == "tombstoned" and not dead:  # written by older versions, at the last delete
-            check.problems.append(f"content {digest}: state tombstoned with live_refs {live}")
-        if "saved_bytes" in item:
-            saved = (int(item.get("upload_count", 0)) - int(item.get("stores", 1))) * int(item["size"])
-            if int(item["saved_bytes"]) != saved:
-                check.problems.append(f"content {digest}: saved_bytes {item['saved_bytes']}, its duplicates {saved}")
-    for digest in sorted(set(refs) - {str(i["hash"]) for i in files}):
+    for file in files:
+        tombstoned += file.tombstoned
+        if file.live_refs != refs.get(file.hash, 0):
+            check.problems.append(
+                f"content {file.hash}: live_refs {file.live_refs}, live references {refs.get(file.hash, 0)}"
+            )
+        if file.tombstoned and not (file.tombstone_shard and file.reap_after):
+            check.problems.append(f"content {file.hash}: no live reference, but not marked for the reaper")
+        saved = (file.upload_count - file.stores) * file.size
+        if file.saved_bytes != saved:
+            check.problems.append(f"content {file.hash}: saved_bytes {file.saved_bytes}, its duplicates {saved}")
+    for digest in sorted(set(refs) - {f.hash for f in files}):
         check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
     check.counts = {"files": len(files), "tombstoned": tombstoned}
     check.holds = not check.problems
@@ -333,7 +314,7 @@ def _live_check(files: list[dict[str, Any]], uploads: list[dict[str, Any]], even
 
 
 def _upload_count_check(
-    files: list[dict[str, Any]], events: list[dict[str, Any]], uploads: list[dict[str, Any]], settings: Settings
+    files: list[FileRecord], events: list[EventRecord], uploads: list[UploadRecord], settings: Settings
 ) -> Check:
     """Each file's upload_count against what it counts, recounted from the records of each counted upload: the
     ingests' event records (outcome stored / duplicate) and the processed upload records (a precheck's has no
@@ -344,46 +325,46 @@ def _upload_count_check(
     counted: dict[str, set[str]] = {}
     from_uploads: dict[str, int] = {}
     for event in events:
-        if event.get("outcome") in ("stored", "duplicate") and event.get("hash"):
-            counted.setdefault(str(event["hash"]), set()).add(str(event["event_key"]))
+        if event.outcome in ("stored", "duplicate") and event.hash:
+            counted.setdefault(event.hash, set()).add(event.event_key)
     for upload in uploads:
-        # a deleted upload that had been processed stays counted: upload_count is history (issue 13)
-        processed = upload.get("status") in ("stored", "duplicate") or (
-            upload.get("status") == "deleted" and upload.get("processed_at")
-        )
-        if processed and upload.get("hash"):
-            digest = str(upload["hash"])
-            counted.setdefault(digest, set()).add(str(upload.get("event_key") or "upload#" + upload["upload_id"]))
-            from_uploads[digest] = from_uploads.get(digest, 0) + 1
+        # a deleted upload that had been processed stays counted: upload_count is history
+        processed = upload.status.processed or (upload.status == UploadStatus.DELETED and upload.processed_at)
+        if processed and upload.hash:
+            counted.setdefault(upload.hash, set()).add(upload.event_key or "upload#" + upload.upload_id)
+            from_uploads[upload.hash] = from_uploads.get(upload.hash, 0) + 1
     horizon = clock.iso(clock.plus(clock.now(), days=-settings.event_ttl_days))
-    for item in files:
-        digest, count = str(item["hash"]), int(item.get("upload_count", 0))
-        recount = len(counted.get(digest, ()))
-        if str(item.get("created_at", "")) >= horizon:
-            if count != recount:
-                check.problems.append(f"file {digest}: upload_count {count}, its uploads recounted {recount}")
-        elif count < from_uploads.get(digest, 0):
-            check.problems.append(f"file {digest}: upload_count {count} < its {from_uploads[digest]} uploads")
+    for file in files:
+        recount = len(counted.get(file.hash, ()))
+        if (file.created_at or "") >= horizon:
+            if file.upload_count != recount:
+                check.problems.append(
+                    f"file {file.hash}: upload_count {file.upload_count}, its uploads recounted {recount}"
+                )
+        elif file.upload_count < from_uploads.get(file.hash, 0):
+            check.problems.append(
+                f"file {file.hash}: upload_count {file.upload_count} < its {from_uploads[file.hash]} uploads"
+            )
     check.counts = {"files": len(files), "counted_uploads": sum(len(v) for v in counted.values())}
     check.holds = not check.problems
     return check
 
 
-def _tenant_checks(refs: list[dict[str, Any]], uploads: list[dict[str, Any]], hashes: set[str]) -> list[Check]:
-    """The tenant layer (issue 11): references agree with the uploads, API uploads carry their caller."""
+def _tenant_checks(refs: list[TenantRef], uploads: list[UploadRecord], hashes: set[str]) -> list[Check]:
+    """The tenant layer: references agree with the uploads, API uploads carry their caller."""
     c8 = Check(
         "tenants: each reference's upload_count = its tenant's processed uploads of the content (at 0: the reaper's)",
         True,
     )
     recount: dict[tuple[str, str], int] = {}
     for upload in uploads:
-        if upload.get("tenant") and upload.get("status") in ("stored", "duplicate") and upload.get("hash"):
-            key = (str(upload["tenant"]), str(upload["hash"]))
+        if upload.tenant and upload.status.processed and upload.hash:
+            key = (upload.tenant, upload.hash)
             recount[key] = recount.get(key, 0) + 1
-    held = {(str(ref["tenant"]), str(ref["hash"])): int(ref.get("upload_count", 0)) for ref in refs}
+    held = {(ref.tenant, ref.hash): ref.upload_count for ref in refs}
     for ref in refs:  # a reference at 0 (its tenant holds nothing) exists only until the reaper deletes it
-        if int(ref.get("upload_count", 0)) <= 0 and not (ref.get("reap_shard") and ref.get("reap_after")):
-            c8.problems.append(f"tenant {ref['tenant']}, content {ref['hash']}: at 0 but not marked for the reaper")
+        if not ref.holds and not (ref.reap_shard and ref.reap_after):
+            c8.problems.append(f"tenant {ref.tenant}, content {ref.hash}: at 0 but not marked for the reaper")
     for key in sorted(set(held) | set(recount)):
         if held.get(key) != recount.get(key, 0):
             c8.problems.append(
@@ -397,10 +378,10 @@ def _tenant_checks(refs: list[dict[str, Any]], uploads: list[dict[str, Any]], ha
     # made through the API: an issued URL (expires_at) or a precheck duplicate (never touched by an ingest);
     # records the ingest made for objects put straight into the bucket carry an event_key and no expires_at
     c9 = Check("tenants: every upload made through the API has an owner and a tenant", True)
-    api = [u for u in uploads if "expires_at" in u or "event_key" not in u]
+    api = [u for u in uploads if u.expires_at is not None or u.event_key is None]
     for upload in api:
-        if not upload.get("owner") or not upload.get("tenant"):
-            c9.problems.append(f"upload {upload.get('upload_id')} was made through the API without owner/tenant")
+        if not upload.owner or not upload.tenant:
+            c9.problems.append(f"upload {upload.upload_id} was made through the API without owner/tenant")
     c9.counts = {"api_uploads": len(api), "direct": len(uploads) - len(api)}
     c9.holds = not c9.problems
     return [c8, c9]

@@ -19,7 +19,7 @@ from urllib.parse import quote_plus
 
 import requests
 
-from dfd.adapters.dynamo import COUNTER_FIELDS
+from dfd.records import COUNTER_FIELDS
 from dfdtools.tools import (
     LOCAL_LAMBDA,
     LOCAL_QUEUE,

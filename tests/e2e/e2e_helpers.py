@@ -221,6 +221,16 @@ def stop_stack(running: RunningStack, ok: tuple[int, ...] = (0,)) -> None:
         pytest.fail(f"local stack exited {code} after SIGINT:\n{running.logs()}")
 
 
+def take_events(stack: RunningStack, into: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Receive (and delete) what is on the local `dfd-events` queue now, appended to `into`; `into` returned."""
+    sqs, url = stack.client("sqs"), stack.description["events"]["queue_url"]
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        for message in messages:
+            into.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return into
+
+
 def run_audit(stack: RunningStack) -> subprocess.CompletedProcess[str]:
     """scripts/audit against the stack, as an operator runs it (its own process, the stack's names)."""
     return subprocess.run(

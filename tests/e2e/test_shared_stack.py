@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.conftest import _clean_env
-from tests.e2e.e2e_helpers import ROOT
+from tests.e2e.e2e_helpers import ROOT, clean_env
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +37,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     ready = workdir / "ready.json"
     ports = ["--api-port", "0", "--lambda-port", "0", "--aws-port", "0", "--ready-file", str(ready)]
     command = [sys.executable, "-m", "dfdlocal", "--host", "0.0.0.0", "--allow-remote", *ports]  # noqa: S104
-    env = _clean_env() | {"DFD_LOCAL_PASSWORD": "A-shared-stack-pass-7"}
+    env = clean_env() | {"DFD_LOCAL_PASSWORD": "A-shared-stack-pass-7"}
     log = Path(workdir / "stack.log")
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

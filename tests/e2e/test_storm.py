@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from dfdtools.replay import notification
-from tests.e2e.e2e_helpers import RunningStack, nothing_to_reap, run_audit, settled, wait_until
+from tests.e2e.e2e_helpers import RunningStack, nothing_to_reap, run_audit, settled, take_events, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -95,6 +95,31 @@ def test_replay_storm_during_concurrent_uploads(stack: RunningStack) -> None:
     listing = stack.client("s3").list_objects_v2(Bucket=stack.bucket, Prefix="uploads/")["Contents"]
     ours = {o["Key"] for o in listing} & ({a["key"] for a in first + uploads_done if "key" in a} | {direct_key})
     assert len(ours) == distinct
+
+    # every outcome published exactly once (docs/events/): counts equal the counters' and no event_id twice
+    digests = {hashlib.sha256(c).hexdigest() for c in contents}
+    upload_ids = {a["upload_id"] for a in first + uploads_done}
+    events: list[dict[str, Any]] = []
+
+    def ours() -> list[dict[str, Any]]:
+        take_events(stack, events)
+        return [
+            e
+            for e in events
+            if e["detail"].get("upload_id") in upload_ids
+            or (e["detail-type"] == "File Stored" and e["detail"]["sha256"] in digests)
+        ]
+
+    wait_until(lambda: len(ours()) >= distinct + 18, timeout=60)  # 6 contents stored, 18 upload records
+    mine = ours()
+    kinds = [e["detail-type"] for e in mine]
+    assert kinds.count("File Stored") == end["total_files"] - start["total_files"] == distinct
+    stored_uploads, deduplicated = kinds.count("Upload Stored"), kinds.count("Upload Deduplicated")
+    assert stored_uploads + deduplicated == 18
+    # the direct put has no upload record: when its object became the stored copy, every upload is a duplicate
+    assert deduplicated == end["duplicates_avoided"] - start["duplicates_avoided"] - (stored_uploads - 5)
+    ids = [e["detail"]["event_id"] for e in mine]
+    assert len(ids) == len(set(ids)) == distinct + 18
 
     # and the operator's tool agrees
     audit_run = run_audit(stack)

@@ -9,8 +9,7 @@ import pytest
 
 from dfd.handlers import admin_hashes, admin_stats, download, metadata, upload, uploads
 from dfd.tokens import encode_token
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import upload_bytes
+from tests.integration.support import Aws, upload_bytes
 from tests.support import LambdaContext, api_event, call
 
 GIB = 1024**3

@@ -15,8 +15,7 @@ import pytest
 import requests
 
 from dfd.handlers import download, ingest, upload
-from tests.integration.deletes_support import delete
-from tests.integration.reconcile_support import Local, later
+from tests.integration.support import Local, delete, later
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
 
 DATA = b"one content, many references, deleted at random\n" * 64

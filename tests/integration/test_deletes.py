@@ -11,12 +11,8 @@ import requests
 
 from dfd import deps
 from dfd.handlers import admin_stats, download, ingest, metadata, upload, uploads
-from tests.integration.conftest import Aws
-from tests.integration.deletes_support import delete
-from tests.integration.flow_support import deliver, put
-from tests.integration.multipart_support import ALICE as ALICE_CLAIMS
-from tests.integration.multipart_support import DATA as MP_DATA
-from tests.integration.multipart_support import create, route
+from tests.integration.support import ALICE_CLAIMS, Aws, create, delete, deliver, put, route
+from tests.integration.support import DATA as MP_DATA
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser, LambdaContext, api_event, call, sqs_batch
 
 DATA = b"delete me, twice over\n" * 300
@@ -154,35 +150,6 @@ def test_a_delete_costs_one_read_and_one_transaction(aws: Aws) -> None:
         assert calls == ["GetItem", "TransactWriteItems"]
     finally:
         client.meta.events.unregister("before-call.dynamodb", count)
-
-
-def _as_before_deletes(aws: Aws) -> None:
-    """The content's record as a release before deletes wrote it: no live count, stores, generation, saved bytes."""
-    aws.ddb.update_item(
-        TableName=aws.settings.files_table,
-        Key={"hash": {"S": DIGEST}},
-        UpdateExpression="REMOVE live_refs, stores, generation, saved_bytes",
-    )
-
-
-def test_content_recorded_before_deletes_is_given_its_count_by_the_first_write_that_needs_it(aws: Aws) -> None:
-    """Its duplicate (ingest) and its delete each migrate it first, with real DynamoDB expressions: the count is
-    its uploads, the history its duplicates; the audit holds throughout."""
-    first, second = stored(aws, DATA, "one.bin"), stored(aws, DATA, "two.bin")
-    _as_before_deletes(aws)
-    third = stored(aws, DATA, "three.bin", CAROL)  # a duplicate: migrated (2), then counted (3)
-    record = file_item(aws)
-    assert record is not None and (record["live_refs"], record["upload_count"], record["stores"]) == ("3", "3", "1")
-    assert record["saved_bytes"] == str(2 * len(DATA)) and record["generation"] == "1"
-    aws.assert_invariants()
-    _as_before_deletes(aws)
-    assert delete(first) == (204, {})  # migrated (3), then -1
-    record = file_item(aws)
-    assert record is not None and record["live_refs"] == "2" and record["saved_bytes"] == str(2 * len(DATA))
-    assert delete(second) == (204, {}) and delete(third, CAROL) == (204, {})
-    record = file_item(aws)
-    assert record is not None and record["live_refs"] == "0"  # tombstoned: the reaper's
-    aws.assert_invariants()
 
 
 def test_a_cancelled_upload_and_its_late_object(aws: Aws) -> None:

@@ -13,8 +13,7 @@ import requests
 
 from dfd.handlers import admin_hashes, admin_stats, download, metadata
 from dfdlocal.s3auth import Refused, verify_url
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import deliver, post_upload, put, upload_bytes
+from tests.integration.support import Aws, deliver, post_upload, put, upload_bytes
 from tests.support import api_event, call
 
 

@@ -13,8 +13,7 @@ import pytest
 
 from dfd.handlers import admin_hashes, download, metadata, upload
 from dfd.observability import _provider, logger
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import upload_bytes
+from tests.integration.support import Aws, upload_bytes
 from tests.support import ADMIN, api_event, call
 
 ROOT = "Root=1-67407c00-0123456789abcdef01234567;Parent=0123456789abcdef"

@@ -12,8 +12,7 @@ from dfd.errors import ServiceUnavailable
 from dfd.events import ObjectRef
 from dfd.handlers import ingest
 from dfd.ingest import IngestResult
-from tests.integration.conftest import Aws
-from tests.integration.replay_support import uploaded
+from tests.integration.support import Aws, uploaded
 from tests.support import LambdaContext, s3_notification, sqs_batch
 
 RECORDS = 6

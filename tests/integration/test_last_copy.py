@@ -20,8 +20,7 @@ from dfd import deps
 from dfd.events import ObjectRef
 from dfd.ids import TENANT_HEADER
 from dfd.ingest import IngestResult, Outcome
-from tests.integration.conftest import Aws
-from tests.integration.tenancy_support import get, post, sha, upload_as
+from tests.integration.support import Aws, get, post, sha, upload_as
 from tests.support import ALICE, BOB, CAROL, ApiUser
 
 

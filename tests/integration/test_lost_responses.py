@@ -16,8 +16,7 @@ from botocore.retries.standard import ExponentialBackoff
 from moto.core.botocore_stubber import BotocoreStubber
 
 from dfd.handlers import admin_stats
-from tests.integration.conftest import Aws
-from tests.integration.tenancy_support import get, post, upload_as
+from tests.integration.support import Aws, get, post, upload_as
 from tests.support import ALICE, BOB, CAROL, api_event, call
 
 _DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}

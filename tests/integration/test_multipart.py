@@ -14,9 +14,8 @@ from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
 from dfd.identity import caller_from_claims
 from tests import support
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import deliver
-from tests.integration.multipart_support import ALICE, DATA, PART, as_user, create, put_parts, route
+from tests.integration.support import ALICE_CLAIMS as ALICE
+from tests.integration.support import DATA, PART, Aws, as_user, create, deliver, put_parts, route
 from tests.support import api_event, call
 
 CAROL = support.CAROL.claims()
@@ -103,7 +102,7 @@ def test_wrong_size_part_and_checksummed_parts(aws: Aws) -> None:
     record = deps.repository().get_upload(upload_id)
     assert record is not None
     aws.s3.upload_part(
-        Bucket=answer["bucket"], Key=answer["key"], UploadId=record["s3_upload_id"], PartNumber=3, Body=b"short"
+        Bucket=answer["bucket"], Key=answer["key"], UploadId=record.s3_upload_id, PartNumber=3, Body=b"short"
     )
     status, refused = route("POST", upload_id, "complete", ALICE)
     assert status == 409 and refused["error"]["details"] == {"missing": [], "wrong_size": [3]}

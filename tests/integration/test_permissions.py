@@ -23,10 +23,7 @@ import pytest
 from dfd import deps
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import post_upload, put
-from tests.integration.multipart_support import ALICE as ALICE_CLAIMS
-from tests.integration.multipart_support import DATA, create, put_parts, route
+from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,9 +47,6 @@ NOT_SEEN = {
     ("UploadPartsFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
     ("UploadPartsFunction", "s3:GetObject", "*"): "a completion whose answer was lost: HEAD tells done from aborted",
     ("UploadPartsFunction", "s3:AbortMultipartUpload", "*"): "two first parts calls race: the loser aborts its own",
-    ("UploadFunction", "dynamodb:GetItem", "FilesTable"): (
-        "a content recorded by an older version, given its count by another writer first: read as it is now"
-    ),
     ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
         "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
     ),
@@ -236,8 +230,7 @@ def delete_upload(upload_id: str, user: Any = ALICE) -> int:
 
 def exercise_deletes(aws: Aws) -> None:
     """Deletes: a reference among several, the last (tenant reference deleted, content tombstoned), a pending
-    single PUT cancelled, a pending multipart aborted, the delete of a content recorded by an older version (given
-    its count first), an admin's delete of a direct put's upload (no tenant)."""
+    single PUT cancelled, a pending multipart aborted, an admin's delete of a direct put's upload (no tenant)."""
     first = uploaded(aws, b"deleted" * 100, "first.bin")
     second = uploaded(aws, b"deleted" * 100, "second.bin")
     ingest_keys(aws, first["key"], second["key"])
@@ -248,14 +241,6 @@ def exercise_deletes(aws: Aws) -> None:
     answer = create(len(DATA))
     assert route("POST", answer["upload_id"], "parts", ALICE_CLAIMS, {"parts": [{"part_number": 1}]})[0] == 200
     assert delete_upload(answer["upload_id"]) == 204
-    legacy = uploaded(aws, b"recorded before deletes" * 10, "legacy.bin")  # its record as an older version wrote it
-    ingest_keys(aws, legacy["key"])
-    aws.ddb.update_item(
-        TableName=aws.settings.files_table,
-        Key={"hash": {"S": hashlib.sha256(b"recorded before deletes" * 10).hexdigest()}},
-        UpdateExpression="REMOVE live_refs, stores, generation, saved_bytes",
-    )
-    assert delete_upload(legacy["upload_id"]) == 204  # refused, read, given its count, deleted
     direct = "uploads/" + "d" * 32
     aws.s3.put_object(Bucket=aws.settings.bucket, Key=direct, Body=b"put straight into the bucket")
     aws.drain()

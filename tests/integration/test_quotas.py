@@ -11,9 +11,7 @@ import pytest
 
 from dfd import deps
 from dfd.handlers import me, upload
-from tests.integration.conftest import Aws
-from tests.integration.deletes_support import delete
-from tests.integration.flow_support import deliver, put
+from tests.integration.support import Aws, delete, deliver, put
 from tests.support import ALICE, BOB, CAROL, ApiUser, api_event, call
 
 QUOTA = 1000

@@ -14,8 +14,7 @@ import requests
 from dfd import deps
 from dfd.handlers import admin_stats, download, me, upload
 from dfd.ids import key_claim
-from tests.integration.deletes_support import delete
-from tests.integration.reconcile_support import Local, later
+from tests.integration.support import Local, delete, later
 from tests.support import ALICE, BOB, CAROL, api_event, call
 
 DATA = b"reaped after the grace period\n" * 200
@@ -229,7 +228,7 @@ def test_the_reference_pass_between_an_ingest_s_read_and_its_commit(local: Local
     def read_then_reap(*args: Any, **kwargs: Any) -> Any:
         state = read(*args, **kwargs)
         monkeypatch.setattr(repo, "ingest_state", read)  # once
-        assert state.tenant_ref is not None and state.tenant_ref["upload_count"] == 0
+        assert state.tenant_ref is not None and state.tenant_ref.upload_count == 0
         local.run(now=later(minutes=1))
         assert [r for r in refs(local) if r["tenant"] == "acme"] == []
         return state
@@ -239,33 +238,4 @@ def test_the_reference_pass_between_an_ingest_s_read_and_its_commit(local: Local
     (acme,) = [r for r in refs(local) if r["tenant"] == "acme"]
     assert acme["upload_count"] == "1" and "reap_shard" not in acme
     assert usage(CAROL) == holding(len(DATA))
-    local.assert_invariants()
-
-
-def test_records_of_the_previous_version_are_migrated_and_reaped_with_their_history(local: Local) -> None:
-    """The previous version kept no `saved_bytes`: a record it wrote with a duplicate already counted is given
-    them (upload_count - stores) x size by the next duplicate; one it tombstoned (its `state`, `tomb_saved`) is
-    reaped with that history. The audit holds before and after."""
-    first, second = stored(local), stored(local, CAROL)
-    key = {"hash": {"S": DIGEST}}
-    files = local.settings.files_table
-    local.ddb.update_item(TableName=files, Key=key, UpdateExpression="REMOVE saved_bytes")
-    local.assert_invariants()
-    third = stored(local, BOB)  # a duplicate of a record without saved bytes: migrated first
-    item = file_item(local)
-    assert item is not None and item["saved_bytes"] == str(2 * len(DATA)) and item["live_refs"] == "3"
-    for answer, user in ((first, ALICE), (second, CAROL), (third, BOB)):
-        assert delete(answer["upload_id"], user)[0] == 204
-    # as the previous version tombstoned it: a state and the history it read, no saved bytes
-    local.ddb.update_item(
-        TableName=files,
-        Key=key,
-        UpdateExpression="SET #s = :t, tomb_duplicates = :d, tomb_saved = :b REMOVE saved_bytes",
-        ExpressionAttributeNames={"#s": "state"},
-        ExpressionAttributeValues={":t": {"S": "tombstoned"}, ":d": {"N": "2"}, ":b": {"N": str(2 * len(DATA))}},
-    )
-    local.run(now=later(hours=2))
-    assert file_item(local) is None and keys(local) == set()
-    counted = shards(local)
-    assert counted["reaped_saved"] == 2 * len(DATA) == counted["total_s3_size_saved"]
     local.assert_invariants()

@@ -27,8 +27,8 @@ from dfdlocal import reconcile
 from dfdlocal.names import RECONCILE_STATE_MACHINE
 from dfdlocal.template import TEMPLATE, load_template
 from dfdtools import reconcile as reconcile_tool
-from tests.integration.multipart_support import ALICE, as_user
-from tests.integration.reconcile_support import Local, later
+from tests.integration.support import ALICE_CLAIMS as ALICE
+from tests.integration.support import Local, as_user, later
 from tests.support import api_event, call
 
 

@@ -15,9 +15,7 @@ from dfd.handlers import ingest
 from dfd.ingest import IngestResult, Outcome
 from dfdtools.replay import state
 from dfdtools.tools import Target
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import put
-from tests.integration.replay_support import uploaded
+from tests.integration.support import Aws, put, uploaded
 from tests.support import LambdaContext, eventbridge, minimal_record, s3_notification, sqs_batch
 
 
@@ -97,7 +95,7 @@ def test_keys_with_spaces_plus_and_unicode(aws: Aws, key: str) -> None:
     assert messages
     assert invoke(sqs_batch(*(m["Body"] for m in messages))) == {"batchItemFailures": []}
     file = deps.repository().get_file(hashlib.sha256(data).hexdigest())
-    assert file is not None and file["s3_key"] == key and file["filename"] == key.rsplit("/", 1)[-1]
+    assert file is not None and file.s3_key == key and file.filename == key.rsplit("/", 1)[-1]
     assert outcomes(invoke(s3_notification(bucket, key))) == ["replay"]  # real S3 encoding: '+' for spaces
     aws.assert_invariants()
 
@@ -307,7 +305,7 @@ def test_second_put_with_the_same_url_after_a_duplicate_was_deleted(aws: Aws) ->
     assert deps.repository().counter_totals() == counters
     upload = deps.repository().get_upload(answer["upload_id"])
     # physically a duplicate of the direct put, new for alice's tenant: her upload is (and stays) stored
-    assert upload is not None and upload["status"] == "stored"
+    assert upload is not None and upload.status == "stored"
     aws.assert_invariants()
 
 

@@ -12,9 +12,7 @@ import pytest
 import requests
 
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, metadata, upload
-from tests.integration.conftest import Aws
-from tests.integration.flow_support import put
-from tests.integration.tenancy_support import get, post, sha, upload_as
+from tests.integration.support import Aws, get, post, put, sha, upload_as
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, LambdaContext, api_event, call, sqs_batch
 
 ROUTES = (

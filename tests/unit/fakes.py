@@ -1,9 +1,11 @@
 """In-memory models of the two ports (dfd.ports): the domain's logic, tested in milliseconds.
 
-FakeRepository keeps the five tables as dicts and honours the conditions of the DynamoDB adapter's writes:
-a transaction either applies all its writes or none, and a refused one raises the typed conflict of the first
-failed condition in the adapter's order (event, claim, file, upload, tenant) carrying a copy of the item that stood in
-the way. tests/integration proves the same behaviour against the real expressions (moto).
+FakeRepository keeps the five tables as dicts of items — written and parsed by the adapter's own codec
+(dfd.adapters.dynamo.codec), so its items are the adapter's and its reads the same records — and honours the
+conditions of the adapter's writes: a transaction either applies all its writes or none, and a refused one raises
+the typed conflict of the first failed condition in the adapter's order (event, claim, file, upload, tenant)
+carrying the record that stood in the way. tests/contract runs one suite against this model and the moto-backed
+Repository, so the two cannot drift.
 
 Fault seams: `faults` (exceptions the next transactions raise before any condition is checked: throttling,
 TransactionConflict), `after_state` (runs once, right after ingest_state has read: a concurrent writer) and
@@ -15,18 +17,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from dfd import clock
+from dfd.adapters.dynamo import codec
 from dfd.config import Settings
-from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
-from dfd.ids import tenant_from_metadata
-from dfd.ports import (
-    COUNTER_FIELDS,
-    LOST,
+from dfd.conflicts import (
     CommitRefused,
     DeleteRaced,
     EventRecorded,
@@ -34,10 +33,20 @@ from dfd.ports import (
     FileChanged,
     FileIsThisObject,
     FileVanished,
-    IngestState,
-    Item,
     KeyClaimed,
     MultipartAttached,
+    PendingReleased,
+    PrecheckLimited,
+    QuotaRefused,
+    ReapPending,
+    ReferenceMissing,
+    TenantRefChanged,
+    UploadTaken,
+)
+from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
+from dfd.ids import tenant_from_metadata
+from dfd.ports import (
+    IngestState,
     NewMultipart,
     NewUpload,
     ObjectInfo,
@@ -45,21 +54,30 @@ from dfd.ports import (
     OpenedObject,
     PartInfo,
     PrecheckDuplicate,
-    PrecheckLimited,
-    QuotaRefused,
-    ReapPending,
-    ReferenceMissing,
     Sink,
-    TenantRefChanged,
     TenantShare,
-    TenantUsage,
     UploadDeletion,
-    UploadTaken,
+)
+from dfd.records import (
+    COUNTER_FIELDS,
+    EventRecord,
+    FileRecord,
+    KeyClaim,
+    TenantRef,
+    TenantUsage,
+    UploadRecord,
+    UploadStatus,
     counts_stored,
     holds,
-    is_legacy,
-    is_tombstoned,
 )
+
+Item = dict[str, Any]
+R = TypeVar("R")
+
+
+def _parsed(parse: Callable[[Item], R], item: Mapping[str, Any] | None) -> R | None:
+    """The record of a stored item (None: absent), as the adapter parses it — a copy: the model's item stays."""
+    return None if item is None else parse(copy.deepcopy(dict(item)))
 
 
 class FakeRepository:
@@ -91,36 +109,27 @@ class FakeRepository:
             self.get_event(event_key),
             self.get_file(digest),
             self.get_upload(upload_id) if upload_id is not None else None,
-            copy.deepcopy(ref),
+            _parsed(codec.tenant_ref, ref),
         )
         hook, self.after_state = self.after_state, None
         if hook is not None:
             hook()
         return state
 
-    def get_file(self, digest: str, *, consistent: bool = False) -> Item | None:
-        return copy.deepcopy(self.files.get(digest))
+    def get_file(self, digest: str, *, consistent: bool = False) -> FileRecord | None:
+        return _parsed(codec.file_record, self.files.get(digest))
 
-    def get_upload(self, upload_id: str) -> Item | None:
-        return copy.deepcopy(self.uploads.get(upload_id))
+    def get_upload(self, upload_id: str) -> UploadRecord | None:
+        return _parsed(codec.upload_record, self.uploads.get(upload_id))
 
-    def migrate_legacy_file(self, file: Item) -> Item | None:
-        now = self.files.get(str(file["hash"]))
-        if now is None or not is_legacy(now) or now.get("upload_count") != file.get("upload_count"):
-            return copy.deepcopy(now)
-        count, stores = int(now.get("upload_count", 0)), int(now.get("stores", 1))
-        now.update(live_refs=count, stores=stores, saved_bytes=max(0, count - stores) * int(now.get("size", 0)))
-        now.setdefault("generation", 1)
-        return copy.deepcopy(now)
+    def get_event(self, event_key: str) -> EventRecord | None:
+        return _parsed(codec.event_record, self.events.get(event_key))
 
-    def get_event(self, event_key: str) -> Item | None:
-        return copy.deepcopy(self.events.get(event_key))
+    def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
+        return _parsed(codec.key_claim, self.claims.get((bucket, key)))
 
-    def get_claim(self, bucket: str, key: str) -> Item | None:
-        return copy.deepcopy(self.claims.get((bucket, key)))
-
-    def tenant_file(self, tenant: str, digest: str) -> tuple[Item | None, Item | None]:
-        found = self.get_file(digest), copy.deepcopy(self.tenant_refs.get((tenant, digest)))
+    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
+        found = self.get_file(digest), _parsed(codec.tenant_ref, self.tenant_refs.get((tenant, digest)))
         hook, self.after_tenant_file = self.after_tenant_file, None
         if hook is not None:
             hook()
@@ -134,17 +143,19 @@ class FakeRepository:
         return totals
 
     def tenant_usage(self, tenant: str) -> TenantUsage:
-        return TenantUsage.from_item(self.usage.get(tenant))
+        return codec.tenant_usage(self.usage.get(tenant))
 
-    def scan_files(self, limit: int, start_key: dict[str, str] | None) -> tuple[list[Item], dict[str, str] | None]:
+    def scan_files(
+        self, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[FileRecord], dict[str, str] | None]:
         after = (start_key or {}).get("hash", "")
         rest = [self.files[h] for h in sorted(self.files) if h > after]
-        page = copy.deepcopy(rest[:limit])
-        return page, ({"hash": page[-1]["hash"]} if len(rest) > limit else None)
+        page = [codec.file_record(copy.deepcopy(item)) for item in rest[:limit]]
+        return page, ({"hash": page[-1].hash} if len(rest) > limit else None)
 
     def owner_uploads(
         self, owner: str, limit: int, start_key: dict[str, str] | None
-    ) -> tuple[list[Item], dict[str, str] | None]:
+    ) -> tuple[list[UploadRecord], dict[str, str] | None]:
         mine = sorted(
             (u for u in self.uploads.values() if u.get("owner") == owner and u.get("created_at")),
             key=lambda u: (u["created_at"], u["upload_id"]),
@@ -153,61 +164,43 @@ class FakeRepository:
         if start_key:
             after = (start_key["created_at"], start_key["upload_id"])
             mine = [u for u in mine if (u["created_at"], u["upload_id"]) < after]
-        page = copy.deepcopy(mine[:limit])
+        page = [codec.upload_record(copy.deepcopy(item)) for item in mine[:limit]]
         last = page[-1] if page and len(mine) > limit else None
         return page, (
-            {"owner": owner, "created_at": last["created_at"], "upload_id": last["upload_id"]} if last else None
+            {"owner": owner, "created_at": str(last.created_at), "upload_id": last.upload_id} if last else None
         )
 
-    # ---------------------------------------------------------------- writes
-    def register_upload(self, upload: NewUpload, now: datetime) -> None:
+    # ---------------------------------------------------------------- uploads
+    def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
-        if upload.tenant is not None:
-            usage = TenantUsage.from_item(self.usage.get(upload.tenant))
-            bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
-            if (pending_limit and usage.pending_count >= pending_limit) or (
-                bytes_limit and usage.used_bytes + upload.size > bytes_limit
-            ):
-                raise QuotaRefused(copy.deepcopy(self.usage.get(upload.tenant)))
-            self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
-        self.uploads[upload.upload_id] = {
-            "upload_id": upload.upload_id,
-            "status": "pending",
-            "filename": upload.filename,
-            "size": upload.size,
-            "content_type": upload.content_type,
-            "sha256": upload.sha256,
-            "s3_key": upload.key,
-            "bucket": upload.bucket,
-            "created_at": clock.iso(now),
-            "expires_at": clock.iso(upload.expires_at),
-            "pending": True,
-            "owner": upload.owner,
-            "tenant": upload.tenant,
-        }
-        if upload.tenant is not None:
-            self.uploads[upload.upload_id]["quota_bytes"] = upload.size
+        usage = codec.tenant_usage(self.usage.get(upload.tenant))
+        bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+        if (pending_limit and usage.pending_count >= pending_limit) or (
+            bytes_limit and usage.used_bytes + upload.size > bytes_limit
+        ):
+            raise QuotaRefused(_parsed(codec.tenant_usage, self.usage.get(upload.tenant)))
+        self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
+        self.uploads[upload.upload_id] = codec.pending_upload_item(
+            upload,
+            now,
+            reconcile_after=clock.plus(now, seconds=self.settings.reconcile_grace_seconds),
+            pending_shard="p#0",
+            ttl=clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days)),
+            multipart=multipart,
+        )
+
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        self.register_upload(upload, now, multipart=multipart)
 
     def _move(self, tenant: str, **deltas: int) -> None:
         usage = self.usage.setdefault(tenant, {})
         for name, delta in deltas.items():
             usage[name] = usage.get(name, 0) + delta
 
-    # ---------------------------------------------------------------- multipart
-    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
-        self.register_upload(upload, now)
-        self.uploads[upload.upload_id].update(
-            multipart=True,
-            owner=multipart.owner,
-            tenant=multipart.tenant,
-            part_size=multipart.part_size,
-            part_count=multipart.part_count,
-        )
-
     def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
         record = self.uploads.get(upload_id)
-        if record is None or record.get("s3_upload_id") or record.get("status") != "pending":
-            raise MultipartAttached(copy.deepcopy(record))
+        if record is None or record.get("s3_upload_id") or record.get("status") != UploadStatus.PENDING:
+            raise MultipartAttached(_parsed(codec.upload_record, record))
         record.update(s3_upload_id=s3_upload_id, part_checksums=part_checksums)
 
     def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
@@ -215,32 +208,43 @@ class FakeRepository:
             self.uploads[upload_id].setdefault("completed_at", clock.iso(now))
 
     def end_pending_upload(
-        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
     ) -> bool:
         record = self.uploads.get(upload_id)
-        if record is None or record.get("status") != "pending":
+        if record is None or record.get("status") != UploadStatus.PENDING:
             return False
         if not self._released(record, tenant, quota_bytes):
             return False
-        record.update(status=status, ended_at=clock.iso(now))
-        if status == "deleted":
+        record.update(status=UploadStatus(status).value, ended_at=clock.iso(now))
+        if status == UploadStatus.DELETED:
             record["deleted_at"] = clock.iso(now)
-        record.pop("pending", None)
+        record.pop("pending_shard", None)
         return True
 
-    # ---------------------------------------------------------------- deletes
     def cancel_upload(
-        self, upload_id: str, status: str, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
     ) -> bool:
         record = self.uploads.get(upload_id)
         if record is None or record.get("status") != status:
             return False
         if not self._released(record, tenant, quota_bytes):
             return False
-        record.update(status="deleted", deleted_at=clock.iso(now))
-        record.pop("pending", None)
+        record.update(status=UploadStatus.DELETED.value, deleted_at=clock.iso(now))
+        record.pop("pending_shard", None)
         return True
 
+    def _released(self, record: Item, tenant: str | None, quota_bytes: int) -> bool:
+        """The adapter's _end_upload: with a tenant and quota bytes, the record must still hold exactly those
+        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together."""
+        if tenant is None or quota_bytes <= 0:
+            return True
+        if record.get("quota_bytes") != quota_bytes:
+            return False
+        del record["quota_bytes"]
+        self._move(tenant, pending_count=-1, pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
+        return True
+
+    # ---------------------------------------------------------------- deletes
     def commit_delete(self, deletion: UploadDeletion, *, counter_shard: int, now: datetime) -> None:
         """The adapter's one transaction, reading nothing first: the status condition (DeleteRaced) is checked before
         the counts' (ReferenceMissing), each count conditioned on being above 0; both marked for the reaper."""
@@ -252,11 +256,10 @@ class FakeRepository:
             raise DeleteRaced(None)
         if deletion.tenant is not None and (ref is None or int(ref.get("upload_count", 0)) <= 0):
             raise ReferenceMissing(None)
-        # a record of an older version (no count, or no saved bytes) fails the condition too
-        if file is None or is_legacy(file) or int(file.get("live_refs", 0)) <= 0:
+        if file is None or int(file.get("live_refs", 0)) <= 0:
             raise ReferenceMissing(None)
         stamp = clock.iso(now)
-        upload.update(status="deleted", deleted_at=stamp)
+        upload.update(status=UploadStatus.DELETED.value, deleted_at=stamp)
         if ref is not None:
             ref["upload_count"] -= 1
             ref.update(reap_after=stamp)
@@ -266,6 +269,7 @@ class FakeRepository:
         file.setdefault("tombstone_shard", "t#0")
         self._count(counter_shard, deleted_uploads=1)
 
+    # ---------------------------------------------------------------- contents
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         if version.event_key in self.events:
             return False
@@ -282,37 +286,12 @@ class FakeRepository:
         now: datetime,
         tenant: TenantShare | None = None,
     ) -> None:
-        self._begin(counter_shard)
         file = self.files.get(version.hash)
-        claim = self.claims.get((version.bucket, version.key))
-        self._check(
-            version,
-            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
-            file=FileAppeared(copy.deepcopy(file)) if file is not None else None,
-            tenant=self._tenant_refused(tenant, version.hash),
-        )
+        refused = FileAppeared(codec.file_record(copy.deepcopy(file))) if file is not None else None
+        self._begin_commit(version, counter_shard, claims=True, file=refused, tenant=tenant)
         stamp = clock.iso(now)
-        self.events[version.event_key] = self._event(version, "stored", now)
-        self.files[version.hash] = {
-            "hash": version.hash,
-            "size": version.size,
-            "content_type": content_type,
-            "filename": filename,
-            "s3_key": version.key,
-            "bucket": version.bucket,
-            "etag": version.etag,
-            "created_at": stamp,
-            "last_upload_at": stamp,
-            "upload_count": 1,
-            "first_upload_id": version.upload_id,
-            "live_refs": 1,
-            "generation": 1,
-            "stores": 1,
-            "saved_bytes": 0,
-        }
-        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
-        self._finish_upload(version, "stored", filename, content_type, stamp)
-        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
+        self.files[version.hash] = codec.new_file_item(version, filename, content_type, stamp)
+        self._commit(version, "stored", UploadStatus.STORED, filename, content_type, now, tenant)
         self._count(counter_shard, total_uploads=1, total_files=1, total_bytes_stored=version.size)
 
     def commit_duplicate(
@@ -325,40 +304,28 @@ class FakeRepository:
         now: datetime,
         tenant: TenantShare | None = None,
     ) -> None:
-        self._begin(counter_shard)
         file = self.files.get(version.hash)
-        claim = self.claims.get((version.bucket, version.key))
-        file_refused: CommitRefused | None = None
-        if file is None:
-            file_refused = FileVanished(None)
-        elif "s3_key" not in file:  # `s3_key <> :key` is false on a missing attribute
-            file_refused = FileChanged(copy.deepcopy(file))
-        elif file["s3_key"] == version.key:
-            file_refused = FileIsThisObject(copy.deepcopy(file))
-        elif is_tombstoned(file) or is_legacy(file):  # new references only to live (or lost: adopted) content:
-            file_refused = FileChanged(copy.deepcopy(file))  # a count above 0 (a record without one: migrated first)
-        self._check(
-            version,
-            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
-            file=file_refused,
-            tenant=self._tenant_refused(tenant, version.hash),
-        )
+        record = _parsed(codec.file_record, file)
+        refused: CommitRefused | None = None
+        if record is None:
+            refused = FileVanished(None)
+        elif record.s3_key is None:  # `s3_key <> :key` is false on a missing attribute
+            refused = FileChanged(record)
+        elif record.s3_key == version.key:
+            refused = FileIsThisObject(record)
+        elif record.tombstoned:  # new references only to live (or lost: adopted) content: a count above 0
+            refused = FileChanged(record)
+        self._begin_commit(version, counter_shard, claims=False, file=refused, tenant=tenant)
         assert file is not None
-        stamp = clock.iso(now)
-        self.events[version.event_key] = self._event(version, "duplicate", now)
-        file["upload_count"] = file.get("upload_count", 0) + 1
-        file["live_refs"] = file.get("live_refs", 0) + 1
-        file["saved_bytes"] = file.get("saved_bytes", 0) + version.size
-        file["last_upload_at"] = stamp
-        status = "stored" if tenant is not None and not tenant.held else "duplicate"
-        self._finish_upload(version, status, filename, content_type, stamp)
-        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
+        self._count_duplicate(file, version.size, now)
+        status = UploadStatus.STORED if tenant is not None and not tenant.held else UploadStatus.DUPLICATE
+        self._commit(version, "duplicate", status, filename, content_type, now, tenant)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
 
     def commit_resurrect(
         self,
         version: ObjectVersion,
-        tombstoned: Item,
+        tombstoned: FileRecord,
         *,
         filename: str,
         content_type: str,
@@ -366,53 +333,42 @@ class FakeRepository:
         now: datetime,
         tenant: TenantShare | None = None,
     ) -> None:
-        self._begin(counter_shard)
         file = self.files.get(version.hash)
-        claim = self.claims.get((version.bucket, version.key))
-        generation = int(tombstoned.get("generation", 0))
-        file_refused: CommitRefused | None = None
-        if file is None:
-            file_refused = FileVanished(None)
-        elif not is_tombstoned(file) or file.get("generation") != generation:
-            file_refused = FileChanged(copy.deepcopy(file))
-        elif file.get("s3_key") != tombstoned.get("s3_key") or "reap_key" in file:
-            file_refused = ReapPending(copy.deepcopy(file))
-        self._check(
-            version,
-            claim=KeyClaimed(copy.deepcopy(claim)) if claim is not None else None,
-            file=file_refused,
-            tenant=self._tenant_refused(tenant, version.hash),
-        )
+        record = _parsed(codec.file_record, file)
+        refused: CommitRefused | None = None
+        if record is None:
+            refused = FileVanished(None)
+        elif not record.tombstoned or record.generation != tombstoned.generation:
+            refused = FileChanged(record)
+        elif record.s3_key != tombstoned.s3_key or record.reap_key is not None:
+            refused = ReapPending(record)
+        self._begin_commit(version, counter_shard, claims=True, file=refused, tenant=tenant)
         assert file is not None
-        stamp = clock.iso(now)
-        self.events[version.event_key] = self._event(version, "stored", now)
         file.pop("state", None)  # a lost mark goes: this copy exists
         file.pop("lost_at", None)
         file.update(
-            generation=generation + 1,
+            generation=tombstoned.generation + 1,
             reap_key=file["s3_key"],
             reap_etag=file.get("etag", ""),
             s3_key=version.key,
             bucket=version.bucket,
             etag=version.etag,
             live_refs=1,
-            last_upload_at=stamp,
+            last_upload_at=clock.iso(now),
             stores=file.get("stores", 1) + 1,
             upload_count=file.get("upload_count", 0) + 1,
         )
-        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": stamp}
-        self._finish_upload(version, "stored", filename, content_type, stamp)
-        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
+        self._commit(version, "stored", UploadStatus.STORED, filename, content_type, now, tenant)
         self._count(counter_shard, total_uploads=1)
 
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         self._begin(counter_shard)
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
-        # the adapter's order: upload (a fresh id: never refused), file, tenant
-        # no new reference: not live (a record without a count, written before deletes, fails `live_refs > 0`)
-        if file is None or is_tombstoned(file) or is_legacy(file) or file.get("state") == LOST:
-            raise FileVanished(None if file is None else copy.deepcopy(file))
+        record = _parsed(codec.file_record, file)
+        # the adapter's order: upload (a fresh id: never refused), file, tenant; no new reference unless live
+        if file is None or record is None or not record.live:
+            raise FileVanished(record)
         refused = self._tenant_refused(TenantShare(upload.tenant, held=True, counted=True), upload.hash)
         if refused is not None:
             raise refused
@@ -422,27 +378,13 @@ class FakeRepository:
             window = counted.get("precheck_window")
             same = window == bound.window and counted.get("prechecks", 0) < bound.limit
             if (window == bound.window) if bound.fresh else not same:
-                raise PrecheckLimited(copy.deepcopy(counted) if upload.tenant in self.prechecks else None)
+                raise PrecheckLimited(_parsed(codec.precheck_count, self.prechecks.get(upload.tenant)))
             counted = self.prechecks.setdefault(upload.tenant, {})
             counted["prechecks"] = 1 if bound.fresh else counted["prechecks"] + 1
             counted["precheck_window"] = bound.window
         stamp = clock.iso(now)
-        self.uploads[upload.upload_id] = {
-            "upload_id": upload.upload_id,
-            "status": "duplicate",
-            "owner": upload.owner,
-            "tenant": upload.tenant,
-            "hash": upload.hash,
-            "filename": upload.filename,
-            "size": upload.size,
-            "content_type": upload.content_type,
-            "created_at": stamp,
-            "processed_at": stamp,
-        }
-        file["upload_count"] = file.get("upload_count", 0) + 1
-        file["live_refs"] = file.get("live_refs", 0) + 1
-        file["saved_bytes"] = file.get("saved_bytes", 0) + upload.size
-        file["last_upload_at"] = stamp
+        self.uploads[upload.upload_id] = codec.precheck_upload_item(upload, stamp)
+        self._count_duplicate(file, upload.size, now)
         ref = self.tenant_refs[(upload.tenant, upload.hash)]
         ref["upload_count"] = ref.get("upload_count", 0) + 1
         ref["last_upload_at"] = stamp
@@ -450,30 +392,34 @@ class FakeRepository:
         ref.pop("reap_after", None)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=upload.size)
 
-    def adopt_copy(self, version: ObjectVersion, lost: Item, now: datetime, *, upload_deleted: bool = False) -> None:
+    def adopt_copy(
+        self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
+    ) -> None:
         self.transactions += 1
         if self.faults:
             raise self.faults.pop(0)
         file = self.files.get(version.hash)
-        if file is None or file.get("s3_key") != lost.get("s3_key") or file.get("etag") != lost.get("etag"):
-            raise FileChanged(copy.deepcopy(file))
+        if file is None or file.get("s3_key") != lost.s3_key or (lost.etag and file.get("etag") != lost.etag):
+            raise FileChanged(_parsed(codec.file_record, file))
         claim = self.claims.get((version.bucket, version.key))
         if claim is not None:
-            raise KeyClaimed(copy.deepcopy(claim))
+            raise KeyClaimed(_parsed(codec.key_claim, claim))
         upload = self.uploads.get(version.upload_id) if version.upload_id is not None and not upload_deleted else None
         if upload is None and version.upload_id is not None and not upload_deleted:
             raise UploadTaken(None)
-        if upload is not None and (upload.get("event_key") != version.event_key or upload.get("status") == "deleted"):
-            raise UploadTaken(copy.deepcopy(upload))
+        if upload is not None and (
+            upload.get("event_key") != version.event_key or upload.get("status") == UploadStatus.DELETED
+        ):
+            raise UploadTaken(_parsed(codec.upload_record, upload))
         lost_claim = (str(file.get("bucket") or version.bucket), str(file["s3_key"]))
         if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:
             self.claims.pop(lost_claim, None)
         file.update(s3_key=version.key, etag=version.etag, bucket=version.bucket, adopted_at=clock.iso(now))
         file.pop("state", None)
         file.pop("lost_at", None)
-        self.claims[(version.bucket, version.key)] = {"hash": version.hash, "claimed_at": clock.iso(now)}
+        self.claims[(version.bucket, version.key)] = codec.claim_item("", version.hash, clock.iso(now))
         if upload is not None:
-            upload["status"] = "stored"
+            upload["status"] = UploadStatus.STORED.value
         self.adopted.append((version.hash, version.key))
 
     # ---------------------------------------------------------------- the reconcile's reference pass (ASL)
@@ -496,32 +442,82 @@ class FakeRepository:
         return dropped
 
     # ---------------------------------------------------------------- the model's rules
-    def _released(self, record: Item, tenant: str | None, quota_bytes: int) -> bool:
-        """The adapter's _end_upload: with a tenant and quota bytes, the record must still hold exactly those
-        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together."""
-        if tenant is None or quota_bytes <= 0:
-            return True
-        if record.get("quota_bytes") != quota_bytes:
-            return False
-        del record["quota_bytes"]
-        self._move(tenant, pending_count=-1, pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
-        return True
-
     def _begin(self, counter_shard: int) -> None:
         self.transactions += 1
         assert 0 <= counter_shard < self.settings.counter_shards, counter_shard
         if self.faults:
             raise self.faults.pop(0)
 
+    def _begin_commit(
+        self,
+        version: ObjectVersion,
+        counter_shard: int,
+        *,
+        claims: bool,
+        file: CommitRefused | None,
+        tenant: TenantShare | None,
+    ) -> None:
+        """Every condition of an ingest's commit; the first failed one in the adapter's order (event, claim, file,
+        upload, tenant) wins. `claims`: the commit claims the key (else: conditioned on no claim there)."""
+        self._begin(counter_shard)
+        event = self.events.get(version.event_key)
+        claim = self.claims.get((version.bucket, version.key))
+        upload_refused: CommitRefused | None = None
+        if version.upload_id is not None:
+            upload = self.uploads.get(version.upload_id)
+            record = _parsed(codec.upload_record, upload)
+            if record is not None:
+                releasing = tenant is not None and tenant.pending_bytes > 0
+                if record.event_key not in (None, version.event_key) or record.status == UploadStatus.DELETED:
+                    upload_refused = UploadTaken(record)
+                elif releasing and upload is not None and "quota_bytes" not in upload:
+                    upload_refused = PendingReleased(record)
+            elif tenant is not None and tenant.pending_bytes > 0:
+                upload_refused = UploadTaken(None)  # `attribute_exists(quota_bytes)` fails on a missing record
+        for refused in (
+            EventRecorded(codec.event_record(copy.deepcopy(event))) if event is not None else None,
+            KeyClaimed(codec.key_claim(copy.deepcopy(claim))) if claim is not None else None,
+            file,
+            upload_refused,
+            self._tenant_refused(tenant, version.hash),
+        ):
+            if refused is not None:
+                raise refused
+
     def _tenant_refused(self, tenant: TenantShare | None, digest: str) -> CommitRefused | None:
         """The tenant reference's condition: absent, at 0 or held (the item exists with a count above 0) exactly as
         read or assumed."""
         if tenant is None:
             return None
-        ref = self.tenant_refs.get((tenant.tenant, digest))
+        ref = _parsed(codec.tenant_ref, self.tenant_refs.get((tenant.tenant, digest)))
         if (tenant.held, tenant.counted) != (holds(ref), counts_stored(ref)):
-            return TenantRefChanged(copy.deepcopy(ref))
+            return TenantRefChanged(ref)
         return None
+
+    def _commit(
+        self,
+        version: ObjectVersion,
+        outcome: str,
+        status: UploadStatus,
+        filename: str,
+        content_type: str,
+        now: datetime,
+        tenant: TenantShare | None,
+    ) -> None:
+        """What every ingest commit writes besides the file record: the event, the key's claim (when the file record
+        names this object), the upload finished, the tenant's reference and usage."""
+        stamp = clock.iso(now)
+        self.events[version.event_key] = self._event(version, outcome, now)
+        if self.files[version.hash].get("s3_key") == version.key:
+            self.claims[(version.bucket, version.key)] = codec.claim_item("", version.hash, stamp)
+        self._finish_upload(version, status, UploadStatus(outcome), filename, content_type, stamp)
+        self._add_tenant_ref(tenant, version, filename, content_type, stamp)
+
+    def _count_duplicate(self, file: Item, size: int, now: datetime) -> None:
+        file["upload_count"] = file.get("upload_count", 0) + 1
+        file["live_refs"] = file.get("live_refs", 0) + 1
+        file["saved_bytes"] = file.get("saved_bytes", 0) + size
+        file["last_upload_at"] = clock.iso(now)
 
     def _add_tenant_ref(
         self, tenant: TenantShare | None, version: ObjectVersion, filename: str, content_type: str, stamp: str
@@ -533,15 +529,9 @@ class FakeRepository:
             self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
         self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)
         ref = self.tenant_refs.setdefault(
-            (tenant.tenant, version.hash), {"tenant": tenant.tenant, "hash": version.hash}
+            (tenant.tenant, version.hash), dict(codec.tenant_ref_key(tenant.tenant, version.hash))
         )
-        for name, value in (
-            ("filename", filename),
-            ("content_type", content_type),
-            ("size", version.size),
-            ("created_at", stamp),
-            ("first_upload_id", version.upload_id),
-        ):
+        for name, value in codec.first_reference(version, filename, content_type, stamp).items():
             if value is not None:  # a new reference (none, or one at 0) takes them anew; a held one keeps its own
                 ref[name] = ref.get(name, value) if tenant.held else value
         ref["upload_count"] = ref.get("upload_count", 0) + 1
@@ -549,62 +539,26 @@ class FakeRepository:
         ref.pop("reap_shard", None)
         ref.pop("reap_after", None)
 
-    def _check(
+    def _event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
+        return codec.event_item(version, outcome, now, clock.epoch(clock.plus(now, days=self.settings.event_ttl_days)))
+
+    def _finish_upload(
         self,
         version: ObjectVersion,
-        *,
-        claim: CommitRefused | None,
-        file: CommitRefused | None,
-        tenant: CommitRefused | None = None,
+        status: UploadStatus,
+        outcome: UploadStatus,
+        filename: str,
+        content_type: str,
+        stamp: str,
     ) -> None:
-        """Every condition of an ingest transaction; the first failed one in the adapter's order wins."""
-        event = self.events.get(version.event_key)
-        upload_refused: CommitRefused | None = None
-        if version.upload_id is not None:
-            upload = self.uploads.get(version.upload_id)
-            taken = upload is not None and upload.get("event_key") not in (None, version.event_key)
-            if upload is not None and (taken or upload.get("status") == "deleted"):
-                upload_refused = UploadTaken(copy.deepcopy(upload))
-        for refused in (
-            EventRecorded(copy.deepcopy(event)) if event is not None else None,
-            claim,
-            file,
-            upload_refused,
-            tenant,
-        ):
-            if refused is not None:
-                raise refused
-
-    def _event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
-        return {
-            "event_key": version.event_key,
-            "outcome": str(outcome),
-            "hash": version.hash,
-            "bucket": version.bucket,
-            "key": version.key,
-            "etag": version.etag,
-            "size": version.size,
-            "upload_id": version.upload_id,
-            "processed_at": clock.iso(now),
-        }
-
-    def _finish_upload(self, version: ObjectVersion, status: str, filename: str, content_type: str, stamp: str) -> None:
         if version.upload_id is None:
             return
-        upload = self.uploads.setdefault(version.upload_id, {"upload_id": version.upload_id})
-        upload.update(
-            status=status,
-            hash=version.hash,
-            size=version.size,
-            processed_at=stamp,
-            s3_key=version.key,
-            bucket=version.bucket,
-            event_key=version.event_key,
-        )
+        upload = self.uploads.setdefault(version.upload_id, dict(codec.upload_key(version.upload_id)))
+        upload.update(codec.processed_upload(version, status, outcome, stamp), event_key=version.event_key)
         for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
             upload.setdefault(name, value)
-        upload.pop("pending", None)
-        upload.pop("quota_bytes", None)
+        for name in ("pending_shard", "ttl", "quota_bytes"):
+            upload.pop(name, None)
 
     def _count(self, shard: int, **deltas: int) -> None:
         totals = self.counters.setdefault(shard, {})

@@ -19,7 +19,6 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
         ("dynamodb:BatchGetItem", "CountersTable.Arn"),  # the tenant's usage shards, with a quota set
-        ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version, migrated by another writer first
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -40,7 +39,6 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
     },
     "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes)
         ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "FilesTable.Arn"),  # a content of an older version: read once, given its count
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
@@ -69,6 +67,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
+    # the streams are read through SAM's DynamoDB event source (its managed execution role)
+    "PublisherFunction": {("events:PutEvents", "EventBus.Arn"), ("sqs:SendMessage", "PublisherDLQ.Arn")},
     # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
     # tests/unit/test_asl.py), the listing to the upload prefix, the metric to the stack's namespace.
     "ReconcileStateMachine": {

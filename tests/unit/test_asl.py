@@ -412,6 +412,7 @@ def test_alarms(template: dict[str, Any]) -> None:
         "ReconcileFailuresAlarm",
         "CounterDriftAlarm",
         "LostFilesAlarm",
+        "PublisherDLQAlarm",
     }
     for name, alarm in alarms.items():
         assert alarm["TreatMissingData"] == "notBreaching", name
@@ -420,6 +421,9 @@ def test_alarms(template: dict[str, Any]) -> None:
     dlq = alarms["IngestDLQAlarm"]
     assert (dlq["Namespace"], dlq["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
     assert _describe(dlq["Dimensions"][0]["Value"]) == "IngestDLQ.QueueName"
+    unpublished = alarms["PublisherDLQAlarm"]
+    assert (unpublished["Namespace"], unpublished["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert _describe(unpublished["Dimensions"][0]["Value"]) == "PublisherDLQ.QueueName"
     errors = alarms["IngestErrorsAlarm"]
     assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
     assert _describe(errors["Dimensions"][0]["Value"]) == "Ref(IngestFunction)"

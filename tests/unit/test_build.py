@@ -114,7 +114,7 @@ def test_artifact_holds_the_handlers_and_their_pinned_dependencies_and_nothing_o
         source = artifact / (module.replace(".", "/") + ".py")
         assert source.is_file(), (name, source)
         assert re.search(rf"^{attribute}\b|^def {attribute}\b", source.read_text(), re.M), (name, attribute)
-    assert (artifact / "dfd" / "adapters" / "dynamo.py").is_file()
+    assert (artifact / "dfd" / "adapters" / "dynamo" / "__init__.py").is_file()
 
     installed = {
         _canonical(path.name.removesuffix(".dist-info").rsplit("-", 1)[0]): path.name.removesuffix(".dist-info")

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from dfd.adapters.dynamo import codec
 from dfd.deletes import DeleteService
 from dfd.errors import Forbidden, NotFound, ServiceUnavailable
 from dfd.events import ObjectRef
 from dfd.ids import tenant_metadata
 from dfd.ingest import Ingestor, Outcome
 from dfd.multipart import MultipartService
-from dfd.ports import content_state, holds
 from dfd.queries import Queries
 from dfd.uploads import UploadRequest, UploadService
 from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
@@ -60,13 +60,18 @@ def test_rules_and_the_last_reference_tombstones(world: World) -> None:
     assert world.deletes.delete(ALICE, first).outcome == "already"
     (digest,) = world.repo.files
     file = world.repo.files[digest]
-    assert file["live_refs"] == 1 and content_state(file) == "live" and file["reap_after"] and file["tombstone_shard"]
+    assert (
+        file["live_refs"] == 1
+        and codec.file_record(file).state == "live"
+        and file["reap_after"]
+        and file["tombstone_shard"]
+    )
     # the tenant's reference at 0: it holds the content no more (the reaper deletes the item)
     ref = world.repo.tenant_refs[("acme", digest)]
-    assert ref["upload_count"] == 0 and not holds(ref) and ref["reap_shard"] and ref["reap_after"]
+    assert ref["upload_count"] == 0 and not codec.tenant_ref(ref).holds and ref["reap_shard"] and ref["reap_after"]
     result = world.deletes.delete(ADMIN, second)
     assert result.outcome == "deleted"
-    assert content_state(file) == "tombstoned" and file["generation"] == 1 and "state" not in file
+    assert codec.file_record(file).state == "tombstoned" and file["generation"] == 1 and "state" not in file
     assert world.repo.counter_totals()["deleted_uploads"] == 2
 
 
@@ -113,7 +118,7 @@ def test_a_concurrent_upload_between_read_and_write_is_counted_by_both(world: Wo
     result = world.deletes.delete(ALICE, first)
     assert result.outcome == "deleted" and result.attempts == 1
     (file,) = world.repo.files.values()
-    assert file["live_refs"] == 1 and content_state(file) == "live"
+    assert file["live_refs"] == 1 and codec.file_record(file).state == "live"
 
 
 def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(world: World) -> None:
@@ -144,47 +149,6 @@ def test_a_count_not_above_zero_is_a_broken_invariant_answered_503(world: World)
     assert world.repo.transactions == transactions + 1  # not retried into a wrong count
     assert world.repo.uploads[first]["status"] == "stored"
     assert world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
-
-
-def _make_legacy(file: dict[str, Any]) -> None:
-    """As a release before deletes wrote it: no live count, stores, generation nor saved bytes."""
-    for name in ("live_refs", "stores", "generation", "saved_bytes"):
-        del file[name]
-
-
-def test_a_content_recorded_before_deletes_gets_its_count_at_its_first_delete(world: World) -> None:
-    first, second, third = world.upload(ALICE), world.upload(ALICE), world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    _make_legacy(file)
-    assert world.deletes.delete(ALICE, second).outcome == "deleted"
-    assert file["live_refs"] == 2 and file["stores"] == 1 and file["generation"] == 1
-    assert file["saved_bytes"] == 2 * len(DATA)  # its two duplicates, as counted in total_s3_size_saved
-    transactions = world.repo.transactions
-    assert world.deletes.delete(ALICE, first).outcome == "deleted"  # migrated once: two calls again
-    assert world.repo.transactions == transactions + 1 and file["live_refs"] == 1
-    assert world.deletes.delete(ALICE, third).outcome == "deleted"
-    assert content_state(file) == "tombstoned"
-
-
-def test_a_duplicate_of_content_recorded_before_deletes_counts_every_older_upload(world: World) -> None:
-    """A record without a count refuses the duplicate's `live_refs > 0`; the ingest migrates it (count = its
-    uploads) and counts the duplicate on top: deleting this one upload does not tombstone the older ones."""
-    world.upload(ALICE)
-    world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    _make_legacy(file)
-    newest = world.upload(BOB)
-    assert file["live_refs"] == 3 and file["upload_count"] == 3 and file["saved_bytes"] == 2 * len(DATA)
-    world.deletes.delete(BOB, newest)
-    assert file["live_refs"] == 2 and content_state(file) == "live"
-
-
-def test_a_precheck_of_content_recorded_before_deletes_migrates_it_and_answers_409(world: World) -> None:
-    world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    _make_legacy(file)
-    answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", file["hash"]), CAROL)
-    assert answer.status == 409 and file["live_refs"] == 2 and file["upload_count"] == 2
 
 
 def _duplicate_whose_delete_crashed(world: World) -> tuple[str, str]:
@@ -244,7 +208,7 @@ def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world:
     (digest,) = world.repo.files
     old_key = world.repo.files[digest]["s3_key"]
     assert world.deletes.delete(ALICE, first).outcome == "deleted"
-    assert content_state(world.repo.files[digest]) == "tombstoned"
+    assert codec.file_record(world.repo.files[digest]).state == "tombstoned"
     # the precheck never answers 409 for tombstoned content: the bytes must be uploaded
     answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
     assert answer.status == 201
@@ -254,7 +218,7 @@ def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world:
     result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
     assert result.outcome == Outcome.STORED and result.detail["resurrected_generation"] == 2
     file = world.repo.files[digest]
-    assert content_state(file) == "live" and file["generation"] == 2 and file["live_refs"] == 1
+    assert codec.file_record(file).state == "live" and file["generation"] == 2 and file["live_refs"] == 1
     assert file["s3_key"] == answer.body["key"] and file["reap_key"] == old_key
     assert world.repo.uploads[answer.body["upload_id"]]["status"] == "stored"
     assert world.repo.tenant_refs[("globex", digest)]["upload_count"] == 1
@@ -302,7 +266,7 @@ def test_a_throttled_transaction_is_retried(world: World) -> None:
     result = world.deletes.delete(ALICE, first)
     assert result.outcome == "deleted" and result.attempts == 2
     (file,) = world.repo.files.values()
-    assert content_state(file) == "tombstoned"
+    assert codec.file_record(file).state == "tombstoned"
 
 
 def test_a_reference_going_to_zero_under_an_ingest_is_taken_anew(world: World) -> None:
@@ -509,14 +473,3 @@ def test_an_upload_deleted_while_its_copy_is_adopted_stays_deleted(world: World)
     assert result.outcome == Outcome.DUPLICATE and result.detail["adopted_from"] == stored_key
     assert world.repo.files[digest]["s3_key"] == key and world.repo.files[digest]["live_refs"] == 1
     assert world.repo.uploads[upload_id]["status"] == "deleted" and world.repo.uploads[first]["status"] == "stored"
-
-
-def test_a_content_of_the_previous_version_without_saved_bytes_is_migrated_by_its_delete(world: World) -> None:
-    """The previous version counted live references but kept no saved bytes: the delete's condition refuses it,
-    it is given them ((upload_count - stores) x size, its count kept), then the delete goes through."""
-    world.upload(ALICE)
-    second = world.upload(ALICE)
-    (file,) = world.repo.files.values()
-    del file["saved_bytes"]
-    assert world.deletes.delete(ALICE, second).outcome == "deleted"
-    assert file["live_refs"] == 1 and file["saved_bytes"] == len(DATA) and file["stores"] == 1

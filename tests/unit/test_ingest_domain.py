@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from dfd.conflicts import CommitRefused
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
 from dfd.ingest import MAX_ATTEMPTS, IngestResult, Outcome
-from dfd.ports import CommitRefused, Item, ObjectInfo
+from dfd.ports import ObjectInfo
+from dfd.records import FileRecord, TenantRef
 from dfd.uploads import UploadRequest
 from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser
 from tests.unit.ingest_world import BUCKET, World, expect, sha
@@ -33,7 +35,7 @@ def test_new_content_is_stored(world: World, checksum: bool) -> None:
     file = world.repo.files[sha(data)]
     assert file["s3_key"] == key and file["filename"] == "report.txt" and file["upload_count"] == 1
     upload = world.repo.uploads[upload_id_from_key("uploads/", key) or ""]
-    assert upload["status"] == "stored" and upload["hash"] == sha(data) and "pending" not in upload
+    assert upload["status"] == "stored" and upload["hash"] == sha(data) and "pending_shard" not in upload
     assert world.repo.events[result.event_key or ""]["outcome"] == "stored"
     assert world.totals() == {
         "total_files": 1,
@@ -296,7 +298,7 @@ def test_an_upload_is_issued_as_a_presigned_put(world: World) -> None:
     assert body["expires_in"] == 900 and body["expires_at"] == "2026-03-01T12:15:00Z"
     assert body["headers"]["x-amz-checksum-sha256"] and hints_checksum(body["upload_id"])
     record = world.repo.uploads[body["upload_id"]]
-    assert record["status"] == "pending" and record["sha256"] == sha(data) and record["pending"]
+    assert record["status"] == "pending" and record["sha256"] == sha(data) and record["pending_shard"]
     assert record["created_at"] == "2026-03-01T12:00:00Z" and record["expires_at"] == body["expires_at"]
     assert world.repo.transactions == 0 and world.totals()["total_uploads"] == 0
 
@@ -354,7 +356,7 @@ def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
     reads: list[str] = []
     real = world.repo.tenant_file
 
-    def flapping(tenant: str, digest: str) -> tuple[Item | None, Item | None]:
+    def flapping(tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
         reads.append(digest)
         if len(reads) > 1:
             world.repo.files[digest] = dict(record)  # stored again

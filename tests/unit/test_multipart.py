@@ -236,10 +236,11 @@ def test_concurrent_first_calls_keep_one_s3_upload(world: Any) -> None:
     service, repo, objects = world
     upload_id = create(service)
     record = repo.get_upload(upload_id)
-    first = service._ensure_s3_upload(dict(record), checksums=False)
-    second = service._ensure_s3_upload(dict(record), checksums=True)  # read before the first attached
-    assert second["s3_upload_id"] == first["s3_upload_id"] and len(objects.aborted) == 1
-    assert list(objects.multiparts) == [first["s3_upload_id"]]
+    assert record is not None
+    first = service._ensure_s3_upload(record, checksums=False)
+    second = service._ensure_s3_upload(record, checksums=True)  # read before the first attached
+    assert second.s3_upload_id == first.s3_upload_id and len(objects.aborted) == 1
+    assert list(objects.multiparts) == [first.s3_upload_id]
 
 
 def test_abort(world: Any) -> None:

@@ -270,7 +270,7 @@ def test_hashes_last_page_has_no_token_even_when_dynamodb_gives_one(count: int) 
     for _ in range(count):
         items, start = repo.scan_files(2, start)
         assert len(items) <= 2
-        seen += [item["hash"] for item in items]
+        seen += [item.hash for item in items]
         if start is None:
             break
         assert items, "a token must lead to a non-empty page"

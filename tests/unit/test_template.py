@@ -51,6 +51,7 @@ HANDLERS = {
     "TokensFunction": "dfd.handlers.tokens.handler",
     "UploadsFunction": "dfd.handlers.uploads.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
+    "PublisherFunction": "dfd.handlers.publisher.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
@@ -236,6 +237,9 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     if logical_id == "IngestFunction":
         assert props["Timeout"] == 900  # Lambda's maximum: the largest object is hashed in one invocation
         assert _param_value(template, props["MemorySize"]) == 1769  # one full vCPU: hashing is CPU bound
+    elif logical_id == "PublisherFunction":
+        assert props["Timeout"] == 60  # a batch of 100 records, PutEvents retried per entry
+        assert props["MemorySize"] == 256
     elif logical_id == "LfsFunction":  # a verify may ingest its object: the HTTP API's 30 s, the ingest's vCPU
         assert props["Timeout"] == 29
         assert _param_value(template, props["MemorySize"]) == 1769

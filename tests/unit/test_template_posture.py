@@ -32,11 +32,12 @@ FUNCTIONS = [
     "AdminStatsFunction",
     "AdminHashesFunction",
     "IngestFunction",
+    "PublisherFunction",
     "LfsFunction",
     "TokensFunction",
 ]
 TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable"]
-QUEUES = ["IngestQueue", "IngestDLQ"]
+QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
 KEY_OR_NOTHING = {"Fn::If": ["HasKmsKey", {"Ref": "KmsKeyArn"}, NO_VALUE]}
 

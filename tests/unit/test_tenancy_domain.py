@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from dfd import clock
+from dfd.conflicts import CommitRefused
 from dfd.errors import DfdError, Forbidden, NotFound, NotReady, TooManyRequests
 from dfd.identity import Caller, caller_from_claims
 from dfd.ids import upload_id_from_key
 from dfd.ingest import Ingestor, IngestResult, Outcome
-from dfd.ports import CommitRefused, NewUpload, ObjectVersion, TenantShare
+from dfd.ports import ObjectVersion, TenantShare
 from dfd.queries import Queries
 from dfd.uploads import UploadAnswer, UploadRequest, UploadService
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser
@@ -189,27 +190,6 @@ def test_personal_tenants_are_separate(world: Tenancy) -> None:
         assert isinstance(error_of(lambda u=user: world.queries().metadata(uid(key), u.caller)), NotFound)
         assert isinstance(error_of(lambda u=user: world.queries().metadata(sha(b"dave's notes"), u.caller)), NotFound)
     assert world.ref("user:" + DAVE.sub, b"dave's notes") is not None
-
-
-def test_a_legacy_upload_without_tenant_is_admins_only(world: Tenancy) -> None:
-    """An upload recorded before tenants (no owner, no tenant): its ingest creates no reference; only admins see
-    it, by id or by hash."""
-    data = b"from before tenants"
-    upload_id = "d" * 31 + "0"
-    key = PREFIX + upload_id
-    pending = NewUpload(upload_id, "old.txt", len(data), "text/plain", None, key, BUCKET, NOW)
-    world.repo.register_upload(pending, NOW)
-    world.objects.put(BUCKET, key, data, content_type="text/plain")
-    result = world.ingest(key)
-    assert result.outcome == Outcome.STORED and "tenant" not in result.detail
-    assert world.repo.tenant_refs == {} and world.repo.uploads[upload_id]["status"] == "stored"
-    for user in (ALICE, BOB, DAVE):
-        for ident in (upload_id, sha(data)):
-            assert isinstance(error_of(lambda u=user, i=ident: world.queries().metadata(i, u.caller)), NotFound)
-            assert isinstance(error_of(lambda u=user, i=ident: world.queries().download(i, u.caller)), NotFound)
-    assert world.queries().metadata(upload_id, ADMIN.caller)["file"]["filename"] == "old.txt"
-    assert world.queries().download(sha(data), ADMIN.caller)["filename"] == "old.txt"
-    world.assert_invariants()
 
 
 # ---------------------------------------------------------------------------------------------- GET by hash

@@ -1,0 +1,25 @@
+"""DynamoDB adapter: the only package that knows item layouts, keys, conditions and transaction shapes, and the
+one that turns ClientError into domain errors (implements :class:`dfd.ports.Repository`).
+
+One module per aggregate — :mod:`.uploads` (registration, quota, multipart records, cancel), :mod:`.contents`
+(the ingest's commits, the precheck's duplicate, adoption, resurrection), :mod:`.deletes`, :mod:`.reads` (reads
+and paging) — sharing :mod:`.base` (attribute values, errors, the transaction plan) and :mod:`.codec` (every item
+parsed into its record and written, in one place). docs/design.md, "Storage", lists the aggregates and items.
+"""
+
+from __future__ import annotations
+
+from dfd.adapters.dynamo.base import from_item, to_attr, to_item, translate
+from dfd.adapters.dynamo.contents import Contents
+from dfd.adapters.dynamo.deletes import Deletes
+from dfd.adapters.dynamo.reads import Reads
+from dfd.adapters.dynamo.uploads import Uploads
+
+
+class Repository(Reads, Uploads, Contents, Deletes):
+    """Reads and writes of the five tables. Receives its client; `rng` spreads pending uploads and the reaper's
+    marks over their index shards."""
+
+
+# the attribute-value and error helpers, for the adapters of other tables (their own codecs)
+__all__ = ["Repository", "from_item", "to_attr", "to_item", "translate"]

@@ -1,0 +1,317 @@
+"""What every aggregate module of the DynamoDB adapter shares: attribute values, ClientError -> domain errors,
+and the transaction plan.
+
+A write builds its items and, for a transaction, a :class:`Plan` that names the role of every item. DynamoDB
+reports cancellation reasons by position; :meth:`Plan.refusal` turns them into the typed conflict of the role
+whose condition failed (the first in ``PRECEDENCE``), carrying the item that stood in the way parsed into its
+record (dfd.adapters.dynamo.codec). A new item in a transaction is one more ``plan.add(role, request, conflict)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dfd import usage
+from dfd.adapters.dynamo import codec
+from dfd.config import Settings
+from dfd.conflicts import CommitRefused
+from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
+
+Item = codec.Item
+Request = dict[str, Any]
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+_RETRYABLE_CODES = {
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionInProgressException",
+}
+_RETRYABLE_REASONS = {
+    "TransactionConflict",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
+    "InternalError",
+}
+
+
+def to_attr(value: Any) -> dict[str, Any]:
+    attr: dict[str, Any] = dict(_serializer.serialize(value))
+    return attr
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: to_attr(v) for k, v in values.items() if v is not None}
+
+
+def from_item(raw: Mapping[str, Any]) -> Item:
+    out: Item = {}
+    for key, attr in raw.items():
+        value = _deserializer.deserialize(attr)
+        if isinstance(value, Decimal):
+            value = int(value) if value == value.to_integral_value() else float(value)
+        out[key] = value
+    return out
+
+
+class CancelledTransaction(DfdError):
+    """A TransactWriteItems was cancelled by failed conditions; `reasons[i]` speaks of item i. Never leaves the
+    adapter: :meth:`Store.run` turns it into the plan's typed conflict."""
+
+    status = 409
+    code = "transaction_cancelled"
+
+    def __init__(self, reasons: Sequence[tuple[str, Item | None]]) -> None:
+        super().__init__("transaction cancelled: " + ", ".join(code for code, _ in reasons))
+        self.reasons = list(reasons)
+
+    def failed(self, index: int) -> bool:
+        return index < len(self.reasons) and self.reasons[index][0] == "ConditionalCheckFailed"
+
+    def item(self, index: int) -> Item | None:
+        return self.reasons[index][1] if index < len(self.reasons) else None
+
+
+def translate(error: ClientError | BotoCoreError, action: str) -> DfdError:
+    """ClientError → domain error (the one place this mapping lives)."""
+    if isinstance(error, BotoCoreError):
+        return ServiceUnavailable(f"DynamoDB {action} failed: {error}")
+    code = error.response.get("Error", {}).get("Code", "")
+    if code == "TransactionCanceledException":
+        reasons: list[tuple[str, Item | None]] = []
+        for reason in error.response.get("CancellationReasons", []) or []:
+            raw = reason.get("Item")
+            reasons.append((reason.get("Code", "None") or "None", from_item(raw) if raw else None))
+        if any(code in _RETRYABLE_REASONS for code, _ in reasons):
+            return TransactionRetryable(f"DynamoDB {action} cancelled: {[c for c, _ in reasons]}")
+        return CancelledTransaction(reasons)
+    if code in _RETRYABLE_CODES:
+        return ServiceUnavailable(f"DynamoDB {action} is throttled or unavailable ({code})")
+    return DfdError(f"DynamoDB {action} failed ({code})", code="storage_error")
+
+
+def condition_failed(error: ClientError | BotoCoreError) -> bool:
+    return isinstance(error, ClientError) and error.response.get("Error", {}).get("Code") == (
+        "ConditionalCheckFailedException"
+    )
+
+
+def refused_item(error: ClientError | BotoCoreError) -> Item | None:
+    """The item a refused conditional write returned (ReturnValuesOnConditionCheckFailure=ALL_OLD), or None."""
+    raw: Any = error.response.get("Item") if isinstance(error, ClientError) else None
+    return from_item(raw) if isinstance(raw, dict) and raw else None
+
+
+def already_put(error: ClientError | BotoCoreError, item: dict[str, Any]) -> bool:
+    """A conditional PutItem refused because the very item it puts is there: our own put, applied before its
+    response was lost and retried (the item returned by ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    return condition_failed(error) and refused_item(error) == from_item(item)
+
+
+def request_token(items: list[dict[str, Any]]) -> str:
+    """The ClientRequestToken of one TransactWriteItems: a digest of the operation's identity AND of every
+    parameter of this very request.
+
+    DynamoDB answers a request that repeats a token of the last 10 minutes with the first one's result, without
+    applying it again — when every parameter is identical; a token reused with different parameters raises
+    IdempotentParameterMismatchException. A lost response is retried by botocore, which resends the same
+    serialized request: same items, same token, recognised. A retry the domain builds itself (a new attempt
+    after a conflict or after botocore gave up) has a new timestamp and counter shard, perhaps a different
+    decision, hence a new token: it must not be taken for the first request, and needs not be — whatever the
+    first one applied is visible to the conditions (the event record, the upload record), which make the
+    second a replay. Since the items carry the identity (event key, upload id) and the token carries the
+    items, two operations never share a token and no parameter mismatch can occur. Where tokens are not
+    honoured (moto: the local stack and the tests), :meth:`Plan.applied_before` recognises our own
+    transaction from the item its identity condition returns."""
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(b"dfd-transact\n" + canonical.encode()).hexdigest()[:36]
+
+
+Refusal = Callable[[Any], CommitRefused]
+
+# The conflict a cancelled transaction raises is that of the first role, in this order, whose condition
+# failed (several can fail at once: an event already recorded explains everything else); roles not listed
+# follow in the plan's order.
+PRECEDENCE = ("event", "claim", "file", "upload", "tenant")
+# The record a role's returned item is parsed into (a role not listed returns no item: its conflict gets None).
+_RECORDS: dict[str, Callable[[Item], object]] = {
+    "event": codec.event_record,
+    "claim": codec.key_claim,
+    "file": codec.file_record,
+    "upload": codec.upload_record,
+    "tenant": codec.tenant_ref,
+    "usage": codec.tenant_usage,
+    "bound": codec.precheck_count,
+}
+
+
+@dataclass
+class Plan:
+    """The items of one TransactWriteItems, which role each plays, and the conflict each one's failed
+    condition means."""
+
+    items: list[Request] = field(default_factory=list)
+    roles: dict[str, int] = field(default_factory=dict)
+    conflicts: dict[str, Refusal] = field(default_factory=dict)
+    # the role whose Put carries the operation's identity (an event key, an upload id): found there, exactly as
+    # this plan puts it, it says the whole transaction was applied before (transactions are atomic)
+    identity: str | None = None
+
+    def add(self, role: str, request: Request, conflict: Refusal | None = None) -> None:
+        assert role not in self.roles, f"role {role} twice in one transaction"
+        self.roles[role] = len(self.items)
+        self.items.append(request)
+        if conflict is not None:
+            self.conflicts[role] = conflict
+
+    def applied_before(self, cancelled: CancelledTransaction) -> bool:
+        if self.identity is None or self.identity not in self.roles:
+            return False
+        index = self.roles[self.identity]
+        put = self.items[index].get("Put")
+        if not isinstance(put, dict) or not cancelled.failed(index):
+            return False
+        return cancelled.item(index) == from_item(put["Item"])
+
+    def refusal(self, cancelled: CancelledTransaction) -> CommitRefused:
+        order = [r for r in PRECEDENCE if r in self.roles] + [r for r in self.roles if r not in PRECEDENCE]
+        for role in order:
+            index = self.roles[role]
+            if role in self.conflicts and cancelled.failed(index):
+                item = cancelled.item(index)
+                parse = _RECORDS.get(role)
+                return self.conflicts[role](parse(item) if item is not None and parse is not None else None)
+        return CommitRefused(None, str(cancelled))
+
+
+class Store:
+    """The client, the settings and what every aggregate does with them: single-item reads, batched reads,
+    one transaction run from its plan, and the items several aggregates put in their transactions."""
+
+    def __init__(self, client: Any, settings: Settings, *, rng: random.Random | None = None) -> None:
+        self._db = client
+        self._s = settings
+        self._rng = rng or random.Random()
+
+    # ---------------------------------------------------------------- reads
+    def _get(self, table: str, key: Item, *, consistent: bool = False) -> Item | None:
+        try:
+            response = self._db.get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "GetItem") from error
+        raw = response.get("Item")
+        return from_item(raw) if raw else None
+
+    def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
+        """BatchGetItem with UnprocessedKeys retried (bounded, with backoff)."""
+        found: dict[str, list[Item]] = {table: [] for table in request}
+        pending = request
+        for attempt in range(8):
+            try:
+                response = self._db.batch_get_item(RequestItems=pending)
+            except (ClientError, BotoCoreError) as error:
+                raise translate(error, "BatchGetItem") from error
+            for table, items in response.get("Responses", {}).items():
+                found[table].extend(from_item(item) for item in items)
+            pending = response.get("UnprocessedKeys") or {}
+            if not pending:
+                return found
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise ServiceUnavailable("DynamoDB BatchGetItem left keys unprocessed after retries")
+
+    # ---------------------------------------------------------------- transactions
+    def transact(self, items: list[Request]) -> None:
+        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch), with the
+        ClientRequestToken of its exact request (:func:`request_token`)."""
+        try:
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=request_token(items))
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "TransactWriteItems") from error
+
+    def _run(self, plan: Plan) -> None:
+        try:
+            self.transact(plan.items)
+        except CancelledTransaction as cancelled:
+            if plan.applied_before(cancelled):
+                return  # our own transaction, applied before its response was lost
+            raise plan.refusal(cancelled) from cancelled
+
+    # ---------------------------------------------------------------- shared transaction items
+    def _put_new(self, table: str, item: Item, identity: str) -> Request:
+        """Put `item` where no item has its key (`identity`: the key attribute); a refusal returns the item there."""
+        return {
+            "Put": {
+                "TableName": table,
+                "Item": to_item(item),
+                "ConditionExpression": "attribute_not_exists(#id)",
+                "ExpressionAttributeNames": {"#id": identity},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _put_claim_item(self, claim: str, digest: str, stamp: str) -> Request:
+        """Claim the object key for the content stored there."""
+        return self._put_new(self._s.events_table, codec.claim_item(claim, digest, stamp), "event_key")
+
+    def _add_counters_item(self, shard: int, deltas: Mapping[str, int]) -> Request:
+        """ADD the deltas to one counter shard (`shard` < counter_shards; the caller spreads the load)."""
+        names = {f"#c{i}": name for i, name in enumerate(deltas)}
+        values = {f":c{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
+        return {
+            "Update": {
+                "TableName": self._s.counters_table,
+                "Key": to_item({"counter_id": self._s.shard_ids[shard]}),
+                "UpdateExpression": "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(deltas))),
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _usage_items(self, tenant: str) -> dict[str, Item]:
+        """The tenant's usage shards that exist, by counter_id: consistent BatchGetItems of 100 keys."""
+        keys = [to_item(shard.key) for shard in usage.every_shard(tenant)]
+        table = self._s.counters_table
+        items: dict[str, Item] = {}
+        for start in range(0, len(keys), usage.READ_BATCH):
+            batch = keys[start : start + usage.READ_BATCH]
+            for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]:
+                items[str(item["counter_id"])] = item
+        return items
+
+    def _add_usage_item(
+        self, tenant: str, deltas: Mapping[str, int], *, shard: usage.UsageShard | None = None, **update: Any
+    ) -> Request:
+        """ADD the deltas to one of the tenant's usage shards (`shard`, else where its next write goes:
+        dfd.usage.write_shard); `update`: more of the Update, e.g. its condition."""
+        shard = shard or usage.write_shard(tenant, self._s, self._rng)
+        names = {f"#u{i}": name for i, name in enumerate(deltas)} | {"#tn": "tenant"}
+        values = {f":u{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
+        values[":tenant"] = to_attr(tenant)
+        adds = ", ".join(f"#u{i} :u{i}" for i in range(len(deltas)))
+        request: Request = {
+            "TableName": self._s.counters_table,
+            "Key": to_item(shard.key),
+            "UpdateExpression": f"SET #tn = :tenant ADD {adds}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        for name, value in update.items():
+            if isinstance(value, dict) and isinstance(request.get(name), dict):
+                request[name] = {**request[name], **value}
+            else:
+                request[name] = value
+        return {"Update": request}

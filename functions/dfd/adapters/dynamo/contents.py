@@ -1,0 +1,459 @@
+"""The contents aggregate: the ingest's commits (new content, duplicate, resurrection — one skeleton), the
+precheck's duplicate, a lost copy's adoption, and an event recorded on its own.
+
+Every commit is ONE transaction keyed on the event and the content: the event record (its identity: a lost
+response, retried, finds it exactly as put), the file record, the key's claim, the upload finished, the uploader's
+tenant reference and usage, one counter shard."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dfd import clock
+from dfd.adapters.dynamo import codec
+from dfd.adapters.dynamo.base import (
+    Plan,
+    Refusal,
+    Request,
+    Store,
+    already_put,
+    condition_failed,
+    to_attr,
+    to_item,
+    translate,
+)
+from dfd.adapters.limits import precheck_bound_update
+from dfd.conflicts import (
+    CommitRefused,
+    EventRecorded,
+    FileAppeared,
+    FileChanged,
+    FileIsThisObject,
+    FileVanished,
+    KeyClaimed,
+    PendingReleased,
+    PrecheckLimited,
+    ReapPending,
+    TenantRefChanged,
+    UploadTaken,
+)
+from dfd.ids import key_claim
+from dfd.ports import ObjectVersion, PrecheckDuplicate, TenantShare
+from dfd.records import FileRecord, UploadRecord, UploadStatus
+
+# A file record that takes a new reference or gives one up: it has live references (not tombstoned). `:zero` is 0.
+REFERENCED = "live_refs > :zero"
+_DELETED = UploadStatus.DELETED.value
+
+
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """What every ingest commit is given: the object version, its upload's filename and type, and the rest."""
+
+    version: ObjectVersion
+    filename: str
+    content_type: str
+    counter_shard: int
+    now: datetime
+    tenant: TenantShare | None
+
+
+class Contents(Store):
+    def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        item = to_item(self._event_item(version, outcome, now))
+        try:
+            self._db.put_item(
+                TableName=self._s.events_table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(event_key)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if already_put(error, item):
+                return True  # our own put, applied before its response was lost
+            if condition_failed(error):
+                return False
+            raise translate(error, "PutItem") from error
+        return True
+
+    # ---------------------------------------------------------------- the ingest's commits
+    def commit_stored(
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        stamp = clock.iso(now)
+        file = self._put_new(self._s.files_table, codec.new_file_item(version, filename, content_type, stamp), "hash")
+        deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
+        made = _Made(version, filename, content_type, counter_shard, now, tenant)
+        self._commit(made, "stored", (file, FileAppeared), claims=True, status=UploadStatus.STORED, deltas=deltas)
+
+    def commit_duplicate(
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        def file_changed(item: FileRecord | None) -> CommitRefused:
+            if item is None:
+                return FileVanished(None)
+            return FileIsThisObject(item) if item.s3_key == version.key else FileChanged(item)
+
+        counted = self._count_duplicate_file_item(
+            version.hash, version.key, clock.iso(now), version.size, lost_too=True
+        )
+        # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
+        status = UploadStatus.STORED if tenant is not None and not tenant.held else UploadStatus.DUPLICATE
+        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
+        # never claims the key: never delete bytes some record stores there
+        made = _Made(version, filename, content_type, counter_shard, now, tenant)
+        self._commit(made, "duplicate", (counted, file_changed), claims=False, status=status, deltas=deltas)
+
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: FileRecord,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        generation = tombstoned.generation
+
+        def file_changed(item: FileRecord | None) -> CommitRefused:
+            if item is None:
+                return FileVanished(None)
+            if item.tombstoned and item.generation == generation:
+                return ReapPending(item)
+            return FileChanged(item)
+
+        file = {
+            "Update": {
+                "TableName": self._s.files_table,
+                "Key": to_item(codec.file_key(version.hash)),
+                # the tombstoned generation's object goes to the reaper (tombstone_shard/reap_after stay: the
+                # reaper finds it after the grace period); this object is the new generation's canonical copy (a
+                # `lost` mark goes: this copy exists)
+                "UpdateExpression": "SET #gen = :next, s3_key = :key, #bucket = :bucket, etag = :etag,"
+                " reap_key = :old_key, reap_etag = :old_etag, live_refs = :one, last_upload_at = :now,"
+                " stores = if_not_exists(stores, :one) + :one ADD upload_count :one REMOVE #state, lost_at",
+                "ConditionExpression": "live_refs = :zero AND #gen = :gen AND s3_key = :old_key"
+                " AND attribute_not_exists(reap_key)",
+                "ExpressionAttributeNames": {"#state": "state", "#gen": "generation", "#bucket": "bucket"},
+                "ExpressionAttributeValues": {
+                    ":zero": to_attr(0),
+                    ":gen": to_attr(generation),
+                    ":next": to_attr(generation + 1),
+                    ":key": to_attr(version.key),
+                    ":bucket": to_attr(version.bucket),
+                    ":etag": to_attr(version.etag),
+                    ":one": to_attr(1),
+                    ":now": to_attr(clock.iso(now)),
+                    ":old_key": to_attr(tombstoned.s3_key),
+                    ":old_etag": to_attr(tombstoned.etag or ""),
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        deltas = {"total_uploads": 1}
+        made = _Made(version, filename, content_type, counter_shard, now, tenant)
+        self._commit(made, "stored", (file, file_changed), claims=True, status=UploadStatus.STORED, deltas=deltas)
+
+    def _commit(
+        self,
+        made: _Made,
+        outcome: str,
+        file: tuple[Request, Refusal],
+        *,
+        claims: bool,
+        status: UploadStatus,
+        deltas: Mapping[str, int],
+    ) -> None:
+        """The one skeleton of the ingest's commits: the event (`outcome`), the file record's change (`file`: the
+        request and what its refusal means), the key claimed (`claims`: this object is the stored copy) or
+        conditioned on no claim, the upload finished as `status`, the tenant's reference and usage, and `deltas`
+        on one counter shard."""
+        version, filename, content_type, now, tenant = (
+            made.version,
+            made.filename,
+            made.content_type,
+            made.now,
+            made.tenant,
+        )
+        stamp = clock.iso(now)
+        claim = key_claim(version.bucket, version.key)
+        event = self._event_item(version, outcome, now) | {"commit": secrets.token_hex(8)}
+        plan = Plan(identity="event")
+        plan.add("event", self._put_new(self._s.events_table, event, "event_key"), EventRecorded)
+        plan.add("file", *file)
+        if claims:
+            plan.add("claim", self._put_claim_item(claim, version.hash, stamp), KeyClaimed)
+        else:
+            plan.add("claim", self._no_claim_item(claim), KeyClaimed)
+        self._add_finish_upload(plan, version, status, UploadStatus(outcome), filename, content_type, stamp, tenant)
+        if tenant is not None:
+            first = codec.first_reference(version, filename, content_type, stamp)
+            plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
+            self._add_usage_moves(plan, tenant, version)
+        plan.add("counters", self._add_counters_item(made.counter_shard, deltas))
+        self._run(plan)
+
+    def _event_item(self, version: ObjectVersion, outcome: str, now: datetime) -> codec.Item:
+        """The event record; the commits add a nonce of their one request (`commit`): a retry of the same
+        request (botocore resends it) finds its own record, a concurrent delivery of the same event — whose
+        record would otherwise be identical, down to the second — finds another's (a replay)."""
+        ttl = clock.epoch(clock.plus(now, days=self._s.event_ttl_days))
+        return codec.event_item(version, outcome, now, ttl)
+
+    # ---------------------------------------------------------------- the precheck (dfd.uploads)
+    def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
+        stamp = clock.iso(now)
+        plan = Plan(identity="upload")
+        plan.add("upload", self._put_new(self._s.uploads_table, codec.precheck_upload_item(upload, stamp), "upload_id"))
+        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp, upload.size), FileVanished)
+        # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
+        held = TenantShare(upload.tenant, held=True, counted=True)
+        plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
+        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
+        plan.add("counters", self._add_counters_item(counter_shard, deltas))
+        if upload.bound is not None:  # counted against the tenant's precheck bound (dfd.adapters.limits)
+            plan.add(
+                "bound", precheck_bound_update(self._s.counters_table, upload.tenant, upload.bound), PrecheckLimited
+            )
+        self._run(plan)
+
+    # ---------------------------------------------------------------- adoption (dfd.ingest)
+    def adopt_copy(
+        self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
+    ) -> None:
+        stamp = clock.iso(now)
+        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at", "#st": "state"}
+        values: dict[str, Any] = {
+            ":key": to_attr(version.key),
+            ":etag": to_attr(version.etag),
+            ":bucket": to_attr(version.bucket),
+            ":now": to_attr(stamp),
+            ":lost": to_attr(lost.s3_key or ""),
+        }
+        condition = "attribute_exists(#h) AND #k = :lost"
+        if lost.etag:
+            values[":lost_etag"] = to_attr(lost.etag)
+            condition += " AND #e = :lost_etag"
+        plan = Plan()
+        plan.add(
+            "file",
+            {
+                "Update": {
+                    "TableName": self._s.files_table,
+                    "Key": to_item(codec.file_key(version.hash)),
+                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now REMOVE #st, lost_at",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            FileChanged,
+        )
+        lost_claim = key_claim(lost.bucket or version.bucket, lost.s3_key or "")
+        plan.add(
+            "lost_claim",
+            {
+                "Delete": {
+                    "TableName": self._s.events_table,
+                    "Key": to_item(codec.event_key(lost_claim)),
+                    # never another content's claim
+                    "ConditionExpression": "attribute_not_exists(event_key) OR #h = :h",
+                    "ExpressionAttributeNames": {"#h": "hash"},
+                    "ExpressionAttributeValues": {":h": to_attr(version.hash)},
+                }
+            },
+        )
+        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
+        if version.upload_id is not None and not upload_deleted:  # a deleted upload stays deleted (terminal)
+            plan.add(
+                "upload",
+                {
+                    "Update": {
+                        "TableName": self._s.uploads_table,
+                        "Key": to_item(codec.upload_key(version.upload_id)),
+                        "UpdateExpression": "SET #s = :stored",
+                        "ConditionExpression": "#ek = :ek AND #s <> :deleted",
+                        "ExpressionAttributeNames": {"#s": "status", "#ek": "event_key"},
+                        "ExpressionAttributeValues": {
+                            ":stored": to_attr(UploadStatus.STORED.value),
+                            ":ek": to_attr(version.event_key),
+                            ":deleted": to_attr(_DELETED),
+                        },
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                UploadTaken,
+            )
+        self._run(plan)
+
+    # ---------------------------------------------------------------- the commits' items
+    def _add_finish_upload(
+        self,
+        plan: Plan,
+        version: ObjectVersion,
+        status: UploadStatus,
+        outcome: UploadStatus,
+        filename: str,
+        content_type: str,
+        stamp: str,
+        tenant: TenantShare | None,
+    ) -> None:
+        """Mark the upload processed by this event: its fields set, `filename`, `content_type` and `created_at` only
+        where absent; out of the pending index and the quota's pending count (`quota_bytes`: when the commit
+        releases them they must still be there). Refused when another object version already processed it (a
+        second PUT with the same URL) or it was deleted (cancelled: it stays so)."""
+        if version.upload_id is None:
+            return
+        releasing = tenant is not None and tenant.pending_bytes > 0
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        parts: list[str] = []
+        for i, (name, value) in enumerate(codec.processed_upload(version, status, outcome, stamp).items()):
+            names[f"#f{i}"] = name
+            values[f":f{i}"] = to_attr(value)
+            parts.append(f"#f{i} = :f{i}")
+        defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
+        for i, (name, value) in enumerate(defaults.items()):
+            names[f"#d{i}"] = name
+            values[f":d{i}"] = to_attr(value)
+            parts.append(f"#d{i} = if_not_exists(#d{i}, :d{i})")
+        parts.append("#ek = :ek")
+        values[":ek"] = to_attr(version.event_key)
+        request = {
+            "Update": {
+                "TableName": self._s.uploads_table,
+                "Key": to_item(codec.upload_key(version.upload_id)),
+                "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
+                "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
+                " AND (attribute_not_exists(#del) OR #del <> :del)"
+                + (" AND attribute_exists(quota_bytes)" if releasing else ""),
+                "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key", "#del": "status"},
+                "ExpressionAttributeValues": {**values, ":del": to_attr(_DELETED)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+        def refused(item: UploadRecord | None) -> CommitRefused:
+            if releasing and item is not None and item.event_key in (None, version.event_key):
+                return PendingReleased(item)  # not taken: the reconcile released its quota bytes meanwhile
+            return UploadTaken(item)
+
+        plan.add("upload", request, refused)
+
+    def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: codec.Item, stamp: str) -> Request:
+        """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller
+        read (or assumed) it: absent (`attribute_not_exists`), at 0 (exists, count <= 0: awaiting the reaper, still
+        counted in the tenant's `stored_bytes`) or held (count above 0) — so a race (a reference created, taken over
+        or reaped meanwhile) is a TenantRefChanged and a new decision, never a size counted twice or not at all. A
+        new reference (absent or at 0) takes `first` (the tenant's first filename, its `size`, dates...) anew; a held
+        one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
+        names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp), ":zero": to_attr(0)}
+        parts = ["#last = :now"]
+        for i, (name, value) in enumerate(first.items()):
+            if value is None:
+                continue
+            names[f"#d{i}"] = name
+            values[f":d{i}"] = to_attr(value)
+            parts.append(f"#d{i} = :d{i}" if not tenant.held else f"#d{i} = if_not_exists(#d{i}, :d{i})")
+        if tenant.held:
+            condition = "attribute_exists(#h) AND #n > :zero"
+        elif tenant.counted:
+            condition = "attribute_exists(#h) AND #n <= :zero"
+        else:
+            condition = "attribute_not_exists(#h)"
+        return {
+            "Update": {
+                "TableName": self._s.tenant_files_table,
+                "Key": to_item(codec.tenant_ref_key(tenant.tenant, digest)),
+                "UpdateExpression": "SET " + ", ".join(parts) + " ADD #n :one REMOVE reap_shard, reap_after",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _add_usage_moves(self, plan: Plan, tenant: TenantShare, version: ObjectVersion) -> None:
+        """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
+        the commit creates the tenant's reference item, its size joins `stored` (stored_bytes = the sizes of the
+        tenant's reference items that exist: a content counts once per tenant; a reference at 0 taken over is
+        counted already, the reaper subtracts it when it deletes one). Never conditioned: an object already
+        uploaded is never refused for a quota (the reference's own condition says whether it is created)."""
+        stored = 0 if tenant.counted else version.size
+        deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
+        if tenant.pending_bytes:
+            deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
+        deltas = {name: delta for name, delta in deltas.items() if delta}
+        if deltas:
+            plan.add("usage", self._add_usage_item(tenant.tenant, deltas))
+
+    def _no_claim_item(self, claim: str) -> Request:
+        """Condition: no stored object lives at this key."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._s.events_table,
+                "Key": to_item(codec.event_key(claim)),
+                "ConditionExpression": "attribute_not_exists(event_key)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _count_duplicate_file_item(
+        self, digest: str, key: str | None, stamp: str, size: int, *, lost_too: bool = False
+    ) -> Request:
+        """+1 upload (and +1 live reference, + `size` saved bytes) on an existing file record — never the record
+        whose object IS this key; only LIVE content: a live count above 0 (at 0 the content is tombstoned and is
+        resurrected instead). `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the
+        ingest then adopts this upload's copy; the precheck never counts one (it answers 409 only for content
+        whose copy exists)."""
+        condition = "attribute_exists(#h) AND " + REFERENCED
+        values: dict[str, Any] = {
+            ":one": to_attr(1),
+            ":now": to_attr(stamp),
+            ":zero": to_attr(0),
+            ":size": to_attr(size),
+        }
+        names = {"#h": "hash"}
+        if not lost_too:
+            condition += " AND (attribute_not_exists(#state) OR #state <> :lost)"
+            values[":lost"] = to_attr(codec.LOST)
+            names["#state"] = "state"
+        if key is not None:
+            condition += " AND s3_key <> :key"
+            values[":key"] = to_attr(key)
+        return {
+            "Update": {
+                "TableName": self._s.files_table,
+                "Key": to_item(codec.file_key(digest)),
+                "UpdateExpression": "ADD upload_count :one, live_refs :one, saved_bytes :size"
+                " SET last_upload_at = :now",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }

@@ -1,0 +1,148 @@
+"""Reads and paging: every record as its codec parses it, the ingest's and the precheck's one consistent read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dfd import usage
+from dfd.adapters.dynamo import codec
+from dfd.adapters.dynamo.base import Item, Store, from_item, to_attr, to_item, translate
+from dfd.ids import key_claim
+from dfd.ports import IngestState
+from dfd.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
+
+
+def _first(items: list[Item], parse: Callable[[Item], Any]) -> Any:
+    return parse(items[0]) if items else None
+
+
+class Reads(Store):
+    def get_file(self, digest: str, *, consistent: bool = False) -> FileRecord | None:
+        item = self._get(self._s.files_table, codec.file_key(digest), consistent=consistent)
+        return codec.file_record(item) if item else None
+
+    def get_upload(self, upload_id: str) -> UploadRecord | None:
+        item = self._get(self._s.uploads_table, codec.upload_key(upload_id), consistent=True)
+        return codec.upload_record(item) if item else None
+
+    def get_event(self, event_key: str) -> EventRecord | None:
+        item = self._get(self._s.events_table, codec.event_key(event_key), consistent=True)
+        return codec.event_record(item) if item else None
+
+    def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
+        item = self._get(self._s.events_table, codec.event_key(key_claim(bucket, key)), consistent=True)
+        return codec.key_claim(item) if item else None
+
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to four tables)."""
+        s = self._s
+        request: dict[str, Any] = {
+            s.events_table: {"Keys": [to_item(codec.event_key(event_key))], "ConsistentRead": True},
+            s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True},
+        }
+        if upload_id is not None:
+            request[s.uploads_table] = {"Keys": [to_item(codec.upload_key(upload_id))], "ConsistentRead": True}
+            if tenant_hint is not None:
+                ref = to_item(codec.tenant_ref_key(tenant_hint, digest))
+                request[s.tenant_files_table] = {"Keys": [ref], "ConsistentRead": True}
+        found = self._batch_get(request)
+        return IngestState(
+            _first(found[s.events_table], codec.event_record),
+            _first(found[s.files_table], codec.file_record),
+            _first(found.get(s.uploads_table, []), codec.upload_record),
+            _first(found.get(s.tenant_files_table, []), codec.tenant_ref),
+        )
+
+    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
+        """The file record and the tenant's reference to it, in ONE consistent BatchGetItem."""
+        s = self._s
+        found = self._batch_get(
+            {
+                s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True},
+                s.tenant_files_table: {
+                    "Keys": [to_item(codec.tenant_ref_key(tenant, digest))],
+                    "ConsistentRead": True,
+                },
+            }
+        )
+        return _first(found[s.files_table], codec.file_record), _first(found[s.tenant_files_table], codec.tenant_ref)
+
+    def counter_totals(self) -> dict[str, int]:
+        """Sum of every counter shard: ONE BatchGetItem (shards ≤ 100), never a Scan."""
+        keys = [to_item({"counter_id": shard}) for shard in self._s.shard_ids]
+        found = self._batch_get({self._s.counters_table: {"Keys": keys, "ConsistentRead": False}})
+        totals = dict.fromkeys(COUNTER_FIELDS, 0)
+        for item in found[self._s.counters_table]:
+            shard = codec.counter_shard(item)
+            for name in COUNTER_FIELDS:
+                totals[name] += getattr(shard, name)
+        return totals
+
+    def tenant_usage(self, tenant: str) -> TenantUsage:
+        """The sum of the tenant's usage shards (dfd.usage)."""
+        return usage.total(self._usage_items(tenant).values())
+
+    def scan_files(
+        self, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[FileRecord], dict[str, str] | None]:
+        """One page of at most `limit` file records, and where the next page starts (None on the last page).
+
+        DynamoDB returns a LastEvaluatedKey whenever a Scan stops at its Limit, even on the table's last item,
+        which would give the last full page a token to an empty page. So one item more is read: the next page
+        starts after this page's last item only when that item exists. A page cut short by DynamoDB's 1 MB
+        limit keeps DynamoDB's own key."""
+        kwargs: dict[str, Any] = {"TableName": self._s.files_table}
+        items, last = self._page(
+            "Scan", self._db.scan, kwargs, limit, start_key, lambda item: {"hash": str(item["hash"])}
+        )
+        return [codec.file_record(item) for item in items], last
+
+    def owner_uploads(
+        self, owner: str, limit: int, start_key: dict[str, str] | None
+    ) -> tuple[list[UploadRecord], dict[str, str] | None]:
+        """A Query of the sparse OwnerIndex (owner, created_at), newest first; one item more than `limit` tells
+        whether a next page exists (as scan_files does)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "IndexName": "OwnerIndex",
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeValues": {":owner": to_attr(owner)},
+            "ScanIndexForward": False,
+        }
+
+        def position(item: Item) -> dict[str, str]:
+            return {"owner": owner, "created_at": str(item["created_at"]), "upload_id": str(item["upload_id"])}
+
+        items, last = self._page("Query", self._db.query, kwargs, limit, start_key, position)
+        return [codec.upload_record(item) for item in items], last
+
+    def _page(
+        self,
+        action: str,
+        call: Callable[..., Any],
+        kwargs: dict[str, Any],
+        limit: int,
+        start_key: dict[str, str] | None,
+        position: Callable[[Item], dict[str, str]],
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """One page of a Scan or Query and the key of the next (`position` of an item), reading one item more
+        than `limit` (scan_files says why); a page cut short by DynamoDB's 1 MB limit keeps DynamoDB's key."""
+        kwargs = {**kwargs, "Limit": limit + 1}
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        try:
+            response = call(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, action) from error
+        items = [from_item(i) for i in response.get("Items", [])]
+        if len(items) > limit:
+            items = items[:limit]
+            return items, position(items[-1])
+        last = response.get("LastEvaluatedKey")
+        return items, (position(from_item(last)) if last else None)

@@ -1,0 +1,187 @@
+"""The uploads aggregate: registration (counted against its tenant's quota), multipart records, and the end of
+an upload that holds no reference (expired, cancelled: its quota bytes released)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dfd import clock, usage
+from dfd.adapters.dynamo import codec
+from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
+from dfd.conflicts import CommitRefused, MultipartAttached, QuotaRefused
+from dfd.ports import NewMultipart, NewUpload
+from dfd.records import TenantUsage, UploadStatus
+
+_PENDING = UploadStatus.PENDING.value
+_DELETED = UploadStatus.DELETED.value
+
+
+class Uploads(Store):
+    def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
+        """The upload record and its count on one of the tenant's usage shards, in ONE transaction. With a limit
+        set the count goes to the gate (usage#<tenant>), conditioned on the limits less what the tenant's other
+        shards hold (read first; nobody writes them while a limit is set): the quota check (docs/design.md,
+        "Quotas"). `multipart`: how the upload is cut."""
+        s = self._s
+        shard = usage.write_shard(upload.tenant, s, self._rng)
+        others = TenantUsage()  # what the tenant's other shards hold
+        if usage.limited(s):
+            items = self._usage_items(upload.tenant)
+            others = usage.total(item for counter_id, item in items.items() if counter_id != shard.counter_id)
+            room = s.tenant_quota_bytes - others.used_bytes - upload.size
+            if (s.tenant_quota_bytes and room < 0) or (
+                s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
+            ):
+                raise QuotaRefused(usage.total([items.get(shard.counter_id), others.as_dict()]))
+        item = codec.pending_upload_item(
+            upload,
+            now,
+            reconcile_after=clock.plus(now, seconds=s.reconcile_grace_seconds),
+            pending_shard=f"p#{self._rng.randrange(s.pending_shards)}",
+            ttl=clock.epoch(clock.plus(now, days=s.upload_ttl_days)),
+            multipart=multipart,
+        )
+        plan = Plan(identity="upload")  # a lost response, retried: recognised by the record it put
+        plan.add("upload", self._put_new(s.uploads_table, item, "upload_id"))
+        plan.add("usage", self._count_pending_item(shard, upload.size, others), QuotaRefused)
+        try:
+            self._run(plan)
+        except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
+            gate = refused.item.as_dict() if refused.item is not None else None
+            raise QuotaRefused(usage.total([gate, others.as_dict()])) from None
+
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        self.register_upload(upload, now, multipart=multipart)
+
+    def _count_pending_item(self, shard: usage.UsageShard, size: int, others: TenantUsage) -> Request:
+        """+1 pending upload of `size` bytes on a usage shard of the tenant, conditioned on the limits less what its
+        other shards hold (DynamoDB conditions have no arithmetic: `used_bytes` = pending + stored is kept for
+        this comparison)."""
+        s = self._s
+        values: dict[str, Any] = {}
+        conditions: list[str] = []
+        if s.tenant_pending_limit:
+            conditions.append("(attribute_not_exists(pending_count) OR pending_count < :pending_limit)")
+            values[":pending_limit"] = to_attr(s.tenant_pending_limit - others.pending_count)
+        if s.tenant_quota_bytes:
+            conditions.append("(attribute_not_exists(used_bytes) OR used_bytes <= :room)")
+            values[":room"] = to_attr(s.tenant_quota_bytes - others.used_bytes - size)
+        deltas = {"pending_count": 1, "pending_bytes": size, "used_bytes": size}
+        if not conditions:
+            return self._add_usage_item(
+                shard.tenant, deltas, shard=shard, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        return self._add_usage_item(
+            shard.tenant,
+            deltas,
+            shard=shard,
+            ConditionExpression=" AND ".join(conditions),
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+
+    def _release_pending_item(self, tenant: str, quota_bytes: int) -> Request:
+        """-1 pending upload of `quota_bytes` on the tenant's usage item (never conditioned)."""
+        deltas = {"pending_count": -1, "pending_bytes": -quota_bytes, "used_bytes": -quota_bytes}
+        return self._add_usage_item(tenant, deltas)
+
+    # ---------------------------------------------------------------- multipart (dfd.multipart)
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item(codec.upload_key(upload_id)),
+                UpdateExpression="SET s3_upload_id = :id, part_checksums = :checksums",
+                ConditionExpression="attribute_exists(upload_id) AND attribute_not_exists(s3_upload_id)"
+                " AND #status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":id": to_attr(s3_upload_id),
+                    ":checksums": to_attr(part_checksums),
+                    ":pending": to_attr(_PENDING),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if condition_failed(error):
+                item = refused_item(error)
+                raise MultipartAttached(codec.upload_record(item) if item else None) from error
+            raise translate(error, "UpdateItem") from error
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item(codec.upload_key(upload_id)),
+                UpdateExpression="SET completed_at = if_not_exists(completed_at, :now)",
+                ConditionExpression="attribute_exists(upload_id)",
+                ExpressionAttributeValues={":now": to_attr(clock.iso(now))},
+            )
+        except (ClientError, BotoCoreError) as error:
+            if not condition_failed(error):  # the record is gone (TTL): nothing to note
+                raise translate(error, "UpdateItem") from error
+
+    # ---------------------------------------------------------------- an upload ends without a reference
+    def end_pending_upload(
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        """status = `status`, out of the pending index (the TTL stays: the record ages out as usual)."""
+        # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
+        update = "SET #status = :status, ended_at = :now" + (", deleted_at = :now" if status == _DELETED else "")
+        return self._end_upload(upload_id, update, UploadStatus.PENDING, status, now, tenant, quota_bytes)
+
+    def cancel_upload(
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
+        update = "SET #status = :status, deleted_at = :now"
+        return self._end_upload(upload_id, update, status, UploadStatus.DELETED, now, tenant, quota_bytes)
+
+    def _end_upload(
+        self,
+        upload_id: str,
+        update: str,
+        read: UploadStatus,
+        status: UploadStatus,
+        now: datetime,
+        tenant: str | None,
+        quota_bytes: int,
+    ) -> bool:
+        """An upload that holds no reference ends (`update`, conditioned on its status still `read`, out of the
+        pending index). One still counted against its tenant's quota (`tenant`, `quota_bytes` > 0: as read from its
+        record) releases those bytes in the same transaction, conditioned on the record still holding them (as
+        the reconcile's expire does); False when a condition fails (the caller reads again)."""
+        request: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "Key": to_item(codec.upload_key(upload_id)),
+            "UpdateExpression": update + " REMOVE pending_shard",
+            "ConditionExpression": "#status = :read",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":status": to_attr(status.value),
+                ":now": to_attr(clock.iso(now)),
+                ":read": to_attr(read.value),
+            },
+        }
+        if tenant is not None and quota_bytes > 0:
+            request["UpdateExpression"] += ", quota_bytes"
+            request["ConditionExpression"] += " AND quota_bytes = :quota"
+            request["ExpressionAttributeValues"][":quota"] = to_attr(quota_bytes)
+            plan = Plan()
+            plan.add("upload", {"Update": request})
+            plan.add("usage", self._release_pending_item(tenant, quota_bytes))
+            try:
+                self._run(plan)
+            except CommitRefused:
+                return False
+            return True
+        try:
+            self._db.update_item(**request)
+        except (ClientError, BotoCoreError) as error:
+            if condition_failed(error):
+                return False
+            raise translate(error, "UpdateItem") from error
+        return True

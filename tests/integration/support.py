@@ -1,0 +1,319 @@
+"""Helpers shared by the integration tests: test modules import them from here, never from one another."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from moto.core.botocore_stubber import BotocoreStubber
+
+from dfd import clock
+from dfd.config import MIB, Settings
+from dfd.handlers import download, ingest, metadata, upload, uploads
+from dfd.handlers import multipart as parts_handler
+from dfdlocal import reconcile
+from dfdlocal.emulator import Resources, SerializeDynamoDB, create_resources
+from dfdlocal.names import REGION
+from dfdlocal.streams import patch_moto_streams
+from dfdlocal.template import LocalModel
+from dfdtools.audit import Report, audit
+from tests import support
+from tests.support import (
+    ALICE,
+    ApiUser,
+    LambdaContext,
+    api_event,
+    call,
+    sqs_batch,
+)
+
+
+def post_upload(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return call(upload.handler, api_event("POST", "/upload", body=body))
+
+
+def put(answer: dict[str, Any], data: bytes) -> requests.Response:
+    return requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
+
+
+def deliver(aws: Aws) -> dict[str, Any]:
+    """Hand what S3 put on the queue to the ingest function, as the event source mapping would."""
+    messages = aws.drain()
+    assert messages, "S3 sent no notification"
+    result: dict[str, Any] = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
+    return result
+
+
+def upload_bytes(aws: Aws, data: bytes, filename: str, **extra: Any) -> dict[str, Any]:
+    status, answer = post_upload({"filename": filename, "size": len(data), **extra})
+    assert status == 201, answer
+    assert put(answer, data).status_code == 200
+    assert deliver(aws) == {"batchItemFailures": []}
+    return answer
+
+
+ALICE_CLAIMS = support.ALICE.claims()  # alice's claims, as the multipart routes take them
+
+
+PART = 5 * MIB
+
+
+DATA = (b"multipart!" * (PART // 10 + 1))[:PART] * 2 + b"tail" * 1000  # parts: 5 MiB, 5 MiB, 4,000 bytes
+
+
+def as_user(event: dict[str, Any], claims: dict[str, str]) -> dict[str, Any]:
+    """The event as API Gateway's JWT authorizer passes it for a user with these claims."""
+    event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+    return event
+
+
+def route(method: str, upload_id: str, action: str, claims: dict[str, str], body: Any = None) -> tuple[int, Any]:
+    event = as_user(api_event(method, f"/uploads/{upload_id}/{action}", body=body), claims)
+    event["routeKey"] = f"{method} /uploads/{{id}}/{action}"
+    event["pathParameters"] = {"id": upload_id}
+    return call(parts_handler.handler, event)
+
+
+def create(size: int = len(DATA), claims: dict[str, str] = ALICE_CLAIMS, **extra: Any) -> dict[str, Any]:
+    body = {"filename": "big.bin", "size": size, "multipart": True, **extra}
+    status, answer = call(upload.handler, as_user(api_event("POST", "/upload", body=body), claims))
+    assert status == 201, answer
+    return answer
+
+
+def put_parts(answer: dict[str, Any], numbers: list[int], data: bytes = DATA, part_size: int = PART) -> dict[int, str]:
+    etags = {}
+    for part in answer["parts"]:
+        number = part["part_number"]
+        if number not in numbers:
+            continue
+        chunk = data[(number - 1) * part_size : number * part_size]
+        response = requests.put(part["url"], data=chunk, headers=part["headers"], timeout=10)
+        assert response.status_code == 200, response.text
+        etags[number] = response.headers["ETag"]
+    return etags
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def post(
+    user: ApiUser, data: bytes, name: str, *, digest: bool = False, content_type: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    body: dict[str, Any] = {"filename": name, "size": len(data)}
+    if content_type:
+        body["content_type"] = content_type
+    if digest:
+        body["sha256"] = sha(data)
+    return call(upload.handler, api_event("POST", "/upload", body=body, user=user))
+
+
+def ingest_all(aws: Aws) -> None:
+    messages = aws.drain()
+    assert messages
+    result = ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext())
+    assert result == {"batchItemFailures": []}
+
+
+def upload_as(aws: Aws, user: ApiUser, data: bytes, name: str, content_type: str | None = None) -> dict[str, Any]:
+    status, answer = post(user, data, name, content_type=content_type)
+    assert status == 201, answer
+    assert put(answer, data).status_code == 200
+    ingest_all(aws)
+    return answer
+
+
+def get(route: str, ident: str, user: ApiUser) -> tuple[int, dict[str, Any]]:
+    handler = metadata.handler if route == "metadata" else download.handler
+    return call(handler, api_event("GET", f"/{route}/{ident}", user=user))
+
+
+def delete(upload_id: str, user: ApiUser = ALICE) -> tuple[int, dict[str, Any]]:
+    event = api_event("DELETE", f"/uploads/{upload_id}", user=user)
+    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /uploads/{id}"
+    event["pathParameters"] = {"id": upload_id}
+    response = uploads.handler(event, LambdaContext())
+    body = response.get("body") or ""
+    return int(response["statusCode"]), (json.loads(body) if body else {})
+
+
+def dynamodb_lock(app: Any) -> Any:
+    """The lock of the emulator's SerializeDynamoDB middleware, wherever it sits in the middleware chain."""
+    while not isinstance(app, SerializeDynamoDB):
+        app = app.app
+    return app.lock
+
+
+@dataclass
+class Emulator:
+    endpoint: str
+    model: Any
+    dynamodb_lock: Any  # the emulator's DynamoDB serialization: held, it pauses every DynamoDB request
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
+
+
+@dataclass
+class Local:
+    emulator: Emulator
+    settings: Settings
+    ddb: Any
+    s3: Any
+    sqs: Any
+    sfn: Any
+    queue_url: str
+    state_machine_arn: str
+
+    # -- the workflow ---------------------------------------------------------------------------------
+    def run(self, **execution_input: Any) -> dict[str, Any]:
+        return reconcile.run_reconcile(self.sfn, self.state_machine_arn, 60, execution_input=execution_input)
+
+    # -- the ingest queue and function ----------------------------------------------------------------
+    def drain(self) -> list[str]:
+        """Take every message off the ingest queue (a lost notification, or to deliver it)."""
+        bodies: list[str] = []
+        while True:
+            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not got:
+                return bodies
+            for message in got:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                bodies.append(message["Body"])
+
+    def deliver(self) -> list[dict[str, Any]]:
+        """Hand the queue's messages to the ingest function (the event source mapping); their payloads."""
+        bodies = self.drain()
+        if bodies:
+            result = ingest.handler(sqs_batch(*bodies), LambdaContext())
+            assert result == {"batchItemFailures": []}
+        return [json.loads(body) for body in bodies]
+
+    # -- uploads --------------------------------------------------------------------------------------
+    def register(self, data: bytes, filename: str = "f.bin") -> dict[str, Any]:
+        status, answer = call(
+            upload.handler, api_event("POST", "/upload", body={"filename": filename, "size": len(data)})
+        )
+        assert status == 201, answer
+        return answer
+
+    def upload(self, data: bytes, filename: str = "f.bin") -> dict[str, Any]:
+        """POST /upload and the PUT; the S3 notification stays on the queue."""
+        answer = self.register(data, filename)
+        response = requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
+        assert response.status_code == 200, response.text
+        return answer
+
+    def upload_item(self, upload_id: str) -> dict[str, Any]:
+        item = self.ddb.get_item(TableName=self.settings.uploads_table, Key={"upload_id": {"S": upload_id}})["Item"]
+        return {k: next(iter(v.values())) for k, v in item.items()}
+
+    # -- state ----------------------------------------------------------------------------------------
+    def audit(self) -> Report:
+        return audit(self.ddb, self.s3, self.settings)
+
+    def assert_invariants(self) -> None:
+        report = self.audit()
+        assert report.ok, report.text()
+
+    def snapshot(self) -> dict[str, list[Any]]:
+        s = self.settings
+        state: dict[str, list[Any]] = {}
+        for table in (s.files_table, s.counters_table, s.uploads_table, s.events_table):
+            state[table] = sorted(self.ddb.scan(TableName=table, ConsistentRead=True)["Items"], key=repr)
+        listing = self.s3.list_objects_v2(Bucket=s.bucket).get("Contents", [])
+        state["objects"] = sorted((o["Key"], o["ETag"]) for o in listing)
+        return state
+
+
+def later(**delta: float) -> str:
+    """An execution's notion of now, moved forward (instead of waiting out grace periods and URL expiry)."""
+    return clock.iso(datetime.now(UTC) + timedelta(**delta))
+
+
+def uploaded(aws: Aws, data: bytes, name: str = "f.bin") -> dict[str, Any]:
+    status, answer = post_upload({"filename": name, "size": len(data)})
+    assert status == 201
+    assert put(answer, data).status_code == 200
+    aws.drain()  # the S3 notification: these tests deliver events themselves
+    return answer
+
+
+@dataclass
+class Aws:
+    settings: Settings
+    s3: Any
+    ddb: Any
+    sqs: Any
+    queue_url: str
+
+    def audit(self, *, settled: bool = True) -> Report:
+        return audit(self.ddb, self.s3, self.settings, settled=settled)
+
+    def assert_invariants(self, *, settled: bool = True) -> Report:
+        report = self.audit(settled=settled)
+        assert report.ok, report.text()
+        return report
+
+    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """Every table's items and every object: to prove a replay changed nothing."""
+        tables = [self.settings.files_table, self.settings.counters_table, self.settings.uploads_table]
+        tables += [self.settings.events_table, self.settings.tenant_files_table]
+        state: dict[str, list[dict[str, Any]]] = {}
+        for table in tables:
+            items = self.ddb.scan(TableName=table, ConsistentRead=True)["Items"]
+            state[table] = sorted(items, key=repr)
+        listing = self.s3.list_objects_v2(Bucket=self.settings.bucket).get("Contents", [])
+        state["objects"] = sorted(({"Key": o["Key"], "ETag": o["ETag"]} for o in listing), key=repr)
+        return state
+
+    def drain(self, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Receive every message S3 sent to the ingest queue (deleting them), as SQS event records."""
+        records: list[dict[str, Any]] = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=max_messages, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not got:
+                return records
+            for message in got:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                records.append(message)
+
+
+QUEUE_VISIBILITY_TIMEOUT = 30  # seconds, for the polled ingest queue (the template's 30 min are for Lambda)
+
+
+def template_resources(model: LocalModel, client: Callable[[str], Any]) -> Resources:
+    """The template's tables, queues and bucket, created as the local stack creates them (GSIs, TTL, redrive,
+    bucket notification, the tables' streams: only committed writes reach them, dfdlocal.streams), through
+    ``client(service)``: in-process moto (mock_aws) or an emulator server."""
+    patch_moto_streams()
+    return create_resources(model, client, local_visibility_timeout=QUEUE_VISIBILITY_TIMEOUT)
+
+
+_MOTO = threading.RLock()
+
+
+def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One in-process moto request at a time, as the local stack's emulator serializes DynamoDB requests.
+
+    The ingest handler runs a batch's records in threads, and moto answers in the calling thread; its DynamoDB
+    is not transaction-safe (a cancelled TransactWriteItems puts back a copy of the tables taken when it
+    started, undoing what other threads committed meanwhile). Real DynamoDB isolates transactions itself."""
+    process = BotocoreStubber.process_request
+
+    def serialized(self: BotocoreStubber, request: Any) -> Any:
+        with _MOTO:
+            return process(self, request)
+
+    monkeypatch.setattr(BotocoreStubber, "process_request", serialized)
