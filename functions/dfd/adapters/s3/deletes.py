@@ -10,14 +10,16 @@ from dfd.adapters.s3.base import Store, translate
 from dfd.errors import ObjectChanged, ObjectNotFound
 
 
+def _version(bucket: str, key: str, etag: str | None) -> dict[str, Any]:
+    """The parameters naming one version of an object: IfMatch its ETag, when known."""
+    return {"Bucket": bucket, "Key": key} | ({"IfMatch": etag} if etag else {})
+
+
 class Deletes(Store):
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         """Delete one object version (IfMatch its ETag): True when deleted or already gone."""
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
-        if etag:
-            kwargs["IfMatch"] = etag
         try:
-            self._s3.delete_object(**kwargs)
+            self._s3.delete_object(**_version(bucket, key, etag))
         except (ClientError, BotoCoreError) as error:
             mapped = translate(error, "DeleteObject", key)
             if isinstance(mapped, ObjectNotFound):
@@ -29,11 +31,8 @@ class Deletes(Store):
 
     def exists(self, bucket: str, key: str, etag: str | None) -> bool:
         """HeadObject IfMatch `etag`: True when that version is there; False when missing or overwritten."""
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
-        if etag:
-            kwargs["IfMatch"] = etag
         try:
-            self._s3.head_object(**kwargs)
+            self._s3.head_object(**_version(bucket, key, etag))
         except (ClientError, BotoCoreError) as error:
             mapped = translate(error, "HeadObject", key)
             if isinstance(mapped, ObjectNotFound | ObjectChanged):
