@@ -86,6 +86,26 @@ def parse_object(raw: Any) -> LfsObject:
     return LfsObject(oid, size)
 
 
+def _check_options(body: Mapping[str, Any]) -> None:
+    """The batch request's optional fields: absent, or of the spec's type (null is malformed, as for git-lfs,
+    which omits what it does not send); 422 for a malformed one, 409 for a hash algorithm other than sha256."""
+    if "transfers" in body:
+        transfers = body["transfers"]
+        if not isinstance(transfers, list) or not all(isinstance(name, str) for name in transfers):
+            raise LfsError(422, "transfers must be a list of transfer adapter names")
+        if "basic" not in transfers:
+            raise LfsError(422, "this server speaks only the basic transfer")
+    if "ref" in body:
+        ref = body["ref"]
+        if not isinstance(ref, Mapping) or not isinstance(ref.get("name", ""), str):
+            raise LfsError(422, 'ref must be an object {"name": <the refspec>}')
+    hash_algo = body.get("hash_algo", "sha256")
+    if not isinstance(hash_algo, str):
+        raise LfsError(422, "hash_algo must be a string")
+    if hash_algo != "sha256":
+        raise LfsError(409, f"this server supports only the sha256 hash algorithm, not {hash_algo[:32]!r}")
+
+
 def _failed(oid: str, size: int, code: int, message: str) -> dict[str, Any]:
     return {"oid": oid, "size": size, "error": {"code": code, "message": message}}
 
@@ -116,12 +136,7 @@ class LfsService:
         operation = body.get("operation")
         if operation not in ("upload", "download"):
             raise LfsError(422, 'operation must be "upload" or "download"')
-        transfers = body.get("transfers")
-        if transfers is not None and (not isinstance(transfers, list) or "basic" not in transfers):
-            raise LfsError(422, "this server speaks only the basic transfer")
-        hash_algo = body.get("hash_algo", "sha256")
-        if hash_algo != "sha256":
-            raise LfsError(409, f"this server supports only the sha256 hash algorithm, not {str(hash_algo)[:32]!r}")
+        _check_options(body)
         raw_objects = body.get("objects")
         if not isinstance(raw_objects, list):
             raise LfsError(422, "objects must be a list")

@@ -137,6 +137,8 @@ class LockService:
 
     def list(self, caller: Caller, repo: str, query: Mapping[str, str]) -> dict[str, Any]:
         key = repo_key(caller.tenant, repo)
+        # checked whether or not a path or id filter makes them moot: a malformed request is a 422 either way
+        limit, cursor = _limit(query.get("limit")), _cursor(query.get("cursor"))
         path, wanted_id = query.get("path"), query.get("id")
         if path is not None or wanted_id is not None:
             ident = lock_id(path) if path is not None else str(wanted_id)
@@ -146,7 +148,7 @@ class LockService:
             if lock is not None and path is not None and lock.path != path:
                 lock = None
             return {"locks": [lock.view()] if lock else []}
-        locks, after = self._store.page(key, _limit(query.get("limit")), _cursor(query.get("cursor")))
+        locks, after = self._store.page(key, limit, cursor)
         answer: dict[str, Any] = {"locks": [lock.view() for lock in locks]}
         if after:
             answer["next_cursor"] = after

@@ -12,7 +12,10 @@ Bounded: FUZZ_EXAMPLES examples per operation and generation mode; both callers 
 2 minutes on the shared 2-core box (the budget is 3). Nothing is excluded: the presigned S3 requests the API
 hands out are not part of the document, so the fuzzer never sends bytes to S3. What it found was fixed in the code:
 a malformed multipart upload id is 400 invalid_id; every route refuses a query parameter it does not take (400
-unknown_parameter); POST /upload's size limit is a 400 (too_large) like its other field checks.
+unknown_parameter); POST /upload's size limit is a 400 (too_large) like its other field checks; the LFS batch
+request's optional fields (transfers, ref, hash_algo) are of the spec's type or a 422 (null included); GET
+/lfs/{repo}/locks checks limit and cursor even when a path or id filter is given. POST /upload's part_size, like
+its content_type and sha256, may be null (the service's layout), and the document says so.
 """
 
 from __future__ import annotations

@@ -182,6 +182,13 @@ def test_an_oid_named_twice_is_registered_once(world: Lfs) -> None:
         ({"operation": "delete", "objects": []}, 422),
         ({"operation": "upload", "objects": "x"}, 422),
         ({"operation": "upload", "objects": [], "transfers": ["tus"]}, 422),
+        ({"operation": "upload", "objects": [], "transfers": None}, 422),
+        ({"operation": "upload", "objects": [], "transfers": "basic"}, 422),
+        ({"operation": "upload", "objects": [], "transfers": ["basic", 1]}, 422),
+        ({"operation": "upload", "objects": [], "ref": None}, 422),
+        ({"operation": "upload", "objects": [], "ref": "refs/heads/main"}, 422),
+        ({"operation": "upload", "objects": [], "ref": {"name": 1}}, 422),
+        ({"operation": "upload", "objects": [], "hash_algo": None}, 422),
         ({"operation": "upload", "objects": [], "hash_algo": "sha512"}, 409),
         ({"operation": "upload", "objects": [{"oid": "a" * 64, "size": 1}] * 6}, 413),
         ([], 422),
@@ -192,6 +199,20 @@ def test_request_level_errors(world: Lfs, body: Any, status: int) -> None:
         world.lfs().batch(ALICE.caller, "game", body, BASE)
     assert refused.value.status == status
     assert world.repo.uploads == {}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"transfers": ["basic"], "hash_algo": "sha256", "ref": {"name": "refs/heads/main"}},
+        {"transfers": ["lfs-standalone-file", "basic", "ssh"], "ref": {}},  # git-lfs omits an empty ref name
+        {"unknown": True},  # fields the spec may add later are ignored
+    ],
+)
+def test_well_formed_options_are_accepted(world: Lfs, options: dict[str, Any]) -> None:
+    answer = world.lfs().batch(ALICE.caller, "game", {"operation": "download", "objects": []} | options, BASE)
+    assert answer == {"transfer": "basic", "objects": [], "hash_algo": "sha256"}
 
 
 @pytest.mark.parametrize("name", [".", "..", "a/b", "", "x" * 101, "sp ace"])
@@ -284,6 +305,8 @@ def test_locks_are_paged() -> None:
         lambda s: s.create(ALICE.caller, "game", []),
         lambda s: s.list(ALICE.caller, "game", {"limit": "0"}),
         lambda s: s.list(ALICE.caller, "game", {"cursor": "zz"}),
+        lambda s: s.list(ALICE.caller, "game", {"path": "a.bin", "limit": "true"}),  # a filter moots, not excuses
+        lambda s: s.list(ALICE.caller, "game", {"id": "a" * 64, "cursor": "F"}),
         lambda s: s.verify(ALICE.caller, "game", {"limit": "many"}),
         lambda s: s.unlock(ALICE.caller, "game", "a" * 64, {"force": "yes"}),
     ],

@@ -104,6 +104,8 @@ def test_client_part_size() -> None:
         parse_request({"filename": "a", "size": 12 * MIB, "part_size": 7 * MIB + 3}, GIB), ALICE
     )
     assert (by_threshold.body["part_size"], by_threshold.body["part_count"]) == (7 * MIB + 3, 2)
+    # null, like the request's other optional fields, is the server's layout (docs/openapi.yaml says so)
+    assert parse_request({"filename": "a", "size": 12 * MIB, "part_size": None}, GIB).part_size is None
 
 
 @pytest.mark.parametrize(
