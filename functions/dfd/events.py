@@ -44,6 +44,15 @@ def _decoded_key(raw: Any, *, encoded: bool = True) -> str:
     return key
 
 
+def _object_ref(section: Mapping[str, Any], malformed: str, bucket_name: str, *, encoded: bool = True) -> ObjectRef:
+    """The object a notification's section names by its `bucket` and `object` mappings (`malformed`: the error
+    when either is not one; `bucket_name`: where the bucket's name is, for its error)."""
+    bucket, obj = section.get("bucket"), section.get("object")
+    if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
+        raise InvalidEvent(malformed)
+    return ObjectRef(_text(bucket.get("name"), bucket_name), _decoded_key(obj.get("key"), encoded=encoded))
+
+
 def _from_record(record: Any) -> ObjectRef | None:
     if not isinstance(record, Mapping):
         raise InvalidEvent("a record is not an object")
@@ -53,13 +62,10 @@ def _from_record(record: Any) -> ObjectRef | None:
     s3 = record.get("s3")
     if not isinstance(s3, Mapping):
         raise InvalidEvent("record has no s3 section")
-    bucket, obj = s3.get("bucket"), s3.get("object")
-    if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
-        raise InvalidEvent("record needs s3.bucket.name and s3.object.key")
     # S3 URL-encodes keys; the reconcile workflow cannot (no such intrinsic), so its re-drives carry the raw
     # key and say so with "dfd:raw-key": true
     encoded = record.get(RAW_KEY_FLAG) is not True
-    return ObjectRef(_text(bucket.get("name"), "s3.bucket.name"), _decoded_key(obj.get("key"), encoded=encoded))
+    return _object_ref(s3, "record needs s3.bucket.name and s3.object.key", "s3.bucket.name", encoded=encoded)
 
 
 def refs_from_payload(payload: Any) -> list[ObjectRef]:
@@ -74,10 +80,7 @@ def refs_from_payload(payload: Any) -> list[ObjectRef]:
         detail = payload.get("detail")
         if not isinstance(detail, Mapping):
             raise InvalidEvent("EventBridge event has no detail")
-        bucket, obj = detail.get("bucket"), detail.get("object")
-        if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
-            raise InvalidEvent("EventBridge detail needs bucket.name and object.key")
-        return [ObjectRef(_text(bucket.get("name"), "detail.bucket.name"), _decoded_key(obj.get("key")))]
+        return [_object_ref(detail, "EventBridge detail needs bucket.name and object.key", "detail.bucket.name")]
     records = payload.get("Records")
     if not isinstance(records, list) or not records:
         raise InvalidEvent("event has neither Records nor an EventBridge detail")

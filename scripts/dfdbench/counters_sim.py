@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dfd import usage
-from dfd.adapters.dynamo import Repository
+from dfd.adapters.dynamo import Repository, codec
 from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
@@ -310,7 +310,10 @@ class Simulation:
         count = self.result.objects
         self.result.expected = {"total_files": count, "total_uploads": count, "total_bytes_stored": count * SIZE}
         if self.tenant is not None:
-            shards = [self.counters.get(shard.counter_id) for shard in usage.every_shard(self.tenant)]
+            ids = [codec.usage_key(shard)["counter_id"] for shard in usage.every_shard(self.tenant)]
+            shards = [
+                codec.tenant_usage(self.counters[counter_id]) for counter_id in ids if counter_id in self.counters
+            ]
             self.result.totals |= {f"usage_{k}": v for k, v in usage.total(shards).as_dict().items()}
             open_uploads = self.result.registered - count  # registered, not ingested (the ingested ones were earlier)
             self.result.expected |= {
@@ -319,7 +322,7 @@ class Simulation:
                 "usage_stored_bytes": count * SIZE,
                 "usage_used_bytes": self.result.registered * SIZE,
             }
-            self.result.usage_items = sum(1 for shard in shards if shard)
+            self.result.usage_items = len(shards)
         return self.result
 
     def _resolve_tick(self) -> None:

@@ -21,8 +21,17 @@ from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import from_item
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
-from dfd.records import COUNTER_FIELDS, REAPED_FIELDS, EventRecord, FileRecord, TenantRef, UploadRecord, UploadStatus
-from dfd.usage import UsageShard, total
+from dfd.records import (
+    COUNTER_FIELDS,
+    REAPED_FIELDS,
+    EventRecord,
+    FileRecord,
+    TenantRef,
+    TenantUsage,
+    UploadRecord,
+    UploadStatus,
+)
+from dfd.usage import total
 from dfdtools.tools import add_target_args, interruptible, reports_unreachable, target
 
 # Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
@@ -254,11 +263,11 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads:
             pending.setdefault(upload.tenant, []).append(upload.quota_bytes)
             if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
-    shards: dict[str, list[dict[str, Any]]] = {}  # a tenant's usage is the sum of its usage shards (dfd.usage)
+    shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.usage)
     for item in counters:
-        shard = UsageShard.parse(str(item.get("counter_id", "")))
+        shard = codec.usage_shard(item)
         if shard is not None:
-            shards.setdefault(shard.tenant, []).append(item)
+            shards.setdefault(shard.tenant, []).append(codec.tenant_usage(item))
     usage = {tenant: total(found) for tenant, found in shards.items()}
     for tenant in sorted(set(stored) | set(pending) | set(usage)):
         found = usage.get(tenant, codec.tenant_usage(None)).as_dict()

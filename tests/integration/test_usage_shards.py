@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from dfd import deps, usage
+from dfd import deps
+from dfd.adapters.dynamo import codec
 from dfd.handlers import me, upload
 from tests.integration.conftest import Aws
 from tests.support import ALICE, api_event, call
@@ -36,7 +37,7 @@ def test_unlimited_usage_spreads_over_shards_and_a_later_limit_counts_all_of_it(
         assert post(100)[0] == 201
     shards = usage_items(aws)
     assert len(shards) > 1  # 12 writes on 100 shards: all on one has a chance of 1e-22
-    assert all(usage.UsageShard.parse(counter_id) for counter_id in shards)
+    assert all(codec.usage_shard({"counter_id": counter_id}) for counter_id in shards)
     assert me_usage() == {"pending_count": 12, "pending_bytes": 1200, "stored_bytes": 0, "used_bytes": 1200}
     aws.assert_invariants()  # the audit sums the shards per tenant
 

@@ -9,33 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from boto3.dynamodb.types import TypeSerializer
-
+from dfd.adapters.dynamo import codec
 from dfd.ports import PrecheckBound
-
-_serializer = TypeSerializer()
-_NAMES = {"#w": "precheck_window", "#n": "prechecks"}
-
-
-def precheck_key(tenant: str) -> dict[str, str]:
-    return {"counter_id": f"precheck#{tenant}"}
 
 
 def precheck_bound_update(table: str, tenant: str, bound: PrecheckBound) -> dict[str, Any]:
+    """The item's key, attribute names and values: dfd.adapters.dynamo.codec.precheck_update."""
     if bound.fresh:
         expression, condition = "SET #w = :w, #n = :one", "attribute_not_exists(#w) OR #w <> :w"
         values: dict[str, Any] = {":w": bound.window, ":one": 1}
     else:
         expression, condition = "SET #n = #n + :one", "#w = :w AND #n < :limit"
         values = {":w": bound.window, ":one": 1, ":limit": bound.limit}
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": {name: _serializer.serialize(value) for name, value in precheck_key(tenant).items()},
-            "UpdateExpression": expression,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": _NAMES,
-            "ExpressionAttributeValues": {name: _serializer.serialize(value) for name, value in values.items()},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
+    return {"Update": {"TableName": table, **codec.precheck_update(tenant, expression, condition, values)}}

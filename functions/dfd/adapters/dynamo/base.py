@@ -15,23 +15,24 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import usage
 from dfd.adapters.dynamo import codec
+
+# the attribute values every aggregate module (and the adapters of other tables) writes and reads
+from dfd.adapters.dynamo.codec import from_item as from_item
+from dfd.adapters.dynamo.codec import to_attr as to_attr
+from dfd.adapters.dynamo.codec import to_item as to_item
 from dfd.config import Settings
 from dfd.conflicts import CommitRefused
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
+from dfd.records import TenantUsage
 
 Item = codec.Item
 Request = dict[str, Any]
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 _RETRYABLE_CODES = {
     "ProvisionedThroughputExceededException",
@@ -47,25 +48,6 @@ _RETRYABLE_REASONS = {
     "ProvisionedThroughputExceeded",
     "InternalError",
 }
-
-
-def to_attr(value: Any) -> dict[str, Any]:
-    attr: dict[str, Any] = dict(_serializer.serialize(value))
-    return attr
-
-
-def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: to_attr(v) for k, v in values.items() if v is not None}
-
-
-def from_item(raw: Mapping[str, Any]) -> Item:
-    out: Item = {}
-    for key, attr in raw.items():
-        value = _deserializer.deserialize(attr)
-        if isinstance(value, Decimal):
-            value = int(value) if value == value.to_integral_value() else float(value)
-        out[key] = value
-    return out
 
 
 class CancelledTransaction(DfdError):
@@ -281,16 +263,18 @@ class Store:
             }
         }
 
-    def _usage_items(self, tenant: str) -> dict[str, Item]:
-        """The tenant's usage shards that exist, by counter_id: consistent BatchGetItems of 100 keys."""
-        keys = [to_item(shard.key) for shard in usage.every_shard(tenant)]
+    def _usage_shards(self, tenant: str) -> dict[usage.UsageShard, TenantUsage]:
+        """The tenant's usage shards that exist: consistent BatchGetItems of 100 keys."""
+        keys = [to_item(codec.usage_key(shard)) for shard in usage.every_shard(tenant)]
         table = self._s.counters_table
-        items: dict[str, Item] = {}
+        shards: dict[usage.UsageShard, TenantUsage] = {}
         for start in range(0, len(keys), usage.READ_BATCH):
             batch = keys[start : start + usage.READ_BATCH]
             for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]:
-                items[str(item["counter_id"])] = item
-        return items
+                shard = codec.usage_shard(item)
+                if shard is not None:
+                    shards[shard] = codec.tenant_usage(item)
+        return shards
 
     def _add_usage_item(
         self, tenant: str, deltas: Mapping[str, int], *, shard: usage.UsageShard | None = None, **update: Any
@@ -304,7 +288,7 @@ class Store:
         adds = ", ".join(f"#u{i} :u{i}" for i in range(len(deltas)))
         request: Request = {
             "TableName": self._s.counters_table,
-            "Key": to_item(shard.key),
+            "Key": to_item(codec.usage_key(shard)),
             "UpdateExpression": f"SET #tn = :tenant ADD {adds}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

@@ -1,9 +1,10 @@
 """Items <-> records: the one place that parses every kind of item and writes every whole item.
 
-An item here is what DynamoDB holds, as Python values (dfd.adapters.dynamo.base.from_item turns its attribute
-values into these, to_item back). Readers accept any item of their kind the product writes (the reconcile
+An item here is what DynamoDB holds, as Python values (:func:`from_item` turns its attribute values into these,
+:func:`to_item` back). Readers accept any item of their kind the product writes (the reconcile
 workflow's included) and ignore attributes the domain does not need (index keys, TTLs). Update expressions
-name attributes in the aggregate modules; the whole items they put are built here.
+name attributes in the aggregate modules; the whole items they put are built here, and so are the keys and the
+update of the counters table's tenant items (usage shards, precheck counts), which other adapters write too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, TypeVar
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from dfd import clock
 from dfd.ports import NewMultipart, NewUpload, ObjectVersion, PrecheckDuplicate
@@ -26,9 +30,15 @@ from dfd.records import (
     UploadRecord,
     UploadStatus,
 )
+from dfd.usage import USAGE_SHARDS, UsageShard
 
 Item = dict[str, Any]
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
+USAGE_PREFIX = "usage#"  # a usage shard's counter_id: usage#<tenant>[#NNN] (`#` never occurs in a tenant name)
+PRECHECK_PREFIX = "precheck#"
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
 
 
 R = TypeVar("R")
@@ -53,6 +63,26 @@ def _parse(kind: type[R], item: Mapping[str, Any], **derived: Any) -> R:
         if spec.name not in derived and raw is not None:
             values[spec.name] = _COERCE[str(spec.type)](raw)
     return kind(**values)
+
+
+# ---------------------------------------------------------------------------------------------- attribute values
+def to_attr(value: Any) -> dict[str, Any]:
+    attr: dict[str, Any] = dict(_serializer.serialize(value))
+    return attr
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: to_attr(v) for k, v in values.items() if v is not None}
+
+
+def from_item(raw: Mapping[str, Any]) -> Item:
+    out: Item = {}
+    for key, attr in raw.items():
+        value = _deserializer.deserialize(attr)
+        if isinstance(value, Decimal):
+            value = int(value) if value == value.to_integral_value() else float(value)
+        out[key] = value
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- readers
@@ -80,6 +110,18 @@ def tenant_usage(item: Mapping[str, Any] | None) -> TenantUsage:
     return _parse(TenantUsage, item or {})
 
 
+def usage_shard(item: Mapping[str, Any]) -> UsageShard | None:
+    """The usage shard a counters-table item is (None: another kind of counters item)."""
+    counter_id = str(item.get("counter_id", ""))
+    if not counter_id.startswith(USAGE_PREFIX):
+        return None
+    tenant, _, index = counter_id.removeprefix(USAGE_PREFIX).partition("#")
+    if not tenant or (index and not (index.isdigit() and 0 < int(index) < USAGE_SHARDS)):
+        return None
+    shard = UsageShard(tenant, int(index or 0))
+    return shard if usage_key(shard)["counter_id"] == counter_id else None
+
+
 def precheck_count(item: Mapping[str, Any]) -> PrecheckCount:
     return _parse(PrecheckCount, item)
 
@@ -103,6 +145,29 @@ def event_key(key: str) -> Item:
 
 def tenant_ref_key(tenant: str, digest: str) -> Item:
     return {"tenant": tenant, "hash": digest}
+
+
+def usage_key(shard: UsageShard) -> Item:
+    suffix = f"#{shard.index:03d}" if shard.index else ""
+    return {"counter_id": f"{USAGE_PREFIX}{shard.tenant}{suffix}"}
+
+
+def precheck_key(tenant: str) -> Item:
+    return {"counter_id": f"{PRECHECK_PREFIX}{tenant}"}
+
+
+# ---------------------------------------------------------------------------------------------- updates
+def precheck_update(tenant: str, expression: str, condition: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The Update (less its table) of the tenant's precheck count: `expression` and `condition` name its window
+    `#w` and its count `#n`; `values`: theirs, as Python values."""
+    return {
+        "Key": to_item(precheck_key(tenant)),
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {"#w": "precheck_window", "#n": "prechecks"},
+        "ExpressionAttributeValues": {name: to_attr(value) for name, value in values.items()},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
 
 
 # ---------------------------------------------------------------------------------------------- whole items

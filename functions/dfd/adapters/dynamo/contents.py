@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import clock
+from dfd.adapters import limits
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import (
     Plan,
@@ -28,7 +29,6 @@ from dfd.adapters.dynamo.base import (
     to_item,
     translate,
 )
-from dfd.adapters.limits import precheck_bound_update
 from dfd.conflicts import (
     CommitRefused,
     EventRecorded,
@@ -235,7 +235,9 @@ class Contents(Store):
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         if upload.bound is not None:  # counted against the tenant's precheck bound (dfd.adapters.limits)
             plan.add(
-                "bound", precheck_bound_update(self._s.counters_table, upload.tenant, upload.bound), PrecheckLimited
+                "bound",
+                limits.precheck_bound_update(self._s.counters_table, upload.tenant, upload.bound),
+                PrecheckLimited,
             )
         self._run(plan)
 

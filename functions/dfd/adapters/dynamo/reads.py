@@ -85,7 +85,7 @@ class Reads(Store):
 
     def tenant_usage(self, tenant: str) -> TenantUsage:
         """The sum of the tenant's usage shards (dfd.usage)."""
-        return usage.total(self._usage_items(tenant).values())
+        return usage.total(self._usage_shards(tenant).values())
 
     def scan_files(
         self, limit: int, start_key: dict[str, str] | None

@@ -29,13 +29,13 @@ class Uploads(Store):
         shard = usage.write_shard(upload.tenant, s, self._rng)
         others = TenantUsage()  # what the tenant's other shards hold
         if usage.limited(s):
-            items = self._usage_items(upload.tenant)
-            others = usage.total(item for counter_id, item in items.items() if counter_id != shard.counter_id)
+            shards = self._usage_shards(upload.tenant)
+            others = usage.total(found for other, found in shards.items() if other != shard)
             room = s.tenant_quota_bytes - others.used_bytes - upload.size
             if (s.tenant_quota_bytes and room < 0) or (
                 s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
             ):
-                raise QuotaRefused(usage.total([items.get(shard.counter_id), others.as_dict()]))
+                raise QuotaRefused(usage.total([shards.get(shard, TenantUsage()), others]))
         item = codec.pending_upload_item(
             upload,
             now,
@@ -50,8 +50,7 @@ class Uploads(Store):
         try:
             self._run(plan)
         except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
-            gate = refused.item.as_dict() if refused.item is not None else None
-            raise QuotaRefused(usage.total([gate, others.as_dict()])) from None
+            raise QuotaRefused(usage.total([refused.item or TenantUsage(), others])) from None
 
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
         self.register_upload(upload, now, multipart=multipart)

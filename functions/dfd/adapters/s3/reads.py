@@ -1,4 +1,4 @@
-"""S3 adapter: identify, stream and delete objects, presign URLs; turns ClientError into domain errors.
+"""The S3 adapter's reads: identify an object, stream its bytes into a sink (the ingest's hash).
 
 Reading an object for the ingest (the numbers behind these choices: docs/performance.md):
 - ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId); its body is
@@ -19,76 +19,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
-from dfd.errors import (
-    DfdError,
-    MultipartGone,
-    ObjectChanged,
-    ObjectNotFound,
-    PartsRejected,
-    ServiceUnavailable,
-    StillCompleting,
-)
+from dfd.adapters.s3.base import Store, release, translate
+from dfd.errors import ObjectChanged
 from dfd.hashing import b64_to_hex
 from dfd.ids import tenant_from_metadata
-from dfd.ports import ObjectInfo, OpenedObject, PartInfo, Sink
-
-if TYPE_CHECKING:
-    from dfd.config import Settings
+from dfd.ports import ObjectInfo, OpenedObject, Sink
 
 CHUNK = 1024 * 1024  # one stream's reads
 RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap
-_MISSING = {"NoSuchKey", "404", "NotFound"}
-_CHANGED = {"PreconditionFailed", "412"}
-_NO_UPLOAD = {"NoSuchUpload"}
-_PARTS_REJECTED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
-_RETRYABLE = {"SlowDown", "503", "500", "InternalError", "ServiceUnavailable", "RequestTimeout"}
-
-
-def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdError:
-    if isinstance(error, BotoCoreError):
-        return ServiceUnavailable(f"S3 {action} {key} failed: {error}")
-    code = str(error.response.get("Error", {}).get("Code", ""))
-    if code in _NO_UPLOAD:
-        return MultipartGone(f"S3 {action} {key}: no such multipart upload")
-    if code in _PARTS_REJECTED:
-        return PartsRejected(f"S3 {action} {key} refused the parts ({code})", details={"s3_code": code})
-    if code in _MISSING:
-        return ObjectNotFound(f"s3 object {key} does not exist")
-    if code in _CHANGED:
-        return ObjectChanged(f"s3 object {key} changed while it was read")
-    if code in _RETRYABLE:
-        return ServiceUnavailable(f"S3 {action} {key} is throttled or unavailable ({code})")
-    return DfdError(f"S3 {action} {key} failed ({code})", code="storage_error")
-
-
-@dataclass(frozen=True)
-class ReadTuning:
-    """How :meth:`ObjectStore.stream` reads an object (docs/performance.md, targets 1, 2 and 4)."""
-
-    threshold: int = PARALLEL_THRESHOLD  # up to this size: one stream, never ranges
-    part_size: int = PARALLEL_PART_SIZE  # bytes of one ranged GET, and of one part buffer
-    workers: int = PARALLEL_WORKERS  # ranged GETs in flight at once (1: always one stream)
-    probe_bytes: int = 2 * 1024 * 1024  # read from the one stream (after its first CHUNK) to time it
-    fast_stream: float = 400e6  # bytes/s: a stream this fast already keeps the hash busy (ranges only add overhead)
-    # where part buffers come from (each `part_size` bytes, at most `workers` per read); tests count them
-    allocate: Callable[[int], bytearray] = bytearray
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ReadTuning:
-        return cls(
-            threshold=settings.parallel_threshold,
-            part_size=settings.parallel_part_size,
-            workers=settings.parallel_workers,
-        )
 
 
 def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
@@ -148,22 +92,7 @@ class _Part:
         return fed
 
 
-class ObjectStore:
-    def __init__(
-        self,
-        client: Any,
-        presign_client: Any | None = None,
-        *,
-        tuning: ReadTuning | None = None,
-        complete_client: Any | None = None,
-    ) -> None:
-        self._s3 = client
-        self._presign = presign_client or client
-        self._complete = complete_client or client
-        self.tuning = tuning or ReadTuning()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-
+class Reads(Store):
     # ------------------------------------------------------------------ identify
     def head(self, bucket: str, key: str) -> ObjectInfo:
         """HeadObject with the verified checksum requested: identity, size, checksum; no body."""
@@ -235,7 +164,7 @@ class ObjectStore:
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetObject", info.key) from error
         if last:
-            _release(body)
+            release(body)
         return count
 
     def _executor(self, workers: int) -> ThreadPoolExecutor:
@@ -331,198 +260,10 @@ class ObjectStore:
                     filled += len(chunk)
                     part.advance(filled)
                 if ranged and filled == length:
-                    _release(body)  # at EOF: the connection goes back to the pool
+                    release(body)  # at EOF: the connection goes back to the pool
             finally:
                 body.close()
         except (ClientError, BotoCoreError) as error:
             part.fail(translate(error, "GetObject", info.key))
         except BaseException as error:  # delivered to the consumer, which raises it
             part.fail(error)
-
-    # ------------------------------------------------------------------ write
-    def delete(self, bucket: str, key: str, etag: str | None) -> bool:
-        """Delete one object version (IfMatch its ETag): True when deleted or already gone."""
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
-        if etag:
-            kwargs["IfMatch"] = etag
-        try:
-            self._s3.delete_object(**kwargs)
-        except (ClientError, BotoCoreError) as error:
-            mapped = translate(error, "DeleteObject", key)
-            if isinstance(mapped, ObjectNotFound):
-                return True
-            if isinstance(mapped, ObjectChanged):
-                return False  # a newer version took the key: it has its own event
-            raise mapped from error
-        return True
-
-    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
-        """HeadObject IfMatch `etag`: True when that version is there; False when missing or overwritten."""
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
-        if etag:
-            kwargs["IfMatch"] = etag
-        try:
-            self._s3.head_object(**kwargs)
-        except (ClientError, BotoCoreError) as error:
-            mapped = translate(error, "HeadObject", key)
-            if isinstance(mapped, ObjectNotFound | ObjectChanged):
-                return False
-            raise mapped from error
-        return True
-
-    # ------------------------------------------------------------------ presign
-    def presign_put(
-        self,
-        bucket: str,
-        key: str,
-        *,
-        size: int,
-        content_type: str,
-        checksum_b64: str | None,
-        expires_in: int,
-        metadata: dict[str, str] | None = None,
-    ) -> tuple[str, dict[str, str]]:
-        """A SigV4 PUT URL signing Content-Length, Content-Type, If-None-Match: * (and the SHA-256, and each
-        `metadata` entry as its x-amz-meta-* header)."""
-        params: dict[str, Any] = {
-            "Bucket": bucket,
-            "Key": key,
-            "ContentType": content_type,
-            "ContentLength": size,
-            "IfNoneMatch": "*",
-        }
-        headers = {"content-type": content_type, "content-length": str(size), "if-none-match": "*"}
-        if checksum_b64:
-            params["ChecksumSHA256"] = checksum_b64
-            headers["x-amz-checksum-sha256"] = checksum_b64
-        if metadata:
-            params["Metadata"] = dict(metadata)
-            headers.update({f"x-amz-meta-{name}": value for name, value in metadata.items()})
-        try:
-            url: str = self._presign.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "presign PUT", key) from error
-        return url, headers
-
-    def presign_get(
-        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
-    ) -> str:
-        """A GET URL answering with this Content-Disposition and, when given, this Content-Type (the reader's
-        own view of a shared object, never the first uploader's type)."""
-        params: dict[str, Any] = {"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition}
-        if content_type:
-            params["ResponseContentType"] = content_type
-        try:
-            url: str = self._presign.generate_presigned_url(
-                "get_object",
-                Params=params,
-                ExpiresIn=expires_in,
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "presign GET", key) from error
-        return url
-
-    # ------------------------------------------------------------------ multipart (dfd.multipart)
-    def create_multipart(
-        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
-    ) -> str:
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "ContentType": content_type}
-        if metadata:
-            kwargs["Metadata"] = metadata  # the completed object carries it (the ingest's tenant hint)
-        if checksum:
-            kwargs["ChecksumAlgorithm"] = "SHA256"
-        try:
-            upload_id: str = self._s3.create_multipart_upload(**kwargs)["UploadId"]
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "CreateMultipartUpload", key) from error
-        return upload_id
-
-    def presign_upload_part(
-        self,
-        bucket: str,
-        key: str,
-        s3_upload_id: str,
-        part_number: int,
-        *,
-        size: int,
-        checksum_b64: str | None,
-        expires_in: int,
-    ) -> tuple[str, dict[str, str]]:
-        """A SigV4 UploadPart URL signing the part's exact Content-Length (and its SHA-256)."""
-        params: dict[str, Any] = {
-            "Bucket": bucket,
-            "Key": key,
-            "UploadId": s3_upload_id,
-            "PartNumber": part_number,
-            "ContentLength": size,
-        }
-        headers = {"content-length": str(size)}
-        if checksum_b64:
-            params["ChecksumSHA256"] = checksum_b64
-            headers["x-amz-checksum-sha256"] = checksum_b64
-        try:
-            url: str = self._presign.generate_presigned_url("upload_part", Params=params, ExpiresIn=expires_in)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "presign UploadPart", key) from error
-        return url, headers
-
-    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
-        """Every part, over all ListParts pages (1,000 per page), sorted by part number."""
-        parts: dict[int, PartInfo] = {}
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": s3_upload_id}
-        while True:
-            try:
-                page = self._s3.list_parts(**kwargs)
-            except (ClientError, BotoCoreError) as error:
-                raise translate(error, "ListParts", key) from error
-            for part in page.get("Parts", []):
-                number = int(part["PartNumber"])
-                parts[number] = PartInfo(number, part["ETag"], int(part["Size"]), part.get("ChecksumSHA256"))
-            marker = page.get("NextPartNumberMarker")
-            if not page.get("IsTruncated") or marker is None:
-                return [parts[number] for number in sorted(parts)]
-            kwargs["PartNumberMarker"] = int(marker)
-
-    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
-        """CompleteMultipartUpload IfNoneMatch "*" (an object at the key → ObjectChanged), with each part's
-        checksum when S3 keeps one (an upload created with SHA-256 requires them). Sent on the complete client,
-        whose read timeout is the request's budget: S3 may take minutes to assemble 10,000 parts, and a wait
-        past the budget is StillCompleting (the client repeats the complete)."""
-        listed: list[dict[str, Any]] = []
-        for part in parts:
-            entry: dict[str, Any] = {"PartNumber": part.part_number, "ETag": part.etag}
-            if part.checksum_sha256:
-                entry["ChecksumSHA256"] = part.checksum_sha256
-            listed.append(entry)
-        try:
-            self._complete.complete_multipart_upload(
-                Bucket=bucket,
-                Key=key,
-                UploadId=s3_upload_id,
-                MultipartUpload={"Parts": listed},
-                IfNoneMatch="*",
-                MpuObjectSize=size,  # S3 refuses an assembly of any other size
-            )
-        except ReadTimeoutError as error:
-            raise StillCompleting(f"S3 is still assembling {key}") from error
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "CompleteMultipartUpload", key) from error
-
-    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
-        try:
-            self._s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=s3_upload_id)
-        except (ClientError, BotoCoreError) as error:
-            mapped = translate(error, "AbortMultipartUpload", key)
-            if not isinstance(mapped, MultipartGone):
-                raise mapped from error
-
-
-def _release(body: Any) -> None:
-    """Read a body to its end, so urllib3 returns the connection to the pool, then close it (best effort:
-    the bytes that matter have been read or are not needed)."""
-    try:
-        body.read()
-    except (ClientError, BotoCoreError, OSError):
-        pass
-    finally:
-        body.close()

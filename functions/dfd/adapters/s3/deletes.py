@@ -1,0 +1,41 @@
+"""The S3 adapter's checks and deletes of one object version (IfMatch its ETag)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dfd.adapters.s3.base import Store, translate
+from dfd.errors import ObjectChanged, ObjectNotFound
+
+
+def _version(bucket: str, key: str, etag: str | None) -> dict[str, Any]:
+    """The parameters naming one version of an object: IfMatch its ETag, when known."""
+    return {"Bucket": bucket, "Key": key} | ({"IfMatch": etag} if etag else {})
+
+
+class Deletes(Store):
+    def delete(self, bucket: str, key: str, etag: str | None) -> bool:
+        """Delete one object version (IfMatch its ETag): True when deleted or already gone."""
+        try:
+            self._s3.delete_object(**_version(bucket, key, etag))
+        except (ClientError, BotoCoreError) as error:
+            mapped = translate(error, "DeleteObject", key)
+            if isinstance(mapped, ObjectNotFound):
+                return True
+            if isinstance(mapped, ObjectChanged):
+                return False  # a newer version took the key: it has its own event
+            raise mapped from error
+        return True
+
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        """HeadObject IfMatch `etag`: True when that version is there; False when missing or overwritten."""
+        try:
+            self._s3.head_object(**_version(bucket, key, etag))
+        except (ClientError, BotoCoreError) as error:
+            mapped = translate(error, "HeadObject", key)
+            if isinstance(mapped, ObjectNotFound | ObjectChanged):
+                return False
+            raise mapped from error
+        return True
