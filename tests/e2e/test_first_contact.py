@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.e2e_helpers import ROOT, RunningStack, clean_env, wait_until
+from tests.e2e.e2e_helpers import ROOT, RunningStack, clean_env, launch_stack, stop_stack, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -124,16 +124,24 @@ def stack_stats(stack: RunningStack) -> dict[str, int]:
     return dict(answer.json())
 
 
-def test_make_run_logs_one_readable_line_per_request(stack: RunningStack, tmp_path: Path) -> None:
-    marker = uuid.uuid4().hex
-    answer = requests.get(f"{stack.api_url}/metadata/{marker}", headers=stack.auth(), timeout=10)
-    assert answer.status_code == 404
-    line = wait_until(
-        lambda: next((x for x in stack.logs(400).splitlines() if f"GET /metadata/{marker} -> 404" in x), None)
-    )
-    assert len(line) < 200
-    # the functions' own records are readable lines too (no JSON, no EMF metrics lines)
-    assert not [x for x in stack.logs(400).splitlines() if x.lstrip().startswith("{")]
+def test_make_run_logs_one_readable_line_per_request(tmp_path: Path) -> None:
+    # a stack of its own, as `make run` starts: the session's shared stack has served every other test's traffic
+    command = [sys.executable, "-m", "dfdlocal", "--host", "127.0.0.1", "--api-port", "0", "--lambda-port", "0"]
+    command += ["--aws-port", "0", "--ready-file", str(tmp_path / "ready.json")]
+    stack = launch_stack(command, cwd=ROOT, env=clean_env(), workdir=tmp_path)
+    try:
+        marker = uuid.uuid4().hex
+        answer = requests.get(f"{stack.api_url}/metadata/{marker}", headers=stack.auth(), timeout=10)
+        assert answer.status_code == 404
+        line = wait_until(
+            lambda: next((x for x in stack.logs(400).splitlines() if f"GET /metadata/{marker} -> 404" in x), None)
+        )
+        assert len(line) < 200, line
+        # the functions' own records are readable lines too (no JSON, no EMF metrics lines)
+        json_lines = [x for x in stack.logs(400).splitlines() if x.lstrip().startswith("{")]
+        assert not json_lines, json_lines
+    finally:
+        stop_stack(stack)
     assert (
         "--json-logs"
         in subprocess.run(
