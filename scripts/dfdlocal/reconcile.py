@@ -257,15 +257,31 @@ def run_reconcile(
     *,
     execution_input: Mapping[str, Any] | None = None,
     poll: float = 0.05,
+    wait_for_turn: bool = False,
 ) -> dict[str, Any]:
     """Run the workflow to the end (following its continuations) and return its summary.
 
     The summary: ``{"redriven": n, "expired": n, "failed": n, "reaped": n, "refs_reaped": n,
     "orphans": n | None, "drift": {"files": d, "bytes": d} | None,
-    "now": ..., "executions": k}`` (``None``: not checked by a ``{"sweep": false}`` run). Raises
-    :class:`ReconcileError` when an execution does not succeed within ``timeout`` seconds (for the whole chain).
+    "now": ..., "executions": k}`` (``None``: not checked by a ``{"sweep": false}`` run), or
+    ``{"skipped": why, ...}`` when another run held the turn. ``wait_for_turn`` starts again after a skipped run
+    until one runs: someone asking for a run now wants its summary, not the news that the timer's run was busy.
+    Raises :class:`ReconcileError` when no execution succeeds within ``timeout`` seconds (for the whole chain).
     """
     deadline = time.monotonic() + timeout
+    while True:
+        summary = _run_once(sfn, state_machine_arn, deadline, execution_input, poll)
+        if not (wait_for_turn and "skipped" in summary):
+            return summary
+        if time.monotonic() >= deadline:
+            raise ReconcileError(f"no turn to run within {timeout:g} s: {summary['skipped']}")
+        log.debug("reconcile skipped (%s): starting again", summary["skipped"])
+        time.sleep(max(poll, 0.5))
+
+
+def _run_once(
+    sfn: Any, state_machine_arn: str, deadline: float, execution_input: Mapping[str, Any] | None, poll: float
+) -> dict[str, Any]:
     started = sfn.start_execution(
         stateMachineArn=state_machine_arn,
         name=execution_name(),

@@ -69,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             (machine,) = require_output(outputs, "ReconcileStateMachineArn")
             # polled every 2 s: DescribeExecution is throttled on AWS
             summary = run_reconcile(
-                session.client("stepfunctions"), machine, args.timeout, execution_input=execution_input, poll=2.0
+                session.client("stepfunctions"),
+                machine,
+                args.timeout,
+                execution_input=execution_input,
+                poll=2.0,
+                wait_for_turn=True,
             )
         except StackError as error:
             print(f"error: {error}", file=sys.stderr)
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             name, path, substitutions = template_state_machine(args.template, args.endpoint_url)
             arn = create_state_machine(sfn, substitutions, name=args.name or name, definition_path=path)
             print(f"created state machine {args.name}", file=sys.stderr)
-        summary = run_reconcile(sfn, arn, args.timeout, execution_input=execution_input)
+        summary = run_reconcile(sfn, arn, args.timeout, execution_input=execution_input, wait_for_turn=True)
     except (URLError, ConnectionError) as error:
         print(f"cannot reach {args.endpoint_url} ({error}): is `make run` running?", file=sys.stderr)
         return 2

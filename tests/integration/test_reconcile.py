@@ -473,6 +473,17 @@ def test_expired_and_failed_uploads_release_their_quota_bytes(local: Local, monk
     local.assert_invariants()
 
 
+def await_overlap_check(local: Local, execution_arn: str) -> None:
+    """Until the run has passed its overlap check (held by the emulator's lock, it then waits there)."""
+    history: list[dict[str, Any]] = []
+    for _ in range(2000):
+        history = local.sfn.get_execution_history(executionArn=execution_arn)["events"]
+        if any(event.get("stateEnteredEventDetails", {}).get("name") == "Defaults" for event in history):
+            return
+        threading.Event().wait(0.01)
+    pytest.fail(f"the first run never passed its overlap check: {history[-3:]}")
+
+
 def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> None:
     """One run is held inside its first DynamoDB request (the emulator's lock); a second run started meanwhile
     finds it RUNNING and exits without touching anything; the first then completes its work."""
@@ -485,14 +496,7 @@ def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> Non
             name=reconcile.execution_name(),
             input=json.dumps({"now": later(hours=1)}),
         )
-        history: list[dict[str, Any]] = []
-        for _ in range(2000):  # until the first run has passed its overlap check (it then waits on the lock)
-            history = local.sfn.get_execution_history(executionArn=started["executionArn"])["events"]
-            if any(event.get("stateEnteredEventDetails", {}).get("name") == "Defaults" for event in history):
-                break
-            threading.Event().wait(0.01)
-        else:
-            pytest.fail(f"the first run never passed its overlap check: {history[-3:]}")
+        await_overlap_check(local, started["executionArn"])
         second = local.run(now=later(hours=1))
         assert second == {"skipped": "another reconcile run is in progress", "executions": 1}
         assert local.drain() == []  # the second run re-drove nothing
@@ -503,6 +507,38 @@ def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> Non
     assert len(local.drain()) == 1
     # and with nothing running, a run runs
     assert local.run(now=later(hours=1))["redriven"] == 1
+
+
+def test_a_run_asked_for_now_waits_for_its_turn(local: Local) -> None:
+    """scripts/reconcile (wait_for_turn) started while another run works does not report "skipped": it starts
+    again until it runs, and prints that run's summary."""
+    local.upload(b"reconciled after the turn" * 10)
+    local.drain()
+    waited: dict[str, Any] = {}
+
+    def ask() -> None:
+        waited["summary"] = reconcile.run_reconcile(
+            local.sfn, local.state_machine_arn, 60, execution_input={"now": later(hours=1)}, wait_for_turn=True
+        )
+
+    with local.emulator.dynamodb_lock:
+        started = local.sfn.start_execution(
+            stateMachineArn=local.state_machine_arn, name=reconcile.execution_name(), input="{}"
+        )
+        await_overlap_check(local, started["executionArn"])
+        asker = threading.Thread(target=ask)
+        asker.start()
+        for _ in range(2000):  # until the asker has been turned away at least once
+            executions = local.sfn.list_executions(stateMachineArn=local.state_machine_arn)["executions"]
+            if sum(e["status"] == "SUCCEEDED" for e in executions) >= 1:
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail("the asking run was never turned away")
+    asker.join(60)
+    assert reconcile.wait_for(local.sfn, started["executionArn"], time.monotonic() + 60, 0.05)["status"] == "SUCCEEDED"
+    summary = waited["summary"]
+    assert "skipped" not in summary and summary["redriven"] == 1 and summary["drift"] == {"files": 0, "bytes": 0}
 
 
 # --------------------------------------------------------------------------------------------------------
