@@ -140,6 +140,16 @@ def s3_ingest() -> Any:
     return LazyClient(_s3_ingest)
 
 
+def _sqs() -> Any:
+    return boto3.client("sqs", config=Config(retries=_RETRIES))
+
+
+@cache
+def sqs() -> Any:
+    """The ingest queue (the reconcile's re-drives)."""
+    return LazyClient(_sqs)
+
+
 @cache
 def cognito() -> Any:
     """The user pool (dfd.adapters.cognito: the users of personal access tokens)."""

@@ -106,3 +106,7 @@ class MultipartAttached(CommitRefused):
     """The upload already has its S3 multipart upload, or is no longer pending (item: the upload record)."""
 
     item: UploadRecord | None
+
+
+class LeaseLost(CommitRefused):
+    """The reconcile run no longer holds its lease (it expired and another run took it): this run stops."""

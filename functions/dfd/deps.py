@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dfd.multipart import MultipartService
     from dfd.pats import PatService
     from dfd.queries import Queries
+    from dfd.reconcile import Reconciler
     from dfd.uploads import UploadService
 
 
@@ -114,6 +115,22 @@ def lfs_service() -> LfsService:
     return LfsService(settings(), repository(), ObjectStore(aws.s3()), upload_service(), ingestor().ingest)
 
 
+@cache
+def reconciler() -> Reconciler:
+    import os
+
+    from dfd.adapters.queue import SqsIngestQueue
+    from dfd.adapters.s3 import ObjectStore
+    from dfd.config import ConfigError
+    from dfd.reconcile import Reconciler
+
+    queue_url = os.environ.get("INGEST_QUEUE_URL", "").strip()
+    if not queue_url:
+        raise ConfigError("environment variable INGEST_QUEUE_URL is required")
+    queue = SqsIngestQueue(aws.sqs(), queue_url)
+    return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue)
+
+
 def reset() -> None:
     """Forget every cached client and service (tests and the local stack change the environment)."""
     for factory in (
@@ -128,11 +145,13 @@ def reset() -> None:
         credentials,
         lock_service,
         lfs_service,
+        reconciler,
         settings,
         aws.dynamodb,
         aws.s3,
         aws.s3_ingest,
         aws.events,
         aws.cognito,
+        aws.sqs,
     ):
         factory.cache_clear()

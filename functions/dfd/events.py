@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import quote_plus, unquote_plus
 
 from dfd.errors import InvalidEvent
 
@@ -62,8 +62,7 @@ def _from_record(record: Any) -> ObjectRef | None:
     s3 = record.get("s3")
     if not isinstance(s3, Mapping):
         raise InvalidEvent("record has no s3 section")
-    # S3 URL-encodes keys; the reconcile workflow cannot (no such intrinsic), so its re-drives carry the raw
-    # key and say so with "dfd:raw-key": true
+    # S3 URL-encodes keys; a hand-written message may carry the raw key and say so with "dfd:raw-key": true
     encoded = record.get(RAW_KEY_FLAG) is not True
     return _object_ref(s3, "record needs s3.bucket.name and s3.object.key", "s3.bucket.name", encoded=encoded)
 
@@ -115,3 +114,16 @@ def is_sqs_batch(event: Any) -> bool:
         and isinstance(records, list)
         and all(isinstance(r, Mapping) and r.get("eventSource") == "aws:sqs" for r in records)
     )
+
+
+def notification_body(bucket: str, key: str, event_time: str) -> str:
+    """The body S3 sends to a queue when an object is created (its key URL-encoded as S3 encodes it): what the
+    reconcile re-drives for an object whose notification was lost."""
+    record = {
+        "eventVersion": "2.1",
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "eventTime": event_time,
+        "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe="/")}},
+    }
+    return json.dumps({"Records": [record]}, separators=(",", ":"))

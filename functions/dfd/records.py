@@ -58,13 +58,22 @@ class FileRecord:
     live_refs: int = 0  # processed, undeleted uploads (and direct puts) of the content
     generation: int = 0  # +1 at each resurrection
     stores: int = 1  # generations stored: its duplicates are upload_count - stores
-    saved_bytes: int = 0  # the bytes its duplicates saved (the reaper's history)
     lost: bool = False  # the reconcile sweep marked every copy gone
     lost_at: str | None = None
     reap_key: str | None = None  # a tombstoned generation's object, awaiting the reaper
     reap_etag: str | None = None
     reap_after: str | None = None  # in the reaper's index (set by a delete) from then on
     tombstone_shard: str | None = None  # the reaper's index key: None when not in it
+
+    @property
+    def duplicates(self) -> int:
+        """Uploads of the content that stored no bytes (each generation's first upload stored them)."""
+        return self.upload_count - self.stores
+
+    @property
+    def saved_bytes(self) -> int:
+        """The bytes its duplicates saved: what the counters' `total_s3_size_saved` holds for it."""
+        return self.duplicates * self.size
 
     @property
     def tombstoned(self) -> bool:
@@ -108,6 +117,7 @@ class UploadRecord:
     failed_at: str | None = None
     expired_at: str | None = None  # the reconcile marked it expired
     failure: str | None = None
+    redrives: int = 0  # times the reconcile re-drove its object's notification
     deleted_at: str | None = None
     multipart: bool = False
     part_size: int = 0
@@ -195,6 +205,22 @@ class PrecheckCount:
 
     precheck_window: int | None = None  # the window counted (epoch seconds // its length); None: none yet
     prechecks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The reconcile's lease (dfd.reconcile): which run holds it until when, and the sweep's bookkeeping — when a
+    sweep was last asked for by a run that found the lease held, and when the last completed sweep started."""
+
+    holder: str | None = None
+    expires_at: str | None = None
+    sweep_due_at: str | None = None
+    swept_at: str | None = None
+
+    @property
+    def sweep_due(self) -> bool:
+        """A sweep was skipped (its run found the lease held) after the last completed sweep started."""
+        return self.sweep_due_at is not None and self.sweep_due_at > (self.swept_at or "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,8 +155,8 @@ def patch_moto_start_execution() -> bool:
     """Make moto's ``states:startExecution`` integration accept Step Functions' parameter names.
 
     Step Functions documents ``StateMachineArn``/``Input``/``Name`` and answers ``ExecutionArn``; moto passes
-    the parameters to botocore unchanged (whose SFN members are ``stateMachineArn``...) and returns
-    botocore's response keys. Idempotent; False when moto's layout changed (continuations then fail loudly).
+    the parameters to botocore unchanged (whose SFN members are ``stateMachineArn``...) and returns botocore's
+    response keys. Idempotent; False when moto's layout changed (continuations then fail loudly).
     """
     try:
         from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
@@ -187,49 +187,57 @@ def patch_moto_start_execution() -> bool:
     cls._normalise_parameters = normalise_parameters
     cls._normalise_response = normalise_response
     cls._dfd_patched = True
-    return _patch_moto_sdk_sfn()
+    return True
 
 
-def _lower_first(parameters: Any) -> None:
-    if isinstance(parameters, dict):
-        for key in [k for k in parameters if k[:1].isupper()]:
-            parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+# where the interpreter's lambda:invoke tasks go: the local stack's Lambda Invoke API (dfdlocal.lambda_api)
+_LAMBDA_ENDPOINT: dict[str, str] = {}
+# a reconcile page runs up to the function's Timeout: the interpreter's client waits for it (one attempt: the
+# definition's Retry is the retry)
+_LAMBDA_READ_TIMEOUT = 900
 
 
-def _upper_first(response: Any) -> None:
-    if isinstance(response, dict):
-        for key in [k for k in response if k[:1].islower()]:
-            response[key[0].upper() + key[1:]] = response.pop(key)
+def patch_moto_lambda(endpoint: str) -> bool:
+    """Point moto's ``lambda:invoke`` integration at the local runtime's Lambda Invoke API at `endpoint`.
 
-
-def _patch_moto_sdk_sfn() -> bool:
-    """The same renaming for ``aws-sdk:sfn:*`` tasks (the run's ListExecutions): moto passes their parameters
-    unchanged to botocore and returns botocore's keys; Step Functions speaks PascalCase both ways."""
-    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-        state_task_service_aws_sdk as module,
-    )
-
-    cls: Any = getattr(module, "StateTaskServiceAwsSdk", None)
-    if cls is None or not hasattr(cls, "_normalise_parameters") or not hasattr(cls, "_normalise_response"):
-        log.warning("moto changed: aws-sdk:sfn tasks (the reconcile's overlap check) will not work locally")
+    moto's interpreter invokes functions through a botocore client of its own server, whose Lambda would run
+    the code in Docker; the local stack hosts the template's functions itself (dfdlocal.runtime) and serves
+    Lambda's Invoke API for them, so the reconcile's tasks run the same handler Lambda runs. The last endpoint
+    given wins (one local stack per process). False when moto's layout changed."""
+    try:
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils as module
+    except ImportError:  # pragma: no cover - moto without its Step Functions interpreter
         return False
-    if getattr(cls, "_dfd_patched", False):
+    if not hasattr(module, "boto_client_for"):
+        log.warning("moto changed: lambda:invoke tasks will not reach the local runtime")
+        return False
+    _LAMBDA_ENDPOINT["url"] = endpoint
+    if getattr(module, "_dfd_patched", False):
         return True
-    original_parameters, original_response = cls._normalise_parameters, cls._normalise_response
+    original = module.boto_client_for
 
-    def sdk_parameters(self: Any, params: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        original_parameters(self, params, *args, **kwargs)
-        if self._get_boto_service_name() in {"sfn", "stepfunctions"}:
-            _lower_first(params)
+    def client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        if service != "lambda":
+            return original(region=region, service=service, state_credentials=state_credentials)
+        import boto3
+        from botocore.config import Config
 
-    def sdk_response(self: Any, answer: Any, *args: Any, **kwargs: Any) -> None:
-        original_response(self, answer, *args, **kwargs)
-        if self._get_boto_service_name() in {"sfn", "stepfunctions"}:
-            _upper_first(answer)
+        return boto3.client(
+            "lambda",
+            endpoint_url=_LAMBDA_ENDPOINT["url"],
+            region_name=region,
+            aws_access_key_id="ak",
+            aws_secret_access_key="sk",  # noqa: S106 - the local Invoke API checks no signature
+            config=Config(
+                parameter_validation=False,
+                retries={"total_max_attempts": 1},
+                connect_timeout=10,
+                read_timeout=_LAMBDA_READ_TIMEOUT,
+            ),
+        )
 
-    cls._normalise_parameters = sdk_parameters
-    cls._normalise_response = sdk_response
-    cls._dfd_patched = True
+    module.boto_client_for = client_for
+    module._dfd_patched = True
     return True
 
 
@@ -389,6 +397,7 @@ def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -
     if model is None or LOGICAL_ID not in model.state_machines:
         return None
     patch_moto_start_execution()
+    patch_moto_lambda(stack.lambda_url)
     logging.getLogger(MOTO_INTERPRETER_LOGGER).setLevel(logging.CRITICAL)
     enable_executions(stack.aws_url)
     name, path, substitutions = state_machine_from_model(model)

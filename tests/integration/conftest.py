@@ -11,11 +11,14 @@ from urllib import request as urlrequest
 import boto3
 import pytest
 from moto import mock_aws
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from dfd import deps
 from dfd.config import Settings
 from dfdlocal import reconcile
 from dfdlocal.emulator import IN_PROCESS_ENDPOINT, make_emulator_server
+from dfdlocal.lambda_api import LambdaApi
+from dfdlocal.runtime import Runtime
 from dfdlocal.template import TEMPLATE, LocalModel, read_model
 from tests.conftest import TEST_ENV
 from tests.integration.support import Aws, Emulator, Local, dynamodb_lock, serialize_moto, template_resources
@@ -44,33 +47,58 @@ def aws(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel) -> Iterator
     deps.reset()
 
 
+class _Quiet(WSGIRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
+def _listening() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[Emulator]:
-    """One moto server for the module (the local stack's emulator app); each test resets it."""
+    """One moto server for the module (the local stack's emulator app), and the template's functions behind
+    Lambda's Invoke API (the local runtime, where the reconcile workflow's lambda:invoke tasks go); each test
+    resets the emulator."""
     with pytest.MonkeyPatch.context() as patch:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
+        sock, lambda_sock = _listening(), _listening()
         port = sock.getsockname()[1]
         endpoint = f"http://127.0.0.1:{port}"
+        lambda_url = f"http://127.0.0.1:{lambda_sock.getsockname()[1]}"
         for name, value in TEST_ENV.items():
             patch.setenv(name, value)
         patch.setenv("AWS_ENDPOINT_URL", endpoint)  # the handlers' clients and presigned URLs
         patch.setenv("MOTO_PORT", str(port))  # where the Step Functions executor sends its SDK calls
+        model = read_model(TEMPLATE, endpoint)
+        for name in ("INGEST_QUEUE_URL", "RECONCILE_MAX_REDRIVES"):  # ReconcileFunction's own variables
+            patch.setenv(name, model.environment[name])
         # moto logs every JSONPath a Choice finds absent (IsPresent false) at ERROR
         interpreter_log = logging.getLogger(reconcile.MOTO_INTERPRETER_LOGGER)
         level = interpreter_log.level
         interpreter_log.setLevel(logging.CRITICAL)
         reconcile.patch_moto_start_execution()
+        reconcile.patch_moto_lambda(lambda_url)
         server = make_emulator_server(sock)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        thread.start()
+        runtime = Runtime(model.functions, reconcile.ROOT)
+        host, lambda_port = lambda_sock.getsockname()[:2]
+        functions = make_server(
+            host, lambda_port, LambdaApi(runtime), threaded=True, request_handler=_Quiet, fd=lambda_sock.fileno()
+        )
+        servers = [server, functions]
+        for each in servers:
+            threading.Thread(target=each.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         try:
-            yield Emulator(endpoint, read_model(TEMPLATE, endpoint), dynamodb_lock(server.app))
+            yield Emulator(endpoint, lambda_url, model, dynamodb_lock(server.app))
         finally:
-            server.shutdown()
-            server.server_close()
+            for each in servers:
+                each.shutdown()
+                each.server_close()
             sock.close()
+            lambda_sock.close()
             interpreter_log.setLevel(level)
             deps.reset()
 

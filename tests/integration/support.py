@@ -16,6 +16,7 @@ import requests
 from moto.core.botocore_stubber import BotocoreStubber
 
 from dfd import clock
+from dfd.adapters.dynamo.codec import LEASE_ID
 from dfd.config import MIB, Settings
 from dfd.handlers import download, ingest, metadata, upload, uploads
 from dfd.handlers import multipart as parts_handler
@@ -146,6 +147,11 @@ def delete(upload_id: str, user: ApiUser = ALICE) -> tuple[int, dict[str, Any]]:
     return int(response["statusCode"]), (json.loads(body) if body else {})
 
 
+def is_lease(item: dict[str, Any]) -> bool:
+    """The reconcile's lease: the run's own bookkeeping, not state a run changes (snapshots leave it out)."""
+    return item.get("counter_id", {}).get("S") == LEASE_ID
+
+
 def dynamodb_lock(app: Any) -> Any:
     """The lock of the emulator's SerializeDynamoDB middleware, wherever it sits in the middleware chain."""
     while not isinstance(app, SerializeDynamoDB):
@@ -156,6 +162,7 @@ def dynamodb_lock(app: Any) -> Any:
 @dataclass
 class Emulator:
     endpoint: str
+    lambda_url: str  # the template's functions (Lambda's Invoke API on the local runtime)
     model: Any
     dynamodb_lock: Any  # the emulator's DynamoDB serialization: held, it pauses every DynamoDB request
 
@@ -229,10 +236,30 @@ class Local:
         s = self.settings
         state: dict[str, list[Any]] = {}
         for table in (s.files_table, s.counters_table, s.uploads_table, s.events_table):
-            state[table] = sorted(self.ddb.scan(TableName=table, ConsistentRead=True)["Items"], key=repr)
+            items = self.ddb.scan(TableName=table, ConsistentRead=True)["Items"]
+            state[table] = sorted((item for item in items if not is_lease(item)), key=repr)
         listing = self.s3.list_objects_v2(Bucket=s.bucket).get("Contents", [])
         state["objects"] = sorted((o["Key"], o["ETag"]) for o in listing)
         return state
+
+
+def metric_sums(output: str, service: str = "dfd") -> dict[str, float]:
+    """The sum of each metric the functions emitted (Powertools' embedded metric format lines in `output`) with
+    the dimension service=`service`, as CloudWatch would aggregate them for an alarm."""
+    sums: dict[str, float] = {}
+    for line in output.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or "_aws" not in record or record.get("service") != service:
+            continue
+        for directive in record["_aws"].get("CloudWatchMetrics", []):
+            for metric in directive.get("Metrics", []):
+                values = record.get(metric["Name"])
+                values = values if isinstance(values, list) else [values]
+                sums[metric["Name"]] = sums.get(metric["Name"], 0) + sum(float(v) for v in values)
+    return sums
 
 
 def later(**delta: float) -> str:
@@ -271,7 +298,7 @@ class Aws:
         state: dict[str, list[dict[str, Any]]] = {}
         for table in tables:
             items = self.ddb.scan(TableName=table, ConsistentRead=True)["Items"]
-            state[table] = sorted(items, key=repr)
+            state[table] = sorted((item for item in items if not is_lease(item)), key=repr)
         listing = self.s3.list_objects_v2(Bucket=self.settings.bucket).get("Contents", [])
         state["objects"] = sorted(({"Key": o["Key"], "ETag": o["ETag"]} for o in listing), key=repr)
         return state

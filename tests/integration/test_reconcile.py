@@ -12,14 +12,14 @@ import json
 import socket
 import threading
 import time
-from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 import requests
 
-from dfd import deps
+from dfd import clock, deps
 from dfd.config import MIB
 from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
@@ -28,7 +28,7 @@ from dfdlocal.names import RECONCILE_STATE_MACHINE
 from dfdlocal.template import TEMPLATE, load_template
 from dfdtools import reconcile as reconcile_tool
 from tests.integration.support import ALICE_CLAIMS as ALICE
-from tests.integration.support import Local, as_user, later
+from tests.integration.support import Local, as_user, later, metric_sums
 from tests.support import api_event, call
 
 
@@ -59,9 +59,8 @@ def test_lost_notification_is_replayed_and_ingested(local: Local) -> None:
     (replay,) = local.deliver()
     (record,) = replay["Records"]
     assert record["eventSource"] == "aws:s3" and record["eventName"] == "ObjectCreated:Put"
-    assert record["dfd:raw-key"] is True  # ASL cannot URL-encode: the key is sent as it is
     assert record["s3"]["bucket"]["name"] == local.settings.bucket
-    assert record["s3"]["object"]["key"] == answer["key"]
+    assert unquote_plus(record["s3"]["object"]["key"]) == answer["key"]  # URL-encoded, as S3 sends keys
 
     item = local.upload_item(answer["upload_id"])
     assert item["status"] == "stored" and "pending_shard" not in item
@@ -199,7 +198,7 @@ def test_orphan_keys_with_spaces_and_non_ascii_characters(local: Local) -> None:
     local.drain()
     assert local.run()["orphans"] == 1
     (replay,) = local.deliver()
-    assert replay["Records"][0]["s3"]["object"]["key"] == key
+    assert unquote_plus(replay["Records"][0]["s3"]["object"]["key"]) == key  # URL-encoded, as S3 sends keys
     local.assert_invariants()
 
 
@@ -227,7 +226,7 @@ def test_processed_and_pending_uploads_are_not_orphans(local: Local) -> None:
     assert local.upload_item(stored["upload_id"])["status"] == "stored"
 
 
-def test_corrupted_counter_shard_shows_as_drift(local: Local) -> None:
+def test_corrupted_counter_shard_shows_as_drift(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
     for i in range(3):
         local.upload(f"file {i}".encode() * 50, f"{i}.txt")
     local.upload(b"file 0" * 50, "again.txt")  # a duplicate
@@ -241,11 +240,11 @@ def test_corrupted_counter_shard_shows_as_drift(local: Local) -> None:
         UpdateExpression="ADD total_files :f, total_bytes_stored :b",
         ExpressionAttributeValues={":f": {"N": "2"}, ":b": {"N": "1000"}},
     )
+    capsys.readouterr()
     summary = local.run()
     assert summary["drift"] == {"files": 2, "bytes": 1000}, summary
-    cloudwatch = local.emulator.client("cloudwatch")
-    names = {m["MetricName"] for m in cloudwatch.list_metrics(Namespace="dfd")["Metrics"]}
-    assert {"CounterDriftDetected", "CounterDriftFiles", "CounterDriftBytes"} <= names
+    emitted = metric_sums(capsys.readouterr().out)  # what CounterDriftAlarm watches, and the drift's size
+    assert (emitted["CounterDriftDetected"], emitted["CounterDriftFiles"], emitted["CounterDriftBytes"]) == (1, 2, 1000)
 
     local.ddb.update_item(  # now under-counted
         TableName=local.settings.counters_table,
@@ -254,9 +253,9 @@ def test_corrupted_counter_shard_shows_as_drift(local: Local) -> None:
         ExpressionAttributeValues={":f": {"N": "-3"}, ":b": {"N": "-1300"}},
     )
     assert local.run()["drift"] == {"files": -1, "bytes": -300}
-    # the audit's scratch items are gone; only the shards and the tenants' usage items remain
+    # the audit writes nothing: only the shards, the tenants' usage items and the run's lease are there
     ids = {i["counter_id"]["S"] for i in local.ddb.scan(TableName=local.settings.counters_table)["Items"]}
-    assert ids and all(i.startswith(("shard#", "usage#acme")) for i in ids)
+    assert ids and all(i.startswith(("shard#", "usage#acme", "lease#reconcile")) for i in ids)
 
 
 def test_a_second_run_right_after_changes_nothing(local: Local) -> None:
@@ -287,21 +286,21 @@ def test_pending_only_run_skips_the_sweep(local: Local) -> None:
 
 
 def test_a_run_past_its_budget_continues_in_new_executions(local: Local) -> None:
-    """Every page past the budget starts a fresh execution (history quota): the chain ends with the totals."""
+    """An execution runs at most `budget` pages, then a fresh execution carries the run on (its history stays
+    bounded): the chain ends with the totals of the whole run."""
     for i in range(3):
         local.upload(f"pending {i}".encode())
     local.register(b"abandoned")
     for i in range(2):
         local.s3.put_object(Bucket=local.settings.bucket, Key=f"uploads/orphan-{i}.bin", Body=b"o%d" % i)
     local.drain()
-    uploads = local.ddb.scan(TableName=local.settings.uploads_table, ConsistentRead=True)["Items"]
-    shards = {item["pending_shard"]["S"] for item in uploads}
     summary = local.run(now=later(hours=2), budget=1)
     assert (summary["redriven"], summary["expired"], summary["orphans"]) == (3, 1, 2), summary
     assert summary["drift"] == {"files": 0, "bytes": 0}
-    # the first execution, then a new one after each page that spent the budget: one per pending shard that
-    # holds uploads (their ids pick the shard), one after the orphans page; the files page is empty
-    assert summary["executions"] == 1 + len(shards) + 1, (shards, summary)
+    # one page per shard of the three sharded indexes (pending, reaper, references), one of orphans, one of files;
+    # each page spends the budget, so each starts a new execution, and the last one finishes the run
+    pages = 3 * local.settings.pending_shards + 2
+    assert summary["executions"] == pages + 1, summary
     local.deliver()
     local.assert_invariants()
     executions = local.sfn.list_executions(stateMachineArn=local.state_machine_arn)["executions"]
@@ -316,7 +315,12 @@ def test_local_stack_hook_runs_the_workflow_on_a_timer(local: Local) -> None:
     local.s3.put_object(Bucket=local.settings.bucket, Key="uploads/orphan.bin", Body=b"orphan")
     local.drain()
     local.sfn.delete_state_machine(stateMachineArn=local.state_machine_arn)
-    stack = SimpleNamespace(model=local.emulator.model, aws_url=local.emulator.endpoint, client=local.emulator.client)
+    stack = SimpleNamespace(
+        model=local.emulator.model,
+        aws_url=local.emulator.endpoint,
+        client=local.emulator.client,
+        lambda_url=local.emulator.lambda_url,
+    )
     schedule = reconcile.start_reconcile_schedule(stack, interval=0.2)  # type: ignore[arg-type]
     assert schedule is not None
     try:
@@ -473,45 +477,36 @@ def test_expired_and_failed_uploads_release_their_quota_bytes(local: Local, monk
     local.assert_invariants()
 
 
-def await_overlap_check(local: Local, execution_arn: str) -> None:
-    """Until the run has passed its overlap check (held by the emulator's lock, it then waits there)."""
-    history: list[dict[str, Any]] = []
-    for _ in range(2000):
-        history = local.sfn.get_execution_history(executionArn=execution_arn)["events"]
-        if any(event.get("stateEnteredEventDetails", {}).get("name") == "Defaults" for event in history):
-            return
-        threading.Event().wait(0.01)
-    pytest.fail(f"the first run never passed its overlap check: {history[-3:]}")
+def hold_lease(holder: str = "another-run", seconds: float = 600) -> None:
+    """Another run in progress: its lease, taken as a run takes it."""
+    lease = deps.repository().take_lease(holder, clock.now(), clock.plus(clock.now(), seconds=seconds))
+    assert lease.holder == holder, lease
 
 
-def test_a_run_that_finds_another_in_progress_exits_at_once(local: Local) -> None:
-    """One run is held inside its first DynamoDB request (the emulator's lock); a second run started meanwhile
-    finds it RUNNING and exits without touching anything; the first then completes its work."""
+def test_a_run_that_finds_the_lease_held_exits_and_its_sweep_runs_next(local: Local) -> None:
+    """A run finding another's lease changes nothing and says so; the sweep it was asked for is noted due, and the
+    next run — even a pending-only one — sweeps. An expired lease is taken over."""
     local.upload(b"lost while another run works" * 10)
+    local.s3.put_object(Bucket=local.settings.bucket, Key="uploads/orphan.bin", Body=b"orphan")
     local.drain()
-    first: dict[str, Any] = {}
-    with local.emulator.dynamodb_lock:
-        started = local.sfn.start_execution(
-            stateMachineArn=local.state_machine_arn,
-            name=reconcile.execution_name(),
-            input=json.dumps({"now": later(hours=1)}),
-        )
-        await_overlap_check(local, started["executionArn"])
-        second = local.run(now=later(hours=1))
-        assert second == {"skipped": "another reconcile run is in progress", "executions": 1}
-        assert local.drain() == []  # the second run re-drove nothing
-        first["arn"] = started["executionArn"]
-    described = reconcile.wait_for(local.sfn, first["arn"], time.monotonic() + 60, 0.05)
-    assert described["status"] == "SUCCEEDED", described
-    assert json.loads(described["output"])["redriven"] == 1
-    assert len(local.drain()) == 1
-    # and with nothing running, a run runs
-    assert local.run(now=later(hours=1))["redriven"] == 1
+    hold_lease()
+    assert local.run(now=later(hours=1)) == {"skipped": "another reconcile run is in progress", "executions": 1}
+    assert local.drain() == []  # nothing re-driven
+    deps.repository().release_lease("another-run")
+
+    summary = local.run(sweep=False, now=later(hours=1))
+    assert summary["redriven"] == 1 and summary["orphans"] == 1 and summary["drift"] == {"files": 0, "bytes": 0}
+    assert len(local.drain()) == 2
+    again = local.run(sweep=False, now=later(hours=1))  # swept: nothing is due any more
+    assert again["orphans"] is None and again["drift"] is None, again
+
+    hold_lease("a-run-that-died", seconds=-1)  # its lease expired
+    assert "skipped" not in local.run(sweep=False)
 
 
 def test_a_run_asked_for_now_waits_for_its_turn(local: Local) -> None:
-    """scripts/reconcile (wait_for_turn) started while another run works does not report "skipped": it starts
-    again until it runs, and prints that run's summary."""
+    """scripts/reconcile (wait_for_turn) started while another run holds the lease does not report "skipped": it
+    starts again until it runs, and prints that run's summary."""
     local.upload(b"reconciled after the turn" * 10)
     local.drain()
     waited: dict[str, Any] = {}
@@ -521,24 +516,31 @@ def test_a_run_asked_for_now_waits_for_its_turn(local: Local) -> None:
             local.sfn, local.state_machine_arn, 60, execution_input={"now": later(hours=1)}, wait_for_turn=True
         )
 
-    with local.emulator.dynamodb_lock:
-        started = local.sfn.start_execution(
-            stateMachineArn=local.state_machine_arn, name=reconcile.execution_name(), input="{}"
-        )
-        await_overlap_check(local, started["executionArn"])
-        asker = threading.Thread(target=ask)
-        asker.start()
-        for _ in range(2000):  # until the asker has been turned away at least once
-            executions = local.sfn.list_executions(stateMachineArn=local.state_machine_arn)["executions"]
-            if sum(e["status"] == "SUCCEEDED" for e in executions) >= 1:
-                break
-            threading.Event().wait(0.01)
-        else:
-            pytest.fail("the asking run was never turned away")
+    hold_lease()
+    asker = threading.Thread(target=ask)
+    asker.start()
+    for _ in range(2000):  # until the asker has been turned away at least once
+        executions = local.sfn.list_executions(stateMachineArn=local.state_machine_arn)["executions"]
+        if sum(e["status"] == "SUCCEEDED" for e in executions) >= 1:
+            break
+        threading.Event().wait(0.01)
+    else:
+        pytest.fail("the asking run was never turned away")
+    deps.repository().release_lease("another-run")
     asker.join(60)
-    assert reconcile.wait_for(local.sfn, started["executionArn"], time.monotonic() + 60, 0.05)["status"] == "SUCCEEDED"
     summary = waited["summary"]
     assert "skipped" not in summary and summary["redriven"] == 1 and summary["drift"] == {"files": 0, "bytes": 0}
+
+
+def test_a_failed_step_fails_the_execution_and_frees_the_lease(local: Local) -> None:
+    """An error no rule answers (here: the ingest queue is gone) fails the execution with the step's error, so the
+    failure alarm fires; the lease is freed at once, and the next run runs."""
+    local.upload(b"cannot be re-driven" * 10)
+    local.drain()
+    local.sqs.delete_queue(QueueUrl=local.queue_url)
+    with pytest.raises(reconcile.ReconcileError, match="FAILED"):
+        local.run(now=later(hours=1))
+    assert deps.repository().take_lease("next", clock.now(), clock.plus(clock.now(), seconds=60)).holder == "next"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -549,35 +551,24 @@ def file_item(local: Local, digest: str) -> dict[str, Any]:
     return {k: next(iter(v.values())) for k, v in item["Item"].items()}
 
 
-def lost_metric_sum(local: Local) -> float:
-    cloudwatch = local.emulator.client("cloudwatch")
-    stats = cloudwatch.get_metric_statistics(
-        Namespace="dfd",
-        MetricName="LostFiles",
-        Dimensions=[{"Name": "service", "Value": "dfd"}],
-        StartTime=datetime.now(UTC) - timedelta(hours=1),
-        EndTime=datetime.now(UTC) + timedelta(hours=1),
-        Period=7200,
-        Statistics=["Sum"],
-    )
-    return sum(point["Sum"] for point in stats["Datapoints"])
-
-
-def test_a_healthy_file_record_is_left_untouched(local: Local) -> None:
+def test_a_healthy_file_record_is_left_untouched(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
     answer = local.upload(b"healthy" * 40)
     local.deliver()
     digest = local.upload_item(answer["upload_id"])["hash"]
     before = local.snapshot()
+    capsys.readouterr()
     assert nothing(local.run())
     assert file_item(local, digest).get("state", "live") == "live"  # live: no mark
-    assert lost_metric_sum(local) == 0
+    assert "LostFiles" not in metric_sums(capsys.readouterr().out)
     after = local.snapshot()
     after_ids = {i["counter_id"]["S"] for i in after[local.settings.counters_table]}
     assert after == before, (after_ids,)
     local.assert_invariants()
 
 
-def test_a_file_whose_every_copy_is_gone_is_marked_lost_and_restored_by_a_new_upload(local: Local) -> None:
+def test_a_file_whose_every_copy_is_gone_is_marked_lost_and_restored_by_a_new_upload(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = b"only copy" * 30
     first = local.upload(data, "first")
     local.deliver()
@@ -585,15 +576,17 @@ def test_a_file_whose_every_copy_is_gone_is_marked_lost_and_restored_by_a_new_up
     local.s3.delete_object(Bucket=local.settings.bucket, Key=first["key"])  # lost out of band
     assert not local.audit().ok
 
+    capsys.readouterr()
     local.run()
     item = file_item(local, digest)
     assert (item["state"], item["s3_key"]) == ("lost", first["key"]) and item["lost_at"]
-    assert lost_metric_sum(local) == 1
+    assert metric_sums(capsys.readouterr().out)["LostFiles"] == 1  # what LostFilesAlarm watches
     report = local.audit()
     assert report.ok, report.text()  # reported (listed as lost), not a silent "holds"
     assert any(digest in problem for problem in report.problems()), report.text()
     local.run()  # marked once: the next sweep neither marks nor counts it again
-    assert lost_metric_sum(local) == 1 and file_item(local, digest)["lost_at"] == item["lost_at"]
+    assert "LostFiles" not in metric_sums(capsys.readouterr().out)
+    assert file_item(local, digest)["lost_at"] == item["lost_at"]
 
     second = local.upload(data, "second")  # the same content again: adopted as the stored copy, kept
     local.deliver()

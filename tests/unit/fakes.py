@@ -317,7 +317,7 @@ class FakeRepository:
             refused = FileChanged(record)
         self._begin_commit(version, counter_shard, claims=False, file=refused, tenant=tenant)
         assert file is not None
-        self._count_duplicate(file, version.size, now)
+        self._count_duplicate(file, now)
         status = UploadStatus.STORED if tenant is not None and not tenant.held else UploadStatus.DUPLICATE
         self._commit(version, "duplicate", status, filename, content_type, now, tenant)
         self._count(counter_shard, total_uploads=1, duplicates_avoided=1, total_s3_size_saved=version.size)
@@ -384,7 +384,7 @@ class FakeRepository:
             counted["precheck_window"] = bound.window
         stamp = clock.iso(now)
         self.uploads[upload.upload_id] = codec.precheck_upload_item(upload, stamp)
-        self._count_duplicate(file, upload.size, now)
+        self._count_duplicate(file, now)
         ref = self.tenant_refs[(upload.tenant, upload.hash)]
         ref["upload_count"] = ref.get("upload_count", 0) + 1
         ref["last_upload_at"] = stamp
@@ -513,10 +513,9 @@ class FakeRepository:
         self._finish_upload(version, status, UploadStatus(outcome), filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
 
-    def _count_duplicate(self, file: Item, size: int, now: datetime) -> None:
+    def _count_duplicate(self, file: Item, now: datetime) -> None:
         file["upload_count"] = file.get("upload_count", 0) + 1
         file["live_refs"] = file.get("live_refs", 0) + 1
-        file["saved_bytes"] = file.get("saved_bytes", 0) + size
         file["last_upload_at"] = clock.iso(now)
 
     def _add_tenant_ref(

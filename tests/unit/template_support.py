@@ -69,38 +69,12 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
     },
     # the streams are read through SAM's DynamoDB event source (its managed execution role)
     "PublisherFunction": {("events:PutEvents", "EventBus.Arn"), ("sqs:SendMessage", "PublisherDLQ.Arn")},
-    # SDK integrations only; the writes to CountersTable are limited to audit#* items (a Condition, checked in
-    # tests/unit/test_asl.py), the listing to the upload prefix, the metric to the stack's namespace.
+    # the workflow only orchestrates: it invokes ReconcileFunction and continues itself as a new execution
     "ReconcileStateMachine": {
-        ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
-        ("dynamodb:GetItem", "UploadsTable.Arn"),
-        ("dynamodb:GetItem", "EventsTable.Arn"),
-        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
-        ("dynamodb:Scan", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),  # the sweep marks a file whose object is gone lost
-        ("dynamodb:Scan", "CountersTable.Arn"),
-        ("dynamodb:PutItem", "CountersTable.Arn"),
-        ("dynamodb:UpdateItem", "CountersTable.Arn"),
-        ("dynamodb:DeleteItem", "CountersTable.Arn"),
-        ("s3:ListBucket", "FilesBucket.Arn"),
-        ("s3:AbortMultipartUpload", OBJECTS),
-        ("sqs:SendMessage", "IngestQueue.Arn"),
-        ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
-        ("dynamodb:Query", "${TenantFilesTable.Arn}/index/ReapIndex"),
-        ("dynamodb:UpdateItem", "FilesTable.Arn"),
-        ("dynamodb:DeleteItem", "FilesTable.Arn"),
-        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
-        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
-        ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a reaped generation's key claim (claim#* only)
-        ("s3:DeleteObject", OBJECTS),
-        ("s3:GetObject", OBJECTS),  # DeleteObject IfMatch an ETag is authorized with GetObject too
-        ("cloudwatch:PutMetricData", "*"),
+        ("lambda:InvokeFunction", "ReconcileFunction.Arn"),
+        ("lambda:InvokeFunction", "${ReconcileFunction.Arn}:*"),
         (
             "states:StartExecution",
-            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
-        ),
-        (
-            "states:ListExecutions",
             "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
         ),
         *{
@@ -116,6 +90,29 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
                 "DescribeLogGroups",
             )
         },
+    },
+    # the reconcile's rules (dfd.reconcile); its writes to CountersTable are limited to the shards, the tenants'
+    # usage items and its lease, the claims it deletes to claim#* (Conditions, checked in tests/unit/test_asl.py)
+    "ReconcileFunction": {
+        ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
+        ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
+        ("dynamodb:Query", "${TenantFilesTable.Arn}/index/ReapIndex"),
+        ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "EventsTable.Arn"),
+        ("dynamodb:BatchGetItem", "CountersTable.Arn"),
+        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
+        ("dynamodb:Scan", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:DeleteItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
+        ("dynamodb:DeleteItem", "TenantFilesTable.Arn"),
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("s3:GetObject", OBJECTS),  # HeadObject; DeleteObject IfMatch an ETag is authorized with it too
+        ("s3:DeleteObject", OBJECTS),
+        ("s3:AbortMultipartUpload", OBJECTS),
+        ("s3:ListBucket", "FilesBucket.Arn"),
+        ("sqs:SendMessage", "IngestQueue.Arn"),
     },
 }
 

@@ -318,7 +318,7 @@ def test_known_content_is_answered_409_and_counted_with_the_stored_size(world: W
 def test_a_precheck_whose_record_vanished_issues_an_upload(world: World) -> None:
     data = b"about to vanish"
     world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/x", "upload_count": 1}
-    world.repo.files[sha(data)].update(live_refs=1, saved_bytes=0)
+    world.repo.files[sha(data)].update(live_refs=1)
     world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
     # deleted between the read and the write
     world.repo.after_tenant_file = lambda: world.repo.files.pop(sha(data), None)
@@ -350,7 +350,6 @@ def test_a_precheck_looks_again_after_the_record_vanished(world: World) -> None:
     """Deleted between the read and the write, then stored again by another upload: the second look counts."""
     data = b"flapping"
     record = {"hash": sha(data), "size": len(data), "s3_key": "uploads/y", "upload_count": 1, "live_refs": 1}
-    record["saved_bytes"] = 0
     world.repo.files[sha(data)] = dict(record)
     world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
     reads: list[str] = []

@@ -52,6 +52,7 @@ HANDLERS = {
     "UploadsFunction": "dfd.handlers.uploads.handler",
     "IngestFunction": "dfd.handlers.ingest.handler",
     "PublisherFunction": "dfd.handlers.publisher.handler",
+    "ReconcileFunction": "dfd.handlers.reconcile.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
@@ -240,6 +241,9 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     elif logical_id == "PublisherFunction":
         assert props["Timeout"] == 60  # a batch of 100 records, PutEvents retried per entry
         assert props["MemorySize"] == 256
+    elif logical_id == "ReconcileFunction":  # a page of a phase: a few hundred requests, 16 at a time
+        assert props["Timeout"] == 300
+        assert props["MemorySize"] == 512
     elif logical_id == "LfsFunction":  # a verify may ingest its object: the HTTP API's 30 s, the ingest's vCPU
         assert props["Timeout"] == 29
         assert _param_value(template, props["MemorySize"]) == 1769

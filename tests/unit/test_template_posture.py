@@ -35,6 +35,7 @@ FUNCTIONS = [
     "PublisherFunction",
     "LfsFunction",
     "TokensFunction",
+    "ReconcileFunction",
 ]
 TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable"]
 QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ"]
@@ -233,7 +234,7 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 ((operator, keys),) = statement["Condition"].items()
                 assert operator in ("StringLike", "StringLikeIfExists"), logical_id
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    assert sorted(found) == ["IngestFunction", "LfsFunction", "ReconcileStateMachine", "UploadPartsFunction"]
+    assert sorted(found) == ["IngestFunction", "LfsFunction", "ReconcileFunction", "UploadPartsFunction"]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -12,11 +12,13 @@ from __future__ import annotations
 from dfd.adapters.dynamo.base import from_item, to_attr, to_item, translate
 from dfd.adapters.dynamo.contents import Contents
 from dfd.adapters.dynamo.deletes import Deletes
+from dfd.adapters.dynamo.lease import Leases
 from dfd.adapters.dynamo.reads import Reads
+from dfd.adapters.dynamo.reaper import Reaper
 from dfd.adapters.dynamo.uploads import Uploads
 
 
-class Repository(Reads, Uploads, Contents, Deletes):
+class Repository(Reads, Uploads, Contents, Deletes, Reaper, Leases):
     """Reads and writes of the five tables. Receives its client; `rng` spreads pending uploads and the reaper's
     marks over their index shards."""
 

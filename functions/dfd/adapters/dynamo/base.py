@@ -215,6 +215,31 @@ class Store:
             time.sleep(min(0.05 * 2**attempt, 1.0))
         raise ServiceUnavailable("DynamoDB BatchGetItem left keys unprocessed after retries")
 
+    def _page(
+        self,
+        action: str,
+        call: Callable[..., Any],
+        kwargs: dict[str, Any],
+        limit: int,
+        start_key: dict[str, str] | None,
+        position: Callable[[Item], dict[str, str]],
+    ) -> tuple[list[Item], dict[str, str] | None]:
+        """One page of a Scan or Query and the key of the next (`position` of an item), reading one item more
+        than `limit` (scan_files says why); a page cut short by DynamoDB's 1 MB limit keeps DynamoDB's key."""
+        kwargs = {**kwargs, "Limit": limit + 1}
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        try:
+            response = call(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, action) from error
+        items = [from_item(i) for i in response.get("Items", [])]
+        if len(items) > limit:
+            items = items[:limit]
+            return items, position(items[-1])
+        last = response.get("LastEvaluatedKey")
+        return items, (position(from_item(last)) if last else None)
+
     # ---------------------------------------------------------------- transactions
     def transact(self, items: list[Request]) -> None:
         """One TransactWriteItems (the seam the capacity bench and the counter simulation watch), with the

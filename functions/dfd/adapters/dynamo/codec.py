@@ -24,6 +24,7 @@ from dfd.records import (
     EventRecord,
     FileRecord,
     KeyClaim,
+    Lease,
     PrecheckCount,
     TenantRef,
     TenantUsage,
@@ -36,6 +37,7 @@ Item = dict[str, Any]
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
 USAGE_PREFIX = "usage#"  # a usage shard's counter_id: usage#<tenant>[#NNN] (`#` never occurs in a tenant name)
 PRECHECK_PREFIX = "precheck#"
+LEASE_ID = "lease#reconcile"
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -130,6 +132,10 @@ def counter_shard(item: Mapping[str, Any]) -> CounterShard:
     return _parse(CounterShard, item)
 
 
+def lease(item: Mapping[str, Any] | None) -> Lease:
+    return _parse(Lease, item or {})
+
+
 # ---------------------------------------------------------------------------------------------- keys
 def file_key(digest: str) -> Item:
     return {"hash": digest}
@@ -150,6 +156,11 @@ def tenant_ref_key(tenant: str, digest: str) -> Item:
 def usage_key(shard: UsageShard) -> Item:
     suffix = f"#{shard.index:03d}" if shard.index else ""
     return {"counter_id": f"{USAGE_PREFIX}{shard.tenant}{suffix}"}
+
+
+def lease_key() -> Item:
+    """The reconcile's lease: one item in the counters table (stats read the shard keys only)."""
+    return {"counter_id": LEASE_ID}
 
 
 def precheck_key(tenant: str) -> Item:
@@ -229,8 +240,7 @@ def precheck_upload_item(upload: PrecheckDuplicate, stamp: str) -> Item:
 
 
 def new_file_item(version: ObjectVersion, filename: str, content_type: str, stamp: str) -> Item:
-    """New content: this object is its stored copy, one live reference, generation 1 (one store), nothing saved yet
-    (saved_bytes = (upload_count - stores) x size, kept as duplicates are counted: the reaper's history)."""
+    """New content: this object is its stored copy, one live reference, generation 1 (one store)."""
     return {
         "hash": version.hash,
         "size": version.size,
@@ -246,7 +256,6 @@ def new_file_item(version: ObjectVersion, filename: str, content_type: str, stam
         "live_refs": 1,
         "generation": 1,
         "stores": 1,
-        "saved_bytes": 0,
     }
 
 

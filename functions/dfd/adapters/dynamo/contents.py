@@ -114,9 +114,7 @@ class Contents(Store):
                 return FileVanished(None)
             return FileIsThisObject(item) if item.s3_key == version.key else FileChanged(item)
 
-        counted = self._count_duplicate_file_item(
-            version.hash, version.key, clock.iso(now), version.size, lost_too=True
-        )
+        counted = self._count_duplicate_file_item(version.hash, version.key, clock.iso(now), lost_too=True)
         # physically a duplicate; for an uploader whose tenant did not hold the content, its upload is stored
         status = UploadStatus.STORED if tenant is not None and not tenant.held else UploadStatus.DUPLICATE
         deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": version.size}
@@ -227,7 +225,7 @@ class Contents(Store):
         stamp = clock.iso(now)
         plan = Plan(identity="upload")
         plan.add("upload", self._put_new(self._s.uploads_table, codec.precheck_upload_item(upload, stamp), "upload_id"))
-        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp, upload.size), FileVanished)
+        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp), FileVanished)
         # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
         held = TenantShare(upload.tenant, held=True, counted=True)
         plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
@@ -425,9 +423,9 @@ class Contents(Store):
         }
 
     def _count_duplicate_file_item(
-        self, digest: str, key: str | None, stamp: str, size: int, *, lost_too: bool = False
+        self, digest: str, key: str | None, stamp: str, *, lost_too: bool = False
     ) -> Request:
-        """+1 upload (and +1 live reference, + `size` saved bytes) on an existing file record — never the record
+        """+1 upload (and +1 live reference) on an existing file record — never the record
         whose object IS this key; only LIVE content: a live count above 0 (at 0 the content is tombstoned and is
         resurrected instead). `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the
         ingest then adopts this upload's copy; the precheck never counts one (it answers 409 only for content
@@ -437,7 +435,6 @@ class Contents(Store):
             ":one": to_attr(1),
             ":now": to_attr(stamp),
             ":zero": to_attr(0),
-            ":size": to_attr(size),
         }
         names = {"#h": "hash"}
         if not lost_too:
@@ -451,8 +448,7 @@ class Contents(Store):
             "Update": {
                 "TableName": self._s.files_table,
                 "Key": to_item(codec.file_key(digest)),
-                "UpdateExpression": "ADD upload_count :one, live_refs :one, saved_bytes :size"
-                " SET last_upload_at = :now",
+                "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,

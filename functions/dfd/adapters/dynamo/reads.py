@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import usage
 from dfd.adapters.dynamo import codec
-from dfd.adapters.dynamo.base import Item, Store, from_item, to_attr, to_item, translate
+from dfd.adapters.dynamo.base import Item, Store, to_attr, to_item
 from dfd.ids import key_claim
 from dfd.ports import IngestState
 from dfd.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
@@ -72,10 +70,10 @@ class Reads(Store):
         )
         return _first(found[s.files_table], codec.file_record), _first(found[s.tenant_files_table], codec.tenant_ref)
 
-    def counter_totals(self) -> dict[str, int]:
+    def counter_totals(self, *, consistent: bool = False) -> dict[str, int]:
         """Sum of every counter shard: ONE BatchGetItem (shards ≤ 100), never a Scan."""
         keys = [to_item({"counter_id": shard}) for shard in self._s.shard_ids]
-        found = self._batch_get({self._s.counters_table: {"Keys": keys, "ConsistentRead": False}})
+        found = self._batch_get({self._s.counters_table: {"Keys": keys, "ConsistentRead": consistent}})
         totals = dict.fromkeys(COUNTER_FIELDS, 0)
         for item in found[self._s.counters_table]:
             shard = codec.counter_shard(item)
@@ -122,27 +120,26 @@ class Reads(Store):
         items, last = self._page("Query", self._db.query, kwargs, limit, start_key, position)
         return [codec.upload_record(item) for item in items], last
 
-    def _page(
-        self,
-        action: str,
-        call: Callable[..., Any],
-        kwargs: dict[str, Any],
-        limit: int,
-        start_key: dict[str, str] | None,
-        position: Callable[[Item], dict[str, str]],
-    ) -> tuple[list[Item], dict[str, str] | None]:
-        """One page of a Scan or Query and the key of the next (`position` of an item), reading one item more
-        than `limit` (scan_files says why); a page cut short by DynamoDB's 1 MB limit keeps DynamoDB's key."""
-        kwargs = {**kwargs, "Limit": limit + 1}
-        if start_key:
-            kwargs["ExclusiveStartKey"] = to_item(start_key)
-        try:
-            response = call(**kwargs)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, action) from error
-        items = [from_item(i) for i in response.get("Items", [])]
-        if len(items) > limit:
-            items = items[:limit]
-            return items, position(items[-1])
-        last = response.get("LastEvaluatedKey")
-        return items, (position(from_item(last)) if last else None)
+    # ---------------------------------------------------------------- many at once (the reconcile's sweep)
+    def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:
+        """The event records among `event_keys` that exist (consistent BatchGetItems of 100 keys)."""
+        found = self._get_many(self._s.events_table, [codec.event_key(key) for key in event_keys])
+        return {record.event_key: record for record in map(codec.event_record, found)}
+
+    def get_uploads(self, upload_ids: Collection[str]) -> dict[str, UploadRecord]:
+        found = self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in upload_ids])
+        return {record.upload_id: record for record in map(codec.upload_record, found)}
+
+    def get_claims(self, bucket: str, keys: Collection[str]) -> dict[str, KeyClaim]:
+        """The claims of the object keys among `keys` that hold a stored copy, by key."""
+        claims = {key_claim(bucket, key): key for key in keys}
+        found = self._get_many(self._s.events_table, [codec.event_key(claim) for claim in claims])
+        return {claims[str(item["event_key"])]: codec.key_claim(item) for item in found}
+
+    def _get_many(self, table: str, keys: list[Item]) -> list[Item]:
+        unique = list({repr(key): key for key in keys}.values())  # BatchGetItem refuses a key twice
+        found: list[Item] = []
+        for start in range(0, len(unique), usage.READ_BATCH):
+            batch = [to_item(key) for key in unique[start : start + usage.READ_BATCH]]
+            found += self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]
+        return found

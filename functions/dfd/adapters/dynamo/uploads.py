@@ -12,8 +12,8 @@ from dfd import clock, usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
 from dfd.conflicts import CommitRefused, MultipartAttached, QuotaRefused
-from dfd.ports import NewMultipart, NewUpload
-from dfd.records import TenantUsage, UploadStatus
+from dfd.ports import Cursor, NewMultipart, NewUpload
+from dfd.records import TenantUsage, UploadRecord, UploadStatus
 
 _PENDING = UploadStatus.PENDING.value
 _DELETED = UploadStatus.DELETED.value
@@ -87,6 +87,66 @@ class Uploads(Store):
         deltas = {"pending_count": -1, "pending_bytes": -quota_bytes, "used_bytes": -quota_bytes}
         return self._add_usage_item(tenant, deltas)
 
+    # ---------------------------------------------------------------- the reconcile's pending pass (dfd.reconcile)
+    def due_uploads(
+        self, shard: int, now: datetime, limit: int, start: Cursor | None
+    ) -> tuple[list[UploadRecord], Cursor | None]:
+        """One page of the sparse PendingIndex's shard `p#<shard>`: pending uploads whose grace ended by `now`."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._s.uploads_table,
+            "IndexName": "PendingIndex",
+            "KeyConditionExpression": "pending_shard = :shard AND reconcile_after <= :now",
+            "ExpressionAttributeValues": {":shard": to_attr(f"p#{shard}"), ":now": to_attr(clock.iso(now))},
+        }
+
+        def position(item: codec.Item) -> Cursor:
+            keys = ("pending_shard", "reconcile_after", "upload_id")
+            return {name: str(item[name]) for name in keys}
+
+        items, last = self._page("Query", self._db.query, kwargs, limit, start, position)
+        return [codec.upload_record(item) for item in items], last
+
+    def count_redrive(self, upload_id: str, now: datetime) -> int | None:
+        """+1 re-drive on a pending upload; its count, or None when it is no longer pending."""
+        try:
+            answer = self._db.update_item(
+                TableName=self._s.uploads_table,
+                Key=to_item(codec.upload_key(upload_id)),
+                UpdateExpression="ADD redrives :one SET last_redrive_at = :now",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":one": to_attr(1),
+                    ":now": to_attr(clock.iso(now)),
+                    ":pending": to_attr(_PENDING),
+                },
+                ReturnValues="UPDATED_NEW",
+            )
+        except (ClientError, BotoCoreError) as error:
+            if condition_failed(error):
+                return None
+            raise translate(error, "UpdateItem") from error
+        return int(answer["Attributes"]["redrives"]["N"])
+
+    def give_up_upload(
+        self, upload: UploadRecord, status: UploadStatus, now: datetime, *, failure: str | None = None
+    ) -> bool:
+        """A pending upload the reconcile gives up on becomes `status` (expired: no object came; failed: its ingest
+        never completed) with when (`expired_at`/`failed_at`) and why (`failure`), releasing its quota bytes as
+        read; False when it is no longer pending (an ingest won) or no longer holds those bytes."""
+        update = f"SET #status = :status, {status.value}_at = :now" + (", failure = :why" if failure else "")
+        request_values = {":why": to_attr(failure)} if failure else {}
+        return self._end_upload(
+            upload.upload_id,
+            update,
+            UploadStatus.PENDING,
+            status,
+            now,
+            upload.tenant,
+            upload.quota_bytes,
+            values=request_values,
+        )
+
     # ---------------------------------------------------------------- multipart (dfd.multipart)
     def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
         try:
@@ -148,6 +208,8 @@ class Uploads(Store):
         now: datetime,
         tenant: str | None,
         quota_bytes: int,
+        *,
+        values: dict[str, Any] | None = None,
     ) -> bool:
         """An upload that holds no reference ends (`update`, conditioned on its status still `read`, out of the
         pending index). One still counted against its tenant's quota (`tenant`, `quota_bytes` > 0: as read from its
@@ -163,6 +225,7 @@ class Uploads(Store):
                 ":status": to_attr(status.value),
                 ":now": to_attr(clock.iso(now)),
                 ":read": to_attr(read.value),
+                **(values or {}),
             },
         }
         if tenant is not None and quota_bytes > 0:

@@ -1,4 +1,4 @@
-"""The S3 adapter's checks and deletes of one object version (IfMatch its ETag)."""
+"""The S3 adapter's checks and deletes of one object version (IfMatch its ETag), and the bucket's listing."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.s3.base import Store, translate
 from dfd.errors import ObjectChanged, ObjectNotFound
+from dfd.ports import ListedObject
 
 
 def _version(bucket: str, key: str, etag: str | None) -> dict[str, Any]:
@@ -39,3 +40,17 @@ class Deletes(Store):
                 return False
             raise mapped from error
         return True
+
+    def list_objects(
+        self, bucket: str, prefix: str, limit: int, token: str | None
+    ) -> tuple[list[ListedObject], str | None]:
+        params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": limit}
+        if token:
+            params["ContinuationToken"] = token
+        try:
+            page = self._s3.list_objects_v2(**params)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "ListObjectsV2", prefix) from error
+        listed = [ListedObject(str(o["Key"]), str(o["ETag"])) for o in page.get("Contents", [])]
+        following = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+        return listed, (str(following) if following else None)
