@@ -205,9 +205,10 @@ def patch_moto_lambda(endpoint: str) -> bool:
     Lambda's Invoke API for them, so the reconcile's tasks run the same handler Lambda runs. The last endpoint
     given wins (one local stack per process). False when moto's layout changed."""
     try:
-        from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils as module
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
     except ImportError:  # pragma: no cover - moto without its Step Functions interpreter
         return False
+    module: Any = lambda_eval_utils
     if not hasattr(module, "boto_client_for"):
         log.warning("moto changed: lambda:invoke tasks will not reach the local runtime")
         return False

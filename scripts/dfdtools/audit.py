@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import from_item
+from dfd.audit import Recount
 from dfd.config import Settings
 from dfd.ids import event_key, version_token
 from dfd.records import (
@@ -179,16 +180,10 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
     totals = {name: sum(getattr(shard, name) for shard in shards) for name in COUNTER_FIELDS}
     reaped = {name: sum(getattr(shard, name) for shard in shards) for name in REAPED_FIELDS}
-    recount = {
-        "total_files": len(files),
-        "total_bytes_stored": sum(f.size for f in files),
-        "total_uploads": sum(f.upload_count for f in files) + reaped["reaped_uploads"],
-        # `stores`: the content's generations (a tombstoned content uploaded again is stored anew, not a duplicate)
-        "duplicates_avoided": sum(f.upload_count - f.stores for f in files) + reaped["reaped_duplicates"],
-        "total_s3_size_saved": sum((f.upload_count - f.stores) * f.size for f in files) + reaped["reaped_saved"],
-        # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
-        "deleted_uploads": sum(1 for u in uploads if u.status == UploadStatus.DELETED and u.processed_at),
-    }
+    # the reconcile's audit recounts the same way (dfd.audit), a page at a time
+    recount = Recount().add(files).with_reaped(reaped)
+    # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
+    recount["deleted_uploads"] = sum(1 for u in uploads if u.status == UploadStatus.DELETED and u.processed_at)
     c3 = Check("2+3. counters equal the recount (each object version counted exactly once)", True)
     for name in COUNTER_FIELDS:
         if totals[name] != recount[name]:
@@ -293,8 +288,7 @@ def _live_check(files: list[FileRecord], uploads: list[UploadRecord], events: li
     """Deletes: a content's live count is the number of live references to it — its processed, undeleted uploads,
     plus objects put straight into the bucket outside `uploads/<upload_id>` keys (their ingest's event record, no
     upload); a content is tombstoned exactly when it has none (derived from the count: FileRecord.tombstoned), and
-    then it is marked for the reaper; the bytes its duplicates saved (`saved_bytes`, the reaper's history) are
-    (upload_count - stores) x size."""
+    then it is marked for the reaper."""
     check = Check("deletes: live_refs = the live references to the content; at 0 marked for the reaper", True)
     refs: dict[str, int] = {}
     for upload in uploads:
@@ -312,9 +306,6 @@ def _live_check(files: list[FileRecord], uploads: list[UploadRecord], events: li
             )
         if file.tombstoned and not (file.tombstone_shard and file.reap_after):
             check.problems.append(f"content {file.hash}: no live reference, but not marked for the reaper")
-        saved = (file.upload_count - file.stores) * file.size
-        if file.saved_bytes != saved:
-            check.problems.append(f"content {file.hash}: saved_bytes {file.saved_bytes}, its duplicates {saved}")
     for digest in sorted(set(refs) - {f.hash for f in files}):
         check.problems.append(f"{refs[digest]} live reference(s) to content {digest}, which has no file record")
     check.counts = {"files": len(files), "tombstoned": tombstoned}

@@ -28,6 +28,7 @@ from dfd.conflicts import (
     FileChanged,
     FileVanished,
     KeyClaimed,
+    LeaseLost,
     MultipartAttached,
     PendingReleased,
     QuotaRefused,
@@ -392,3 +393,121 @@ def test_reads_and_pages(repo: Repository) -> None:
     rest, start = repo.owner_uploads("alice", 2, start)
     assert len(rest) == 1 and start is None
     assert {u.upload_id for u in mine + rest} == {f"{n:032x}" for n in (1, 2, 3)}
+
+
+# ---------------------------------------------------------------------------------------------- the reconcile
+def due(page: Any, repo: Repository, now: datetime, limit: int = 1) -> list[Any]:
+    """Every item of a sparse index due by `now`, over all its shards, read `limit` at a time."""
+    found: list[Any] = []
+    for shard in range(repo_settings(repo).pending_shards):
+        cursor = None
+        while True:
+            items, cursor = page(shard, now, limit, cursor)
+            found += items
+            if cursor is None:
+                break
+    return found
+
+
+def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Repository) -> None:
+    first, _ = registered(repo, 1, size=100)
+    second, _ = registered(repo, 2, size=200)
+    grace = repo_settings(repo).reconcile_grace_seconds
+    assert due(repo.due_uploads, repo, _now()) == [] or grace == 0
+    later = _now() + timedelta(seconds=grace)
+    assert sorted(u.upload_id for u in due(repo.due_uploads, repo, later)) == [first.upload_id, second.upload_id]
+    assert (repo.count_redrive(first.upload_id, later), repo.count_redrive(first.upload_id, later)) == (1, 2)
+    assert repo.give_up_upload(first, UploadStatus.FAILED, later, failure="never ingested")
+    assert not repo.give_up_upload(first, UploadStatus.FAILED, later, failure="never ingested")  # once
+    assert repo.count_redrive(first.upload_id, later) is None  # no longer pending
+    failed = repo.get_upload(first.upload_id)
+    assert failed is not None and (failed.status, failed.failure, failed.failed_at) == (
+        UploadStatus.FAILED,
+        "never ingested",
+        clock.iso(later),
+    )
+    assert failed.redrives == 2 and failed.quota_bytes == 0
+    assert repo.give_up_upload(second, UploadStatus.EXPIRED, later)
+    expired = repo.get_upload(second.upload_id)
+    assert expired is not None and expired.status == UploadStatus.EXPIRED and expired.expired_at == clock.iso(later)
+    assert due(repo.due_uploads, repo, later) == []  # out of the index
+    assert repo.tenant_usage("acme") == TenantUsage()  # their quota bytes released
+
+
+def test_the_reaper_s_writes(repo: Repository) -> None:
+    record, v1 = registered(repo, 1)
+    commit(repo, "stored", v1, TenantShare("acme", False, False, 100))
+    _, v2 = registered(repo, 2)
+    commit(repo, "duplicate", v2, TenantShare("acme", True, True, 100))
+    repo.commit_delete(UploadDeletion(f"{1:032x}", UploadStatus.STORED, DIGEST, "acme"), counter_shard=0, now=_now())
+    (held,) = due(repo.due_references, repo, _now())  # marked by the delete, still counted once
+    assert held.holds and not repo.reap_reference(held) and repo.unindex_reference(held)
+    assert due(repo.due_references, repo, _now()) == []
+    repo.commit_delete(UploadDeletion(f"{2:032x}", UploadStatus.DUPLICATE, DIGEST, "acme"), counter_shard=0, now=_now())
+    grace_over = _now() + timedelta(seconds=repo_settings(repo).delete_grace_seconds)
+    assert due(repo.due_contents, repo, _now()) == []
+    (file,) = due(repo.due_contents, repo, grace_over)
+    (ref,) = due(repo.due_references, repo, _now())
+    assert (file.hash, file.live_refs, ref.upload_count, ref.size) == (DIGEST, 0, 0, 100)
+    assert not repo.unindex_content(file) and not repo.unindex_reference(ref)  # both at 0
+    assert not repo.reap_content(dataclasses.replace(file, generation=9), counter_shard=0)  # not that generation
+    assert repo.reap_content(file, counter_shard=1)
+    assert repo.get_file(DIGEST, consistent=True) is None and repo.get_claim(BUCKET, v1.key) is None
+    totals = repo.counter_totals(consistent=True)
+    assert (totals["total_files"], totals["total_bytes_stored"]) == (0, 0)
+    assert repo.reap_reference(ref)
+    assert repo.tenant_file("acme", DIGEST) == (None, None) and repo.tenant_usage("acme") == TenantUsage()
+    assert due(repo.due_contents, repo, grace_over) == [] and due(repo.due_references, repo, _now()) == []
+    assert record.upload_id  # the upload record stays (deleted)
+
+
+def test_a_content_counted_again_leaves_the_reaper_s_index(repo: Repository) -> None:
+    first, v1 = registered(repo, 1)
+    commit(repo, "stored", v1, TenantShare("acme", False, False, 100))
+    repo.commit_delete(
+        UploadDeletion(first.upload_id, UploadStatus.STORED, DIGEST, "acme"), counter_shard=0, now=_now()
+    )
+    (tombstoned,) = due(repo.due_contents, repo, _now() + timedelta(days=1))
+    _, v2 = registered(repo, 2)
+    share = TenantShare("acme", held=False, counted=True, pending_bytes=100)
+    repo.commit_resurrect(v2, tombstoned, filename="f", content_type="t", counter_shard=0, now=_now(), tenant=share)
+    (resurrected,) = due(repo.due_contents, repo, _now() + timedelta(days=1))
+    assert (resurrected.reap_key, resurrected.live_refs) == (v1.key, 1)
+    assert not repo.unindex_content(resurrected)  # its older object first
+    assert not repo.forget_older_generation(dataclasses.replace(resurrected, reap_etag='"other"'))
+    assert repo.forget_older_generation(resurrected)
+    assert repo.get_claim(BUCKET, v1.key) is None and repo.get_claim(BUCKET, v2.key) is not None
+    assert repo.unindex_content(repo.get_file(DIGEST, consistent=True) or resurrected)
+    assert due(repo.due_contents, repo, _now() + timedelta(days=1)) == []
+
+
+def test_marking_lost_and_reading_many(repo: Repository) -> None:
+    record, v1 = registered(repo, 1)
+    commit(repo, "stored", v1, TenantShare("acme", False, False, 100))
+    file = repo.get_file(DIGEST, consistent=True)
+    assert file is not None
+    assert not repo.mark_lost(dataclasses.replace(file, s3_key="uploads/elsewhere"), _now())  # names another object
+    assert repo.mark_lost(file, _now())
+    assert not repo.mark_lost(file, _now())  # once
+    lost = repo.get_file(DIGEST, consistent=True)
+    assert lost is not None and lost.state == ContentState.LOST and lost.lost_at == clock.iso(_now())
+    assert set(repo.get_events([v1.event_key, "nope"])) == {v1.event_key}
+    assert set(repo.get_uploads([record.upload_id, "0" * 32])) == {record.upload_id}
+    assert repo.get_claims(BUCKET, [v1.key, "uploads/none"])[v1.key].hash == DIGEST
+
+
+def test_the_lease(repo: Repository) -> None:
+    until = _now() + timedelta(minutes=15)
+    assert repo.take_lease("run-1", _now(), until).holder == "run-1"
+    held = repo.take_lease("run-2", _now(), until)
+    assert held.holder == "run-1" and held.expires_at == clock.iso(until)
+    repo.note_sweep_due(_now())
+    repo.renew_lease("run-1", until + timedelta(minutes=1))
+    refused(LeaseLost, lambda: repo.renew_lease("run-2", until))
+    repo.release_lease("run-2")  # not its lease: nothing
+    repo.release_lease("run-1", swept_at=_now() - timedelta(seconds=1))
+    taken = repo.take_lease("run-2", _now(), until)
+    assert taken.holder == "run-2" and taken.sweep_due  # asked for after the last sweep started
+    repo.release_lease("run-2", swept_at=_now())
+    assert not repo.take_lease("run-3", _now(), until).sweep_due
+    assert repo.take_lease("run-4", until + timedelta(seconds=1), until + timedelta(minutes=5)).holder == "run-4"

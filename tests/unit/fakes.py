@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from dfd.conflicts import (
     FileIsThisObject,
     FileVanished,
     KeyClaimed,
+    LeaseLost,
     MultipartAttached,
     PendingReleased,
     PrecheckLimited,
@@ -46,7 +47,9 @@ from dfd.conflicts import (
 from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
 from dfd.ids import tenant_from_metadata
 from dfd.ports import (
+    Cursor,
     IngestState,
+    ListedObject,
     NewMultipart,
     NewUpload,
     ObjectInfo,
@@ -58,11 +61,13 @@ from dfd.ports import (
     TenantShare,
     UploadDeletion,
 )
+from dfd.reconcile import Reconciler
 from dfd.records import (
     COUNTER_FIELDS,
     EventRecord,
     FileRecord,
     KeyClaim,
+    Lease,
     TenantRef,
     TenantUsage,
     UploadRecord,
@@ -91,6 +96,7 @@ class FakeRepository:
         self.counters: dict[int, dict[str, int]] = {}
         self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
         self.prechecks: dict[str, dict[str, int]] = {}  # tenant -> its precheck bound's item (precheck#<tenant>)
+        self.lease: Item = {}  # the reconcile's lease item (lease#reconcile)
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
         self.after_tenant_file: Callable[[], None] | None = None
@@ -135,11 +141,11 @@ class FakeRepository:
             hook()
         return found
 
-    def counter_totals(self) -> dict[str, int]:
+    def counter_totals(self, *, consistent: bool = False) -> dict[str, int]:
         totals = dict.fromkeys(COUNTER_FIELDS, 0)
         for shard in self.counters.values():
-            for name, value in shard.items():
-                totals[name] += value
+            for name in COUNTER_FIELDS:
+                totals[name] += shard.get(name, 0)
         return totals
 
     def tenant_usage(self, tenant: str) -> TenantUsage:
@@ -422,24 +428,179 @@ class FakeRepository:
             upload["status"] = UploadStatus.STORED.value
         self.adopted.append((version.hash, version.key))
 
-    # ---------------------------------------------------------------- the reconcile's reference pass (ASL)
-    def reap_references(self, now: datetime) -> int:
-        """The reconcile workflow's `reaprefs` pass (statemachine/reconcile.asl.json, RefItems): each reference
-        marked by a delete before `now` is deleted at 0 — its size released from its tenant's `stored_bytes` and
-        `used_bytes` in the same transaction — or, counted again, leaves the reaper's index. The number deleted."""
-        stamp, dropped = clock.iso(now), 0
-        for key, ref in list(self.tenant_refs.items()):
-            if not ref.get("reap_shard") or str(ref.get("reap_after", "")) >= stamp:
-                continue
-            if int(ref.get("upload_count", 0)) <= 0:
-                del self.tenant_refs[key]
-                if "size" in ref:
-                    self._move(key[0], stored_bytes=-int(ref["size"]), used_bytes=-int(ref["size"]))
-                dropped += 1
-            else:
-                ref.pop("reap_shard", None)
-                ref.pop("reap_after", None)
-        return dropped
+    # ---------------------------------------------------------------- the reconcile (dfd.reconcile)
+    def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:
+        return {key: codec.event_record(copy.deepcopy(self.events[key])) for key in event_keys if key in self.events}
+
+    def get_uploads(self, upload_ids: Collection[str]) -> dict[str, UploadRecord]:
+        found = {upload_id: self.uploads.get(upload_id) for upload_id in upload_ids}
+        return {upload_id: codec.upload_record(copy.deepcopy(item)) for upload_id, item in found.items() if item}
+
+    def get_claims(self, bucket: str, keys: Collection[str]) -> dict[str, KeyClaim]:
+        found = {key: self.claims.get((bucket, key)) for key in keys}
+        return {key: codec.key_claim(copy.deepcopy(item)) for key, item in found.items() if item}
+
+    def _due(
+        self,
+        items: Mapping[Any, Item],
+        index: tuple[str, str],
+        shard: int,
+        now: datetime,
+        page: tuple[int, Cursor | None],
+    ) -> tuple[list[Item], Cursor | None]:
+        """A page (its limit and start) of a sparse index's shard (`index`: the shard attribute, its key prefix) due
+        by `now`, ordered by (due time, the item's key) as DynamoDB orders a GSI's items."""
+        shard_name, prefix = index
+        limit, start = page
+        due_name = "reconcile_after" if shard_name == "pending_shard" else "reap_after"
+        keys = {"pending_shard": ("upload_id",), "tombstone_shard": ("hash",), "reap_shard": ("tenant", "hash")}
+        order = (due_name, *keys[shard_name])
+        stamp = clock.iso(now)
+        due = sorted(
+            (i for i in items.values() if i.get(shard_name) == f"{prefix}#{shard}" and str(i.get(due_name)) <= stamp),
+            key=lambda item: tuple(str(item[name]) for name in order),
+        )
+        if start:
+            after = tuple(start[name] for name in order)
+            due = [item for item in due if tuple(str(item[name]) for name in order) > after]
+        found = [copy.deepcopy(item) for item in due[:limit]]
+        following = {name: str(found[-1][name]) for name in (shard_name, *order)} if len(due) > limit else None
+        return found, following
+
+    def due_uploads(
+        self, shard: int, now: datetime, limit: int, start: Cursor | None
+    ) -> tuple[list[UploadRecord], Cursor | None]:
+        page, following = self._due(self.uploads, ("pending_shard", "p"), shard, now, (limit, start))
+        return [codec.upload_record(item) for item in page], following
+
+    def count_redrive(self, upload_id: str, now: datetime) -> int | None:
+        upload = self.uploads.get(upload_id)
+        if upload is None or upload.get("status") != UploadStatus.PENDING:
+            return None
+        upload["redrives"] = upload.get("redrives", 0) + 1
+        upload["last_redrive_at"] = clock.iso(now)
+        return int(upload["redrives"])
+
+    def give_up_upload(
+        self, upload: UploadRecord, status: UploadStatus, now: datetime, *, failure: str | None = None
+    ) -> bool:
+        record = self.uploads.get(upload.upload_id)
+        if record is None or record.get("status") != UploadStatus.PENDING:
+            return False
+        if not self._released(record, upload.tenant, upload.quota_bytes):
+            return False
+        record.update({"status": status.value, f"{status.value}_at": clock.iso(now)})
+        if failure:
+            record["failure"] = failure
+        record.pop("pending_shard", None)
+        return True
+
+    def due_contents(
+        self, shard: int, now: datetime, limit: int, start: Cursor | None
+    ) -> tuple[list[FileRecord], Cursor | None]:
+        page, following = self._due(self.files, ("tombstone_shard", "t"), shard, now, (limit, start))
+        return [codec.file_record(item) for item in page], following
+
+    def forget_older_generation(self, file: FileRecord) -> bool:
+        record = self.files.get(file.hash)
+        if record is None or record.get("reap_etag") != file.reap_etag:
+            return False
+        claim = (str(record.get("bucket") or self.settings.bucket), str(file.reap_key))
+        if self.claims.get(claim, {}).get("hash", file.hash) == file.hash:
+            self.claims.pop(claim, None)
+        record.pop("reap_key", None)
+        record.pop("reap_etag", None)
+        return True
+
+    def unindex_content(self, file: FileRecord) -> bool:
+        record = self.files.get(file.hash)
+        if record is None or int(record.get("live_refs", 0)) <= 0 or "reap_key" in record:
+            return False
+        record.pop("tombstone_shard", None)
+        record.pop("reap_after", None)
+        return True
+
+    def reap_content(self, file: FileRecord, *, counter_shard: int) -> bool:
+        self._begin(counter_shard)
+        record = self.files.get(file.hash)
+        if (
+            record is None
+            or int(record.get("live_refs", 0)) != 0
+            or int(record.get("generation", 0)) != file.generation
+            or record.get("s3_key") != file.s3_key
+            or "reap_key" in record
+        ):
+            return False
+        reaped = codec.file_record(record)
+        del self.files[file.hash]
+        claim = (str(record.get("bucket") or self.settings.bucket), str(file.s3_key))
+        if self.claims.get(claim, {}).get("hash", file.hash) == file.hash:
+            self.claims.pop(claim, None)
+        self._count(
+            counter_shard,
+            total_files=-1,
+            total_bytes_stored=-reaped.size,
+            reaped_uploads=reaped.upload_count,
+            reaped_duplicates=reaped.duplicates,
+            reaped_saved=reaped.saved_bytes,
+        )
+        return True
+
+    def due_references(
+        self, shard: int, now: datetime, limit: int, start: Cursor | None
+    ) -> tuple[list[TenantRef], Cursor | None]:
+        page, following = self._due(self.tenant_refs, ("reap_shard", "t"), shard, now, (limit, start))
+        return [codec.tenant_ref(item) for item in page], following
+
+    def reap_reference(self, ref: TenantRef) -> bool:
+        key = (ref.tenant, ref.hash)
+        record = self.tenant_refs.get(key)
+        if record is not None and int(record.get("upload_count", 0)) > 0:
+            return False
+        self.tenant_refs.pop(key, None)
+        if ref.size:  # the adapter's transaction: the size released with the item's delete
+            self._move(ref.tenant, stored_bytes=-ref.size, used_bytes=-ref.size)
+        return True
+
+    def unindex_reference(self, ref: TenantRef) -> bool:
+        record = self.tenant_refs.get((ref.tenant, ref.hash))
+        if record is None or int(record.get("upload_count", 0)) <= 0:
+            return False
+        record.pop("reap_shard", None)
+        record.pop("reap_after", None)
+        return True
+
+    def mark_lost(self, file: FileRecord, now: datetime) -> bool:
+        record = self.files.get(file.hash)
+        if record is None or "state" in record or record.get("s3_key") != file.s3_key:
+            return False
+        if int(record.get("live_refs", 0)) <= 0:
+            return False
+        record.update(state=codec.LOST, lost_at=clock.iso(now))
+        return True
+
+    def take_lease(self, holder: str, now: datetime, until: datetime) -> Lease:
+        lease = self.lease
+        if lease.get("holder") not in (None, holder) and str(lease.get("expires_at")) >= clock.iso(now):
+            return codec.lease(copy.deepcopy(lease))
+        lease.update(holder=holder, expires_at=clock.iso(until))
+        return codec.lease(copy.deepcopy(lease))
+
+    def renew_lease(self, holder: str, until: datetime) -> None:
+        if self.lease.get("holder") != holder:
+            raise LeaseLost(codec.lease(copy.deepcopy(self.lease)))
+        self.lease["expires_at"] = clock.iso(until)
+
+    def note_sweep_due(self, now: datetime) -> None:
+        self.lease["sweep_due_at"] = clock.iso(now)
+
+    def release_lease(self, holder: str, *, swept_at: datetime | None = None) -> None:
+        if self.lease.get("holder") != holder:
+            return
+        self.lease.pop("holder", None)
+        self.lease.pop("expires_at", None)
+        if swept_at is not None:
+            self.lease["swept_at"] = clock.iso(swept_at)
 
     # ---------------------------------------------------------------- the model's rules
     def _begin(self, counter_shard: int) -> None:
@@ -652,6 +813,14 @@ class FakeObjectStore:
         self.deleted.append((bucket, key))
         return True
 
+    def list_objects(
+        self, bucket: str, prefix: str, limit: int, token: str | None
+    ) -> tuple[list[ListedObject], str | None]:
+        """ListObjectsV2: keys in order; the token is the last key of the page."""
+        keys = sorted(k for b, k in self.objects if b == bucket and k.startswith(prefix) and k > (token or ""))
+        page = [ListedObject(key, self.objects[(bucket, key)].etag) for key in keys[:limit]]
+        return page, (page[-1].key if len(keys) > limit else None)
+
     def exists(self, bucket: str, key: str, etag: str | None) -> bool:
         self.heads.append((bucket, key))
         found = self.objects.get((bucket, key))
@@ -752,3 +921,24 @@ class FakeObjectStore:
     def head(self, bucket: str, key: str) -> ObjectInfo:
         with self.open(bucket, key, expect_checksum=True) as opened:
             return opened.info
+
+
+@dataclass
+class FakeIngestQueue:
+    """The ingest queue (dfd.ports.IngestQueue): the bodies sent, in order."""
+
+    bodies: list[str] = field(default_factory=list)
+
+    def send(self, body: str) -> None:
+        self.bodies.append(body)
+
+
+def run_reconcile(reconciler: Reconciler, **given: Any) -> dict[str, Any]:
+    """A whole reconcile run in this process, as the workflow drives it (begin, every page of every phase,
+    finish): its summary (or its "skipped" answer)."""
+    state = reconciler.begin(given)
+    if "skipped" in state:
+        return state
+    while state["pos"]["phase"] != "done":
+        state = reconciler.page(state["pos"]["phase"], state, lambda *_: None)
+    return reconciler.finish(state)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.deletes import DeleteService
 from dfd.errors import Forbidden, NotFound, ServiceUnavailable
@@ -17,9 +18,10 @@ from dfd.ids import tenant_metadata
 from dfd.ingest import Ingestor, Outcome
 from dfd.multipart import MultipartService
 from dfd.queries import Queries
+from dfd.reconcile import Reconciler
 from dfd.uploads import UploadRequest, UploadService
 from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
-from tests.unit.fakes import FakeObjectStore, FakeRepository
+from tests.unit.fakes import FakeIngestQueue, FakeObjectStore, FakeRepository, run_reconcile
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DATA = b"reference counted" * 10
@@ -34,6 +36,12 @@ class World:
         self.deletes = DeleteService(self.settings, self.repo, multipart, now=lambda: NOW, sleep=lambda _: None)
         self.uploads = UploadService(self.settings, self.repo, self.objects, now=lambda: NOW)
         self.ingestor = Ingestor(self.settings, self.repo, self.objects, now=lambda: NOW, sleep=lambda _: None)
+        self.reconciler = Reconciler(self.settings, self.repo, self.objects, FakeIngestQueue(), workers=1)
+
+    def reap_references(self, now: datetime) -> int:
+        """A pending-only reconcile run at `now` (its reaper drops the tenant references at 0): how many it dropped."""
+        summary = run_reconcile(self.reconciler, sweep=False, now=clock.iso(now))
+        return int(summary["refs_reaped"])
 
     def upload(self, caller: Any, data: bytes = DATA) -> str:
         answer = self.uploads.create(UploadRequest("f.bin", len(data), "application/octet-stream", None), caller)
@@ -328,6 +336,7 @@ def _usage_is_exact(repo: FakeRepository) -> None:
 
 
 LATER = datetime(2026, 3, 1, 12, 0, 1, tzinfo=UTC)  # the reconcile's next run (references need no grace)
+EARLIER = datetime(2026, 3, 1, 11, 59, 59, tzinfo=UTC)
 
 
 def test_a_delete_frees_its_tenant_s_quota_at_the_reference_pass(world: World) -> None:
@@ -340,8 +349,8 @@ def test_a_delete_frees_its_tenant_s_quota_at_the_reference_pass(world: World) -
     # the reference at 0 is still counted: the reaper's pass deletes it and releases its size in one transaction
     assert world.repo.tenant_usage("acme").used_bytes == len(DATA)
     _usage_is_exact(world.repo)
-    assert world.repo.reap_references(NOW) == 0  # marked at NOW: due strictly after
-    assert world.repo.reap_references(LATER) == 1
+    assert world.reap_references(EARLIER) == 0  # marked at NOW: due from then on
+    assert world.reap_references(NOW) == 1
     assert world.repo.tenant_usage("acme").as_dict() == dict.fromkeys(
         ("pending_count", "pending_bytes", "stored_bytes", "used_bytes"), 0
     )
@@ -367,7 +376,7 @@ def test_a_reference_at_zero_taken_over_before_the_reaper_is_counted_once(world:
         "used_bytes": len(DATA),
     }
     _usage_is_exact(world.repo)
-    assert world.repo.reap_references(LATER) == 0  # counted again: it leaves the index, its size stays
+    assert world.reap_references(LATER) == 0  # counted again: it leaves the index, its size stays
     assert "reap_shard" not in world.repo.tenant_refs[("acme", digest)]
     assert world.repo.tenant_usage("acme").stored_bytes == len(DATA)
     _usage_is_exact(world.repo)
@@ -382,7 +391,7 @@ def test_the_reference_pass_racing_a_takeover_makes_the_ingest_count_it_anew(wor
     world.deletes.delete(ALICE, alice)
     answer = world.uploads.create(UploadRequest("carol.bin", len(DATA), "text/plain", None), CAROL)
     world.objects.put("b", answer.body["key"], DATA, metadata=tenant_metadata("acme"))
-    world.repo.after_state = lambda: world.repo.reap_references(LATER) and None
+    world.repo.after_state = lambda: world.reap_references(LATER) and None
     result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
     assert result.outcome == Outcome.DUPLICATE and result.attempts == 2
     assert world.repo.tenant_refs[("acme", digest)]["upload_count"] == 1

@@ -66,7 +66,7 @@ class Reaper(Store):
                 }
             },
         )
-        plan.add("claim", self._drop_claim_item(file.hash, file.reap_key or ""))
+        plan.add("claim", self._drop_claim_item(file, file.reap_key or ""))
         return self._applied(plan)
 
     def unindex_content(self, file: FileRecord) -> bool:
@@ -96,7 +96,7 @@ class Reaper(Store):
                 }
             },
         )
-        plan.add("claim", self._drop_claim_item(file.hash, file.s3_key or ""))
+        plan.add("claim", self._drop_claim_item(file, file.s3_key or ""))
         deltas = {
             "total_files": -1,
             "total_bytes_stored": -file.size,
@@ -143,15 +143,16 @@ class Reaper(Store):
         )
 
     # ---------------------------------------------------------------- the writes' shapes
-    def _drop_claim_item(self, digest: str, key: str) -> Request:
-        """Delete an object key's claim, unless another content's (the key then holds that content's copy)."""
+    def _drop_claim_item(self, file: FileRecord, key: str) -> Request:
+        """Delete the claim of one of the content's object keys, unless another content's (the key then holds that
+        content's copy)."""
         return {
             "Delete": {
                 "TableName": self._s.events_table,
-                "Key": to_item(codec.event_key(key_claim(self._s.bucket, key))),
+                "Key": to_item(codec.event_key(key_claim(file.bucket or self._s.bucket, key))),
                 "ConditionExpression": "attribute_not_exists(event_key) OR #h = :hash",
                 "ExpressionAttributeNames": {"#h": "hash"},
-                "ExpressionAttributeValues": {":hash": to_attr(digest)},
+                "ExpressionAttributeValues": {":hash": to_attr(file.hash)},
             }
         }
 
