@@ -35,7 +35,8 @@ def check_upload_id(raw: str) -> str:
 
 
 def parse_limit(raw: str | None) -> int:
-    if raw is None or raw == "":
+    """The page size: absent is the default; present, even empty (`?limit=`), it must be an integer in range."""
+    if raw is None:
         return DEFAULT_LIMIT
     if not _LIMIT_RE.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}", code="invalid_limit")
