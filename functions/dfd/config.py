@@ -60,7 +60,7 @@ class Settings:
     upload_ttl_days: int = _integer("UPLOAD_TTL_DAYS", 7, 1, 3650)
     event_ttl_days: int = _integer("EVENT_TTL_DAYS", 30, 1, 3650)
     reconcile_grace_seconds: int = _integer("RECONCILE_GRACE_SECONDS", 900, 0, 7 * 24 * 3600)
-    # a tombstoned content's bytes are reaped this long after its last reference was deleted (issue 13)
+    # a tombstoned content's bytes are reaped this long after its last reference was deleted
     delete_grace_seconds: int = _integer("DELETE_GRACE_SECONDS", 3600, 0, 30 * 24 * 3600)
     parallel_threshold: int = _integer("PARALLEL_THRESHOLD_BYTES", PARALLEL_THRESHOLD, 1, 5 * 1024**4)
     parallel_part_size: int = _integer("PARALLEL_PART_BYTES", PARALLEL_PART_SIZE, MIB, GIB)

@@ -50,7 +50,7 @@ def content_disposition(filename: str) -> str:
 
 
 class Queries:
-    """Reads on behalf of a caller (dfd.identity.Caller), under issue 11's rules: a non-admin sees content only
+    """Reads on behalf of a caller (dfd.identity.Caller), under the tenancy rules: a non-admin sees content only
     through its tenant's reference and uploads only of its tenant (or its own); "not yours" answers exactly like
     "does not exist" (404, same body), never 403; admins see the global records; /admin/* is admins only."""
 
