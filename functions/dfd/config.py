@@ -62,7 +62,7 @@ class Settings:
     reconcile_grace_seconds: int = _integer("RECONCILE_GRACE_SECONDS", 900, 0, 7 * 24 * 3600)
     # re-drives of a pending upload whose object exists before the reconcile marks it failed
     reconcile_max_redrives: int = _integer("RECONCILE_MAX_REDRIVES", 3, 1, 100)
-    # a tombstoned content's bytes are reaped this long after its last reference was deleted (issue 13)
+    # a tombstoned content's bytes are reaped this long after its last reference was deleted
     delete_grace_seconds: int = _integer("DELETE_GRACE_SECONDS", 3600, 0, 30 * 24 * 3600)
     parallel_threshold: int = _integer("PARALLEL_THRESHOLD_BYTES", PARALLEL_THRESHOLD, 1, 5 * 1024**4)
     parallel_part_size: int = _integer("PARALLEL_PART_BYTES", PARALLEL_PART_SIZE, MIB, GIB)

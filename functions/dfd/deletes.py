@@ -1,4 +1,4 @@
-"""DELETE /uploads/{id}: remove an upload's reference to its content, exactly once (issue 13).
+"""DELETE /uploads/{id}: remove an upload's reference to its content, exactly once.
 
 * A processed upload (`stored`, `duplicate`) is ONE reference, counted on its tenant's reference item and on the
   content's live count (FileMetadata `live_refs`). Its delete is TWO calls: the upload's record read (GetItem),

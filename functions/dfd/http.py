@@ -128,7 +128,7 @@ def lambda_entry(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Lambd
     """The Lambda handler of an HTTP function: correlation id, tracing, then the resolver.
 
     The response is never recorded in the trace (capture_response=False): its body may carry a presigned URL,
-    a bearer credential (issue 12, item 8); errors are still recorded (capture_error)."""
+    a bearer credential; errors are still recorded (capture_error)."""
 
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return resolve(app, event, context)

@@ -4,7 +4,7 @@ API Gateway's HTTP API JWT authorizer verifies the Cognito access token (signatu
 expiry) before the function runs and hands its claims over in ``requestContext.authorizer.jwt.claims``. No
 handler reads claims itself: it calls :func:`current_caller` (or :func:`caller_from_event`).
 
-Rules (issue 11):
+Rules:
 
 * ``owner`` is the token's ``sub``. No claims or no valid ``sub`` → 401 ``unauthorized`` (defence in depth:
   a function reached without the authorizer never serves an anonymous caller).

@@ -1,4 +1,4 @@
-"""Multipart uploads (issue 14): the server owns the S3 multipart upload, clients only see their upload id.
+"""Multipart uploads: the server owns the S3 multipart upload, clients only see their upload id.
 
 * ``POST /upload`` (dfd.uploads delegates here) registers the upload with its part size and count.
 * ``POST /uploads/{id}/parts`` presigns UploadPart URLs, each signing its part's exact Content-Length and,

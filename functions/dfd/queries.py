@@ -35,7 +35,8 @@ def check_upload_id(raw: str) -> str:
 
 
 def parse_limit(raw: str | None) -> int:
-    if raw is None or raw == "":
+    """The page size: absent is the default; present, even empty (`?limit=`), it must be an integer in range."""
+    if raw is None:
         return DEFAULT_LIMIT
     if not _LIMIT_RE.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be an integer from 1 to {MAX_LIMIT}", code="invalid_limit")
@@ -49,7 +50,7 @@ def content_disposition(filename: str) -> str:
 
 
 class Queries:
-    """Reads on behalf of a caller (dfd.identity.Caller), under issue 11's rules: a non-admin sees content only
+    """Reads on behalf of a caller (dfd.identity.Caller), under the tenancy rules: a non-admin sees content only
     through its tenant's reference and uploads only of its tenant (or its own); "not yours" answers exactly like
     "does not exist" (404, same body), never 403; admins see the global records; /admin/* is admins only."""
 

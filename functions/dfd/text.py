@@ -1,6 +1,6 @@
 """Strings that came from a client, made safe to echo in a response and to write into a log line.
 
-Two faults of echoing input as it came (issue 12, item 4): no bound (a 4.8 MB body of unknown field names became a
+Two faults of echoing input as it came: no bound (a 4.8 MB body of unknown field names became a
 6.8 MB response, over Lambda's 6 MB limit, and a 2.8 MB log line), and unpaired surrogates (``"\\ud800"`` is a valid
 JSON string escape, so ``json.loads`` yields a lone surrogate that no UTF-8 writer accepts: the logger failed and the
 400 was never logged). :func:`echo` fixes both for one string.

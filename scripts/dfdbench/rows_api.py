@@ -199,7 +199,7 @@ def calls(bench: Bench) -> list[Row]:
 
 
 def _delete_calls(bench: Bench, counter: Any) -> list[Row]:
-    """DELETE /uploads/{id} (issue 13): the AWS calls of one delete — the upload's GetItem and ONE transaction,
+    """DELETE /uploads/{id}: the AWS calls of one delete — the upload's GetItem and ONE transaction,
     whether it removes the content's last reference or not — and, once the grace period is over, the reaper's
     calls per reaped content and per reaped tenant reference, counted from the reconcile execution's history
     (every task it scheduled: each is one AWS call)."""

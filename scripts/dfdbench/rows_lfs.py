@@ -1,4 +1,4 @@
-"""Target 13 (issue 27): a Git LFS push of N objects of which the tenant already holds K (pushed before from
+"""Target 13: a Git LFS push of N objects of which the tenant already holds K (pushed before from
 another of its repositories), through the real ``git`` + ``git-lfs`` on the local stack — the HTTP requests and
 the object bytes git sends — against a plain LFS store, which knows no other repository and sends all N: the
 same push by a user of another tenant, measured in the same run (dfd gives it nothing for free: no existence

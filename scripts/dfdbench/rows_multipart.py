@@ -1,4 +1,4 @@
-"""Targets 10-12 (issue 14): multipart uploads with parts in parallel vs one PUT through a capped link, resume
+"""Targets 10-12: multipart uploads with parts in parallel vs one PUT through a capped link, resume
 after an interruption at ~50 %, and the ingest's memory on a multipart object (target 2's rule)."""
 
 from __future__ import annotations

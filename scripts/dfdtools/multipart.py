@@ -1,4 +1,4 @@
-"""The client side of a multipart upload (issue 14): parallel parts, per-part SHA-256, per-part retry, resume.
+"""The client side of a multipart upload: parallel parts, per-part SHA-256, per-part retry, resume.
 
 The server owns the S3 multipart upload: ``POST /upload`` answers ``"multipart": true`` with ``upload_id``,
 ``part_size`` and ``part_count``; this module then

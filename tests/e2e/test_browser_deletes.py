@@ -1,4 +1,4 @@
-"""The upload page's "My uploads" (issue 13): alice uploads a file, sees it listed, deletes it after a
+"""The upload page's "My uploads": alice uploads a file, sees it listed, deletes it after a
 confirmation, and the list shows it deleted; the API agrees (410 on download)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The web pages against a hostile link or a hostile API (issue 12, item 9), in a real browser (Playwright).
+"""The web pages against a hostile link or a hostile API, in a real browser (Playwright).
 
 * ``?api=http://evil.example`` in the page address is ignored: the pages take the API's address from
   ``config.js`` only, so every request still goes to the configured API and none to the address in the link.

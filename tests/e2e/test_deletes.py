@@ -1,4 +1,4 @@
-"""Deletes over HTTP against the local stack (issue 13): 404 vs 403 vs 204 vs 410, the repeat, GET /uploads,
+"""Deletes over HTTP against the local stack: 404 vs 403 vs 204 vs 410, the repeat, GET /uploads,
 and scripts/upload --delete / --list."""
 
 from __future__ import annotations

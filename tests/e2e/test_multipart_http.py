@@ -1,4 +1,4 @@
-"""Multipart uploads over HTTP against the local stack (issue 14): the API Gateway routes with bearer tokens, real
+"""Multipart uploads over HTTP against the local stack: the API Gateway routes with bearer tokens, real
 PUTs of the parts to the emulator's presigned UploadPart URLs (the local S3 guard checks their signatures and
 per-part SHA-256 as S3 does), resume from GET /uploads/{id}/parts, completion, and the ingest of the assembled
 object — hashed with its parallel ranged read, the file being above the ingest's parallel threshold — up to the

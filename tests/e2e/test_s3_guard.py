@@ -1,4 +1,4 @@
-"""The local stack's S3 as strict as S3 for presigned requests, over HTTP: the checksum theft of issue 24 fails
+"""The local stack's S3 as strict as S3 for presigned requests, over HTTP: the checksum theft fails
 at the guard and, planted behind it, at the ingest (the audit holds); every unsigned x-amz-* header is refused;
 errors carry the bucket's CORS headers; a part for an aborted or completed upload is 404 NoSuchUpload."""
 

@@ -110,10 +110,11 @@ def test_unknown_ids_are_404(aws: Aws) -> None:
             assert_error(status, body, 404, "not_found")
 
 
-@pytest.mark.parametrize("limit", ["0", "1001", "-1", "abc", "1.5", "1e3", " 5", "10\n", "٣"])
+@pytest.mark.parametrize("limit", ["", "0", "1001", "-1", "abc", "1.5", "1e3", " 5", "10\n", "٣"])
 def test_bad_limits_are_400(aws: Aws, limit: str) -> None:
-    status, body = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": limit}))
-    assert_error(status, body, 400, "invalid_limit")
+    for handler, route in ((admin_hashes.handler, "/admin/hashes"), (uploads.handler, "/uploads")):
+        status, body = call(handler, api_event("GET", route, query={"limit": limit}))
+        assert_error(status, body, 400, "invalid_limit")
 
 
 def test_unknown_query_parameters_are_400(aws: Aws) -> None:

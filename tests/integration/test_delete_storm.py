@@ -1,4 +1,4 @@
-"""The delete storm (issue 13): 8 threads upload one content (some by the hash-first precheck), delete uploads of
+"""The delete storm: 8 threads upload one content (some by the hash-first precheck), delete uploads of
 it at random and replay ingest events, while the reconcile workflow's reaper runs (moto's Step Functions, every
 tombstone already past its grace period). Then scripts/audit holds, and either a live upload exists and
 downloads the bytes, or none does and the bytes are gone."""

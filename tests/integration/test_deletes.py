@@ -1,4 +1,4 @@
-"""DELETE /uploads/{id} on moto (issue 13): who may delete, 204 and its repetition, 404 vs 403, the deleted
+"""DELETE /uploads/{id} on moto: who may delete, 204 and its repetition, 404 vs 403, the deleted
 record in metadata and 410 on download, the references (tenant and live count), the tombstone, cancels of
 pending uploads (single PUT and multipart), an object arriving for a cancelled upload, and the audit."""
 

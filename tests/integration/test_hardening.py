@@ -1,4 +1,4 @@
-"""Issue 12: client strings are echoed bounded and printable (item 4), traces never hold presigned URLs (item 8)."""
+"""Client strings are echoed bounded and printable, traces never hold presigned URLs."""
 
 from __future__ import annotations
 

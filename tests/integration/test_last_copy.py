@@ -1,4 +1,4 @@
-"""Issue 12, items 2 and 3, and issue 11's call budget, on moto through the handlers:
+"""The last copy and the tenancy call budget, on moto through the handlers:
 
 - the tenant hint (x-amz-meta-dfd-tenant, signed into the presigned PUT) lets the ingest's one BatchGetItem read
   the uploader's tenant reference: a duplicate costs the same calls whichever tenant holds the content;

@@ -1,4 +1,4 @@
-"""Issue 12, item 1: a write whose response is lost (DynamoDB or S3 applied it, the client saw a timeout and
+"""A write whose response is lost (DynamoDB or S3 applied it, the client saw a timeout and
 botocore sent it again) is applied once. Each scenario runs with the response of each of its writes lost in
 turn — moto applies the request, then the client sees a ReadTimeoutError — and nothing may be counted twice:
 the answers are those of an undisturbed run, the counters, upload counts and tenant references are unchanged,

@@ -1,4 +1,4 @@
-"""Per-tenant quotas (issue 12, item 5) on moto: POST /upload's own transaction counts the upload against its
+"""Per-tenant quotas on moto: POST /upload's own transaction counts the upload against its
 tenant's usage item (a conditional ADD), the ingest moves its bytes from pending to stored, GET /me shows it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reaper (issue 13): the reconcile workflow, executed by moto's Step Functions interpreter, frees tombstoned
+"""The reaper: the reconcile workflow, executed by moto's Step Functions interpreter, frees tombstoned
 contents (live_refs 0) past DeleteGraceSeconds (their object IfMatch the generation's ETag — no listing first —
 then their record conditioned on that generation, with total_files / total_bytes_stored and the history moved to
 reaped_*), frees a resurrected content's older object, drops the tenant references at 0, and never touches a live

@@ -428,7 +428,7 @@ def test_expired_multipart_uploads_are_aborted_in_s3(local: Local, monkeypatch: 
 
 
 # --------------------------------------------------------------------------------------------------------
-# Quotas (issue 12, item 5) and runs that never overlap (item 6)
+# Quotas and runs that never overlap
 def usage_of(local: Local, tenant: str = "acme") -> dict[str, int]:
     return deps.repository().tenant_usage(tenant).as_dict()
 

@@ -1,5 +1,5 @@
 """The multipart upload client (scripts/dfdtools/multipart.py) against a fake API and a fake part endpoint:
-an injected HTTP session, no network. The fake API follows the contract (issue 14, MULTIPART.md): presign ≤ 100
+an injected HTTP session, no network. The fake API follows the contract (MULTIPART.md): presign ≤ 100
 parts per call with the exact Content-Length and the given x-amz-checksum-sha256; the part endpoint checks both
 like S3 does and answers an ETag; complete checks every part is there with its ETag."""
 

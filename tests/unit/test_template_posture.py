@@ -1,4 +1,4 @@
-"""Security posture of template.yaml (issue 12 items 5, 6 and 10): log groups with retention, API access logs and
+"""Security posture of template.yaml: log groups with retention, API access logs and
 throttling, the optional customer-managed KMS key, the optional bucket access logs, the prefix-limited listing,
 the ingest's reserved concurrency, and the checkov skips (each with its reason).
 

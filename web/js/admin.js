@@ -15,7 +15,7 @@
     { key: "duplicates_avoided", kind: "count" },
     { key: "total_bytes_stored", kind: "bytes" },
     { key: "total_s3_size_saved", kind: "bytes" },
-    { key: "deleted_uploads", kind: "count" }, // issue 13: processed uploads deleted by their owners
+    { key: "deleted_uploads", kind: "count" }, // processed uploads deleted by their owners
   ];
 
   // Line styles, in drawing order: each later line is thinner and dashed, so equal series stay distinguishable

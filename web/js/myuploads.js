@@ -1,5 +1,5 @@
 /*
- * "My uploads" (issue 13): the signed-in user's uploads, newest first (GET /uploads, paged with its opaque
+ * "My uploads": the signed-in user's uploads, newest first (GET /uploads, paged with its opaque
  * token), each with a Delete button (DELETE /uploads/{id}, after a confirmation). Deleted uploads stay listed as
  * "deleted". The list loads when the page signs in (the <html data-auth> attribute js/auth.js sets), on
  * "Refresh", and again shortly after an upload in the Files list changes state.
