@@ -39,7 +39,7 @@ SWEEP_PHASES = ("orphans", "files")
 SKIPPED = "another reconcile run is in progress"
 # Items per page: a page is one Lambda call, well inside its timeout (a pending upload or a reaped content
 # costs 2-4 requests, a listed object a share of two BatchGetItems, a file record one HeadObject).
-PAGE = {"pending": 100, "reap": 100, "references": 200, "orphans": 1000, "files": 500}
+PAGE = {"pending": 100, "reap": 100, "references": 200, "orphans": 1000, "files": 1000}
 DEFAULT_BUDGET = 500  # pages per execution, ~10 history events each: far below the 25,000-event quota
 LEASE_SECONDS = 900  # renewed by every page: a run that dies frees it this long after its last page
 # objects and records checked at once within a page (their requests are independent)

@@ -11,7 +11,7 @@ behind a bandwidth-capped link · 5 AWS calls and DynamoDB capacity per ingest �
 start per function · 8 end to end on the local stack vs in-process · 9 scaling model + counter simulation ·
 10 multipart upload, parts in parallel vs one PUT (capped link) · 11 resume after an interruption at ~50 % ·
 12 flat memory ingesting a multipart object · 13 a Git LFS push of N objects of which the tenant holds K, requests
-and bytes against a plain LFS store.
+and bytes against a plain LFS store · 16 the cost of one reconcile sweep per million contents.
 Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
 """
 
@@ -31,7 +31,7 @@ from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
 # run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
-ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15")
+ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15", "16")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -48,12 +48,13 @@ NAMES = {
     "13": "upload page (Uppy + @dfd/uppy): drop to stored vs the raw transfer",
     "14": "Git LFS push of N objects, K held by the tenant, vs a plain LFS store",
     "15": "events out: publisher events/s per shard, commit-to-event latency",
+    "16": "reconcile: one daily sweep's cost per 1 M contents (transitions, GB-s, AWS calls) vs the ASL-only run",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-15)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-16)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-15)", file=sys.stderr)
+        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-16)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         for target in [t for t in ALL if t in wanted]:
             print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
             try:
-                if target in ("9", "8", "10", "11", "13", "14", "15"):
+                if target in ("9", "8", "10", "11", "13", "14", "15", "16"):
                     produced = _standalone(target, options, args.clients)
                 else:
                     if bench is None:
@@ -182,6 +183,10 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         return uppy_bench.row(options)
     if target == "15":
         return _events_rows(options)
+    if target == "16":
+        from dfdbench import rows_reconcile
+
+        return rows_reconcile.rows(options)
     if target == "14":
         from dfdbench.rows_lfs import lfs_push
 
