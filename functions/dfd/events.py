@@ -116,14 +116,20 @@ def is_sqs_batch(event: Any) -> bool:
     )
 
 
-def notification_body(bucket: str, key: str, event_time: str) -> str:
-    """The body S3 sends to a queue when an object is created (its key URL-encoded as S3 encodes it): what the
-    reconcile re-drives for an object whose notification was lost."""
-    record = {
+def notification(bucket: str, key: str, event_time: str | None = None) -> dict[str, Any]:
+    """The document S3 sends when an object is created (its key URL-encoded as S3 encodes it): what the reconcile
+    re-drives for an object whose notification was lost, and what scripts/replay delivers."""
+    record: dict[str, Any] = {
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
         "eventName": "ObjectCreated:Put",
-        "eventTime": event_time,
         "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe="/")}},
     }
-    return json.dumps({"Records": [record]}, separators=(",", ":"))
+    if event_time is not None:
+        record["eventTime"] = event_time
+    return {"Records": [record]}
+
+
+def notification_body(bucket: str, key: str, event_time: str) -> str:
+    """:func:`notification` as an SQS message's body."""
+    return json.dumps(notification(bucket, key, event_time), separators=(",", ":"))

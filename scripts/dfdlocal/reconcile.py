@@ -5,8 +5,8 @@ There is no second implementation of the workflow here, only the plumbing around
 * :func:`load_definition` applies ``DefinitionSubstitutions`` (``${Name}`` placeholders) to
   ``statemachine/reconcile.asl.json`` the way CloudFormation does;
 * :func:`create_state_machine` creates (or updates) it in the emulator;
-* :func:`run_reconcile` starts an execution, follows its continuations (an execution whose history nears
-  its quota continues in a new one) and returns the final summary;
+* :func:`run_reconcile` starts an execution, follows its continuations (an execution that ran its budget of pages
+  continues in a new one) and returns the final summary;
 * :func:`start_reconcile_schedule` is the local stack's hook: called by ``LocalStack.start`` once the
   resources exist, it creates the template's state machine and runs it on a timer
   (``DFD_RECONCILE_INTERVAL`` seconds, default 60; 0 = never, ``scripts/reconcile`` still runs it);
@@ -14,10 +14,11 @@ There is no second implementation of the workflow here, only the plumbing around
   summary.
 
 moto quirks handled here (see statemachine/README.md): executions only run after
-``POST /moto-api/config {"stepfunctions": {"execute_state_machine": true}}``, their SDK calls go to
-``localhost:$MOTO_PORT`` (set by the local stack), an execution started without a name is named ``None``
-(so every start here passes one), and moto's ``states:startExecution`` integration sends the parameters
-with Step Functions' PascalCase names straight to botocore, which only knows ``stateMachineArn``...
+``POST /moto-api/config {"stepfunctions": {"execute_state_machine": true}}``; their ``lambda:invoke`` tasks would
+go to moto's own Lambda (Docker): :func:`patch_moto_lambda` sends them to the local stack's Lambda Invoke API,
+where the template's functions run; an execution started without a name is named ``None`` (so every start here
+passes one); and moto's ``states:startExecution`` integration sends the parameters with Step Functions'
+PascalCase names straight to botocore, which only knows ``stateMachineArn``...
 :func:`patch_moto_start_execution` renames them (in this process: the local stack's emulator runs here).
 """
 

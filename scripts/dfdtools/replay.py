@@ -15,10 +15,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote_plus
 
 import requests
 
+from dfd.events import notification
 from dfd.records import COUNTER_FIELDS
 from dfdtools.tools import (
     LOCAL_LAMBDA,
@@ -29,20 +29,6 @@ from dfdtools.tools import (
     reports_unreachable,
     target,
 )
-
-
-def notification(bucket: str, key: str) -> dict[str, Any]:
-    """An S3 ObjectCreated notification for one object (key URL-encoded the way S3 encodes it)."""
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "eventName": "ObjectCreated:Put",
-                "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key, safe="/")}},
-            }
-        ]
-    }
 
 
 def events_from_file(path: Path) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Events out for what the reconcile workflow and its reaper write (Step Functions SDK integrations, no dfd code):
+"""Events out for what the reconcile workflow and its reaper write (ReconcileFunction, through the repository):
 the tables' streams carry their changes like any other, so an expired upload, a failed one and a reaped content
 are published once, and a run (or a re-drive) that changes no outcome publishes nothing."""
 

@@ -1,9 +1,10 @@
 """The reconcile workflow: statemachine/reconcile.asl.json executed by moto's Step Functions interpreter.
 
-moto runs here as a server (the local stack's emulator, in a thread): executions call their SDK integrations
-back over HTTP at localhost:$MOTO_PORT, through the same DynamoDB serialization as `make run`. Tables,
-bucket, notification and queues come from template.yaml, the state machine from the template's
-DefinitionUri and DefinitionSubstitutions. The ingest function runs in-process on what the queue holds.
+moto runs here as a server (the local stack's emulator, in a thread); the executions' lambda:invoke tasks run
+ReconcileFunction on the local runtime behind Lambda's Invoke API (another thread), whose clients go through the
+same DynamoDB serialization as `make run`. Tables, bucket, notification and queues come from template.yaml, the
+state machine from the template's DefinitionUri and DefinitionSubstitutions. The ingest function runs in-process
+on what the queue holds.
 """
 
 from __future__ import annotations
