@@ -42,8 +42,9 @@ SKIPPED = "another reconcile run is in progress"
 PAGE = {"pending": 100, "reap": 100, "references": 200, "orphans": 1000, "files": 1000}
 DEFAULT_BUDGET = 500  # pages per execution, ~10 history events each: far below the 25,000-event quota
 LEASE_SECONDS = 900  # renewed by every page: a run that dies frees it this long after its last page
-# objects and records checked at once within a page (their requests are independent)
-WORKERS = 16
+# objects and records checked at once within a page (their requests are independent): botocore's default pool
+# of 10 connections per client (dfd.aws's S3 client), so no request waits for a connection
+WORKERS = 10
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +43,6 @@ def states() -> dict[str, dict[str, Any]]:
 
 def tasks() -> list[tuple[str, dict[str, Any]]]:
     return [(name, state) for name, state in states().items() if state["Type"] == "Task"]
-
-
-def walk(node: Any) -> Iterator[tuple[str, Any]]:
-    """Every (key, value) pair of a JSON document, at any depth."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield key, value
-            yield from walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from walk(value)
 
 
 @pytest.fixture(scope="module")
