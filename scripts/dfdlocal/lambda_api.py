@@ -94,7 +94,9 @@ class LambdaApi:
             )
 
         invocation = self.runtime.invoke(name, event)
-        log.info(
+        # the reconcile workflow invokes its function a dozen times a run, every minute: successes at DEBUG
+        log.log(
+            logging.DEBUG if invocation.ok else logging.WARNING,
             "invoke %s -> %s (%.0f ms)",
             name,
             "ok" if invocation.ok else f"error {invocation.error and invocation.error.get('errorType')}",

@@ -58,9 +58,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> Any:
         raise ReconcileInputError(f"unknown reconcile entry {entry!r}")
     result = step(event)
     if isinstance(result, Mapping) and "pos" in result:
-        logger.info("reconcile step", extra={"entry": entry, "pos": result["pos"], "tally": result["tally"]})
-    elif result is not None:
-        logger.info("reconcile step", extra={"entry": entry, "result": result})
+        logger.debug("reconcile step", extra={"entry": entry, "pos": result["pos"], "tally": result["tally"]})
+    elif isinstance(result, Mapping):  # a run's summary, or its "skipped"
+        logger.info("reconcile run", extra={"entry": entry, "result": result})
     return result
 
 
