@@ -133,8 +133,8 @@ def test_abandoned_upload_expires_and_a_fresh_one_is_left_alone(local: Local, mo
     assert local.snapshot() == before
 
 
-def test_pending_uploads_are_found_with_the_execution_start_time(local: Local) -> None:
-    """No `now` in the input: the execution's own clock ($$.State.EnteredTime) against the index's strings."""
+def test_pending_uploads_are_found_with_the_run_s_own_clock(local: Local) -> None:
+    """No `now` in the input: the function's own clock, in the format the index holds (one format everywhere)."""
     due = local.upload(b"due" * 10)
     not_yet = local.upload(b"not yet" * 10)
     local.drain()
