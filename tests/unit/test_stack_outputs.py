@@ -127,7 +127,7 @@ def test_reconcile_runs_the_stacks_state_machine(
     def run(
         sfn: Any, arn: str, timeout: float, *, execution_input: dict[str, Any], poll: float, wait_for_turn: bool
     ) -> dict[str, Any]:
-        assert wait_for_turn  # asked for now: its summary, never "skipped"
+        assert wait_for_turn  # asked for now: a run the timer's holds up runs after it, never "skipped"
         runs.append((arn, execution_input, poll))
         return {"redriven": 0, "expired": 0, "orphans": None, "drift": None, "now": "x", "executions": 1}
 
