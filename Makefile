@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# most of the suite waits on subprocesses, sockets and a browser: two workers keep two cores busy
+TEST_WORKERS ?= 2
 
 .PHONY: help venv lock test test-fast test-js web-vendor lint checkov run bench deploy screenshots aws-cli clean
 
@@ -32,10 +34,11 @@ lock:
 	$(BIN)/pip-compile --quiet --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
 		-c requirements/dev.lock -o functions/requirements.txt pyproject.toml
 
-## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP).
+## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP), on TEST_WORKERS pytest
+## workers (default 2; a test file stays on one worker: its module fixtures, a stack or a browser, start once).
 ## Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml [tool.coverage]).
 test: lint test-js aws-cli
-	$(BIN)/pytest --cov --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --cov --cov-report=term $(PYTEST_ARGS)
 
 ## npm packages, exactly as their lock files say: the Uppy plugin's (clients/uppy) and the pages' (web; it installs a
 ## copy of clients/uppy, so a change there reinstalls it).
@@ -71,7 +74,7 @@ bench: $(STAMP)
 
 ## Unit and integration tests only (no local stack, no browser).
 test-fast: $(STAMP)
-	$(BIN)/pytest tests/unit tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration $(PYTEST_ARGS)
 
 ## ruff, ruff format --check, mypy (strict) and checkov.
 lint: $(STAMP)
