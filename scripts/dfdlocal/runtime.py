@@ -185,6 +185,13 @@ class Runtime:
             )
 
     def invoke(self, name: str, event: Any) -> Invocation:
+        _invoking.function = name
+        try:
+            return self._invoke(name, event)
+        finally:
+            _invoking.function = None
+
+    def _invoke(self, name: str, event: Any) -> Invocation:
         function = self.functions[name]
         request_id = str(uuid.uuid4())
         started = time.perf_counter()
@@ -259,13 +266,19 @@ _BOILERPLATE = frozenset(
 )
 
 
+# The function this thread invokes. The handlers share one Powertools logger here (one process, one module), so
+# the record's function_name is whichever handler's context was injected last, by any thread.
+_invoking = threading.local()
+
+
 def readable_line(log: Mapping[str, Any]) -> str:
     """A Powertools record as one line: time, level, function, message and its own keys (``outcome=stored``)."""
     stamp = str(log.get("timestamp", ""))[11:19]
     keys = " ".join(
         f"{key}={_short(value)}" for key, value in log.items() if key not in _BOILERPLATE and value not in (None, "")
     )
-    line = f"{stamp} {log.get('level', '')!s:<7} {log.get('function_name', 'dfd')!s:<16} {log.get('message', '')}"
+    function = getattr(_invoking, "function", None) or log.get("function_name", "dfd")
+    line = f"{stamp} {log.get('level', '')!s:<7} {function!s:<16} {log.get('message', '')}"
     line = f"{line}  {keys}" if keys else line
     if log.get("exception"):
         line += "\n" + str(log["exception"])

@@ -12,7 +12,7 @@ import pytest
 import requests
 from boto3.dynamodb.types import TypeDeserializer
 
-from tests.e2e.e2e_helpers import RunningStack
+from tests.e2e.e2e_helpers import RunningStack, wait_until
 from tests.e2e.lfs_git import GitUser, commit_file, commit_pointer, interrupt, new_repo, require_git_lfs
 
 pytestmark = pytest.mark.e2e
@@ -176,7 +176,8 @@ def test_an_interrupted_push_resumes(stack: RunningStack, alice: GitUser, tmp_pa
     assert len(stored()) < len(oids)
 
     alice.run(work, "push", "origin", "main")
-    assert stored() == set(oids)
+    # the poller ingests the first push's PUTs meanwhile: the table is read until it shows all of them
+    wait_until(lambda: stored() == set(oids), timeout=10)
     clone = tmp_path / "resume-clone"
     alice.run(tmp_path, "clone", str(remote), str(clone))
     for name, data in files.items():
