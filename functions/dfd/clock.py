@@ -13,6 +13,11 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse(text: str) -> datetime:
+    """The moment an :func:`iso` text stands for (ValueError for anything that is not an ISO-8601 time)."""
+    return datetime.fromisoformat(text)
+
+
 def epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 

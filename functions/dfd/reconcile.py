@@ -175,7 +175,7 @@ class Reconciler:
         if phase != state.pos.phase or phase not in PAGE:
             raise ReconcileInputError(f"the run is in phase {state.pos.phase!r}, not {phase!r}")
         self._repo.renew_lease(state.run.id, clock.plus(self._wall(), seconds=LEASE_SECONDS))
-        now = datetime.fromisoformat(state.run.now)
+        now = clock.parse(state.run.now)
         pass_ = {
             "pending": self._pending,
             "reap": self._reap,
@@ -190,7 +190,7 @@ class Reconciler:
     def finish(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The run's last call: the lease released (a completed sweep noted) and the run's summary."""
         state = State.from_json(raw)
-        swept = datetime.fromisoformat(state.run.started) if state.run.sweep else None
+        swept = clock.parse(state.run.started) if state.run.sweep else None
         self._repo.release_lease(state.run.id, swept_at=swept)
         return summary(state)
 
@@ -374,7 +374,7 @@ def _run_input(given: Mapping[str, Any]) -> tuple[bool, str | None, int]:
         raise ReconcileInputError("sweep must be true or false")
     if now is not None:
         try:
-            parsed = datetime.fromisoformat(str(now))
+            parsed = clock.parse(str(now))
         except ValueError:
             raise ReconcileInputError("now must be an ISO-8601 UTC time such as 2030-01-01T00:00:00Z") from None
         if parsed.tzinfo is None:

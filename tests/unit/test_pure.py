@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from dfd import clock
 from dfd.config import ConfigError, Settings
 from dfd.errors import BadRequest, InvalidEvent, TooLarge, ValidationFailed
 from dfd.events import ObjectRef, is_sqs_batch, refs_from_message_body, refs_from_payload
@@ -276,3 +278,13 @@ def test_hashes_last_page_has_no_token_even_when_dynamodb_gives_one(count: int) 
         assert items, "a token must lead to a non-empty page"
     assert start is None and seen == hashes
     assert len(client.requests) == (count + 1) // 2  # one request a page, no empty last page
+
+
+def test_one_time_format_written_and_read() -> None:
+    moment = datetime(2026, 11, 22, 3, 0, 5, 999_000, tzinfo=UTC)
+    text = clock.iso(moment)
+    assert text == "2026-11-22T03:00:05Z"
+    assert clock.parse(text) == moment.replace(microsecond=0) and clock.parse(text).utcoffset() == timedelta(0)
+    for bad in ("", "yesterday", "2026-13-01T00:00:00Z"):
+        with pytest.raises(ValueError):
+            clock.parse(bad)

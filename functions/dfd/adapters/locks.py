@@ -7,18 +7,14 @@ and deleted conditioned on being the same lock (owner and time), so two writers 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import clock
 from dfd.adapters.dynamo import from_item, to_item, translate
+from dfd.adapters.dynamo.base import condition_failed
 from dfd.locks import Lock, LockExists
-
-
-def _condition_failed(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 class LockCodec:
@@ -46,7 +42,7 @@ class LockCodec:
             path=str(item["path"]),
             owner=str(item["owner"]),
             owner_name=str(item["owner_name"]),
-            locked_at=datetime.fromisoformat(str(item["locked_at"]).replace("Z", "+00:00")),
+            locked_at=clock.parse(str(item["locked_at"])),
         )
 
 
@@ -66,7 +62,7 @@ class DynamoLockStore:
                 ConditionExpression="attribute_not_exists(lock_id)",
             )
         except ClientError as error:
-            if _condition_failed(error):
+            if condition_failed(error):
                 raise LockExists(self.get(lock.repo_key, lock.lock_id)) from None
             raise translate(error, "PutItem") from error
         except BotoCoreError as error:
@@ -109,7 +105,7 @@ class DynamoLockStore:
                 ExpressionAttributeValues=to_item({":o": lock.owner, ":t": clock.iso(lock.locked_at)}),
             )
         except ClientError as error:
-            if _condition_failed(error):
+            if condition_failed(error):
                 return False
             raise translate(error, "DeleteItem") from error
         except BotoCoreError as error:

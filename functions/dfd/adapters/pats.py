@@ -8,21 +8,17 @@ user's tokens.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd import clock
 from dfd.adapters.dynamo import from_item, to_item, translate
+from dfd.adapters.dynamo.base import condition_failed
 from dfd.pats import PersonalToken
 
 OWNER_INDEX = "OwnerIndex"
 TTL_GRACE_DAYS = 1
-
-
-def _time(text: Any) -> datetime:
-    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 class TokenCodec:
@@ -52,8 +48,8 @@ class TokenCodec:
             username=str(item["username"]),
             name=str(item["name"]),
             secret_hash=str(item["secret_hash"]),
-            created_at=_time(item["created_at"]),
-            expires_at=_time(item["expires_at"]),
+            created_at=clock.parse(str(item["created_at"])),
+            expires_at=clock.parse(str(item["expires_at"])),
         )
 
 
@@ -114,7 +110,7 @@ class DynamoTokenStore:
                 ExpressionAttributeValues=to_item({":o": owner}),
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if condition_failed(error):
                 return False
             raise translate(error, "DeleteItem") from error
         except BotoCoreError as error:
