@@ -4,8 +4,8 @@ the browser's part PUTs were on the wire (first PUT sent to last PUT answered) i
 
 ``python -m dfdbench.uppy_bench --size-mib N`` starts the local stack (mpupload.local_stack, unlimited quota), signs
 in as alice and prints one JSON line: ``total_s``, ``hash_s`` (the plugin's fingerprinting), ``transfer_s``,
-``after_s`` (complete + ingest, from the last PUT to stored), ``parts``. 1 GiB is the row's size; ``--quick``
-takes 256 MiB (on this shared 2-core box a 1 GiB run did not finish within 13 minutes at a load average of ~14).
+``after_s`` (complete + ingest, from the last PUT to stored), ``parts``. 1 GiB is the row's size (about 2 minutes
+on 2 quiet cores, docs/performance.md); ``--quick`` takes 256 MiB.
 """
 
 from __future__ import annotations
