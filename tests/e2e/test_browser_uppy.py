@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import requests
-from playwright.sync_api import Browser, Page, Request, Route, expect
+from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
 
 from tests.e2e.browser_auth import sign_in
 from tests.e2e.browser_support import INGEST_TIMEOUT_MS, browser_session, download_bytes, file_row, pick
@@ -203,13 +203,7 @@ def test_pause_and_resume(
     path, digest = a_file(tmp_path, "uppy-paused.bin", 22 * MIB)
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "upload")
-        page.route("**/upload", ask_for_multipart)
-        held: list[Route] = []
-        page.route(PART_NUMBER, lambda route: hold_part(route, 2, held))
-        open_upload_page(page, stack)
-        pick(page, path)
-        row = file_row(page, path.name)
-        poll(page, lambda: held)
+        row = upload_with_part_held(page, stack, path, 2)
         expect(row).to_have_attribute("data-status", "uploading")
         row.get_by_test_id("file-pause").click()
         expect(row).to_have_attribute("data-status", "paused")
@@ -237,10 +231,7 @@ def test_reload_mid_upload_resumes_with_only_the_missing_part(
         sent: Counter[int] = Counter()
         page.on("request", lambda req: sent.update([n]) if (n := part_number(req)) is not None else None)
         held: list[Route] = []
-        page.route(
-            PART_NUMBER,
-            lambda route: held.append(route) if part_number(route.request) == held_part else route.continue_(),
-        )
+        page.route(PART_NUMBER, lambda route: hold_part(route, held_part, held))
         open_upload_page(page, stack)
         pick(page, path)
         row = file_row(page, path.name)
@@ -261,6 +252,19 @@ def test_reload_mid_upload_resumes_with_only_the_missing_part(
         expect(row).to_have_attribute("data-upload-id", upload_id or "")
         expect(row).to_have_attribute("data-resumed", "true")
         assert metadata(stack, upload_id or "")["hash"] == digest
+
+
+def upload_with_part_held(page: Page, stack: RunningStack, path: Path, number: int) -> Locator:
+    """`path` picked on the upload page as a multipart upload whose part `number` is never answered: its row, once
+    that part's PUT is held."""
+    page.route("**/upload", ask_for_multipart)
+    held: list[Route] = []
+    page.route(PART_NUMBER, lambda route: hold_part(route, number, held))
+    open_upload_page(page, stack)
+    pick(page, path)
+    row = file_row(page, path.name)
+    poll(page, lambda: held)
+    return row
 
 
 def hold_part(route: Route, number: int, held: list[Route]) -> None:
@@ -310,13 +314,7 @@ def test_cancel_aborts_the_multipart_upload_in_s3(
     path, _ = a_file(tmp_path, "uppy-cancelled.bin", 17 * MIB)
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "upload")
-        page.route("**/upload", ask_for_multipart)
-        held: list[Route] = []
-        page.route(PART_NUMBER, lambda route: hold_part(route, 2, held))
-        open_upload_page(page, stack)
-        pick(page, path)
-        row = file_row(page, path.name)
-        poll(page, lambda: held)
+        row = upload_with_part_held(page, stack, path, 2)
         upload_id = row.get_attribute("data-upload-id") or ""
         key = metadata(stack, upload_id).get("key") or f"uploads/{upload_id}"
         assert any(u["Key"].endswith(upload_id) or u["Key"] == key for u in s3_multipart_uploads(stack))
