@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ASL = ROOT / "statemachine" / "reconcile.asl.json"
 MACHINE = "ReconcileStateMachine"
 FUNCTION = "ReconcileFunction"
-LAMBDA_TRANSIENT = {
+LAMBDA_TRANSIENT = {  # Step Functions' best practice "Handle Lambda service exceptions"
+    "Lambda.ClientExecutionTimeoutException",
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",
