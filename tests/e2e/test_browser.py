@@ -216,16 +216,14 @@ def test_upload_dedup_download_and_dashboard(
         assert admin.evaluate("navigator.clipboard.readText()") == hash_x
 
         # ---------------- a new file refreshes the first page in the background: keyboard focus stays put
-        first_row = admin.get_by_test_id("hash-row").first
-        digest = first_row.get_attribute("data-hash") or ""
-        size_bytes = int(first_row.locator("td.col-size").get_attribute("data-value") or "0")
-        row = admin.locator(f'[data-testid=hash-row][data-hash="{digest}"]')
-        uploads = row.locator("td.col-uploads")
+        # X's row, not just any row: the table lists every tenant's files, and alice's precheck of another
+        # tenant's content is an upload of new content, not a duplicate
+        uploads = row_x.locator("td.col-uploads")
         count = int(uploads.inner_text().replace(",", ""))
-        button = row.get_by_test_id("hash-download")
+        button = row_x.get_by_test_id("hash-download")
         button.focus()
         admin.evaluate("window.focusedBefore = document.activeElement")
-        api_precheck_duplicate(stack, "again.txt", digest, size_bytes)  # this row's upload count goes up...
+        api_precheck_duplicate(stack, "again.txt", hash_x, len(content_x))  # this row's upload count goes up...
         wait_stored(stack, [api_upload(stack, "focus.txt", f"focus ({nonce})\n".encode())])  # ...and a file appears
         expect_stat(admin, "total_files", files_total + 1)
         expect(uploads).to_have_text(f"{count + 1:,}", timeout=STATS_TIMEOUT_MS)  # the page was reloaded
