@@ -16,7 +16,6 @@ from urllib.parse import quote_plus, unquote_plus
 from dfd.errors import InvalidEvent
 
 MAX_KEY_BYTES = 1024
-RAW_KEY_FLAG = "dfd:raw-key"
 
 
 @dataclass(frozen=True)
@@ -31,10 +30,9 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _decoded_key(raw: Any, *, encoded: bool = True) -> str:
-    key = _text(raw, "s3.object.key")
-    if encoded:
-        key = unquote_plus(key)
+def _decoded_key(raw: Any) -> str:
+    # S3 URL-encodes keys in its notifications; hand-written records follow the same form
+    key = unquote_plus(_text(raw, "s3.object.key"))
     try:
         size = len(key.encode())
     except UnicodeEncodeError:
@@ -44,13 +42,13 @@ def _decoded_key(raw: Any, *, encoded: bool = True) -> str:
     return key
 
 
-def _object_ref(section: Mapping[str, Any], malformed: str, bucket_name: str, *, encoded: bool = True) -> ObjectRef:
+def _object_ref(section: Mapping[str, Any], malformed: str, bucket_name: str) -> ObjectRef:
     """The object a notification's section names by its `bucket` and `object` mappings (`malformed`: the error
     when either is not one; `bucket_name`: where the bucket's name is, for its error)."""
     bucket, obj = section.get("bucket"), section.get("object")
     if not isinstance(bucket, Mapping) or not isinstance(obj, Mapping):
         raise InvalidEvent(malformed)
-    return ObjectRef(_text(bucket.get("name"), bucket_name), _decoded_key(obj.get("key"), encoded=encoded))
+    return ObjectRef(_text(bucket.get("name"), bucket_name), _decoded_key(obj.get("key")))
 
 
 def _from_record(record: Any) -> ObjectRef | None:
@@ -62,9 +60,7 @@ def _from_record(record: Any) -> ObjectRef | None:
     s3 = record.get("s3")
     if not isinstance(s3, Mapping):
         raise InvalidEvent("record has no s3 section")
-    # S3 URL-encodes keys; a hand-written message may carry the raw key and say so with "dfd:raw-key": true
-    encoded = record.get(RAW_KEY_FLAG) is not True
-    return _object_ref(s3, "record needs s3.bucket.name and s3.object.key", "s3.bucket.name", encoded=encoded)
+    return _object_ref(s3, "record needs s3.bucket.name and s3.object.key", "s3.bucket.name")
 
 
 def refs_from_payload(payload: Any) -> list[ObjectRef]:

@@ -188,13 +188,6 @@ def test_event_shapes() -> None:
             assert refs_from_payload(make("b", key)) == [ObjectRef("b", key)]
 
 
-def test_raw_keys_from_the_reconcile_workflow_are_not_decoded() -> None:
-    record = {"dfd:raw-key": True, "s3": {"bucket": {"name": "b"}, "object": {"key": "uploads/a+b%20c.txt"}}}
-    assert refs_from_payload({"Records": [record]}) == [ObjectRef("b", "uploads/a+b%20c.txt")]
-    record["dfd:raw-key"] = "yes"  # only a literal true switches decoding off
-    assert refs_from_payload({"Records": [record]}) == [ObjectRef("b", "uploads/a b c.txt")]
-
-
 @pytest.mark.parametrize(
     "payload",
     [
