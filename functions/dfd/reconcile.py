@@ -63,6 +63,16 @@ class Position:
     cursor: Cursor | str | None = None
     pages: int = 0  # pages this execution ran
 
+    @property
+    def table_cursor(self) -> Cursor | None:
+        """Where a DynamoDB page resumes (the orphans phase keeps S3's continuation token instead)."""
+        return self.cursor if isinstance(self.cursor, dict) else None
+
+    @property
+    def list_token(self) -> str | None:
+        """Where the orphans phase's S3 listing resumes."""
+        return self.cursor if isinstance(self.cursor, str) else None
+
 
 @dataclass
 class Tally:
@@ -213,7 +223,7 @@ class Reconciler:
         pos.phase = next_phase(pos.phase, state.run.sweep)
 
     def _pending(self, state: State, now: datetime, emit: Emit) -> None:
-        cursor = state.pos.cursor if isinstance(state.pos.cursor, dict) else None
+        cursor = state.pos.table_cursor
         uploads, following = self._repo.due_uploads(state.pos.shard, now, PAGE["pending"], cursor)
         outcomes = Counter(self._each(uploads, lambda upload: self._settle(upload, now)))
         state.tally.redriven += outcomes["redriven"]
@@ -245,7 +255,7 @@ class Reconciler:
         return "expired" if self._repo.give_up_upload(upload, UploadStatus.EXPIRED, now) else None
 
     def _reap(self, state: State, now: datetime, emit: Emit) -> None:
-        cursor = state.pos.cursor if isinstance(state.pos.cursor, dict) else None
+        cursor = state.pos.table_cursor
         files, following = self._repo.due_contents(state.pos.shard, now, PAGE["reap"], cursor)
         state.tally.reaped += sum(1 for outcome in self._each(files, self._reap_one) if outcome)
         self._advance(state, following, sharded=True)
@@ -268,7 +278,7 @@ class Reconciler:
         return self._repo.reap_content(file, counter_shard=shard)
 
     def _references(self, state: State, now: datetime, emit: Emit) -> None:
-        cursor = state.pos.cursor if isinstance(state.pos.cursor, dict) else None
+        cursor = state.pos.table_cursor
         refs, following = self._repo.due_references(state.pos.shard, now, PAGE["references"], cursor)
         state.tally.refs_reaped += sum(1 for outcome in self._each(refs, self._reap_reference) if outcome)
         self._advance(state, following, sharded=True)
@@ -281,7 +291,7 @@ class Reconciler:
         return self._repo.reap_reference(ref)
 
     def _orphans(self, state: State, now: datetime, emit: Emit) -> None:
-        token = state.pos.cursor if isinstance(state.pos.cursor, str) else None
+        token = state.pos.list_token
         bucket = self._s.bucket
         objects, following = self._store.list_objects(bucket, self._s.upload_prefix, PAGE["orphans"], token)
         orphans = self.orphans(objects)
@@ -322,7 +332,7 @@ class Reconciler:
         tally = state.tally
         if tally.before is None:
             tally.before = self._repo.counter_totals(consistent=True)
-        cursor = state.pos.cursor if isinstance(state.pos.cursor, dict) else None
+        cursor = state.pos.table_cursor
         files, following = self._repo.scan_files(PAGE["files"], cursor)
         tally.recount = Recount(**tally.recount).add(files).as_dict()
         lost = sum(1 for outcome in self._each(files, lambda file: self._check_copy(file, now)) if outcome)

@@ -505,12 +505,16 @@ class FakeRepository:
         record = self.files.get(file.hash)
         if record is None or record.get("reap_etag") != file.reap_etag:
             return False
-        claim = (str(record.get("bucket") or self.settings.bucket), str(file.reap_key))
-        if self.claims.get(claim, {}).get("hash", file.hash) == file.hash:
-            self.claims.pop(claim, None)
+        self._drop_claim(record, file, str(file.reap_key))
         record.pop("reap_key", None)
         record.pop("reap_etag", None)
         return True
+
+    def _drop_claim(self, record: Item, file: FileRecord, key: str) -> None:
+        """The key claim of a content's object goes with it, unless another content claims that key now."""
+        claim = (str(record.get("bucket") or self.settings.bucket), key)
+        if self.claims.get(claim, {}).get("hash", file.hash) == file.hash:
+            self.claims.pop(claim, None)
 
     def unindex_content(self, file: FileRecord) -> bool:
         record = self.files.get(file.hash)
@@ -533,9 +537,7 @@ class FakeRepository:
             return False
         reaped = codec.file_record(record)
         del self.files[file.hash]
-        claim = (str(record.get("bucket") or self.settings.bucket), str(file.s3_key))
-        if self.claims.get(claim, {}).get("hash", file.hash) == file.hash:
-            self.claims.pop(claim, None)
+        self._drop_claim(record, file, str(file.s3_key))
         self._count(
             counter_shard,
             total_files=-1,
