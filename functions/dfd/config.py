@@ -41,6 +41,14 @@ def _integer(env: str, default: int, low: int, high: int) -> Any:
     return field(default=default, metadata={"env": env, "range": (low, high)})
 
 
+def required_env(name: str, env: Mapping[str, str] | None = None) -> str:
+    """A variable the deployment must set (ConfigError when it is missing or blank)."""
+    value = (os.environ if env is None else env).get(name, "").strip()
+    if not value:
+        raise ConfigError(f"environment variable {name} is required")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     files_table: str
@@ -107,19 +115,13 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
 
-        def required(name: str) -> str:
-            value = env.get(name, "").strip()
-            if not value:
-                raise ConfigError(f"environment variable {name} is required")
-            return value
-
         values: dict[str, Any] = {
-            "files_table": required("DDB_TABLE"),
-            "counters_table": required("DDB_COUNTERS_TABLE"),
-            "uploads_table": required("UPLOADS_TABLE"),
-            "events_table": required("EVENTS_TABLE"),
-            "tenant_files_table": required("TENANT_FILES_TABLE"),
-            "bucket": required("S3_BUCKET"),
+            "files_table": required_env("DDB_TABLE", env),
+            "counters_table": required_env("DDB_COUNTERS_TABLE", env),
+            "uploads_table": required_env("UPLOADS_TABLE", env),
+            "events_table": required_env("EVENTS_TABLE", env),
+            "tenant_files_table": required_env("TENANT_FILES_TABLE", env),
+            "bucket": required_env("S3_BUCKET", env),
         }
         if prefix := env.get("UPLOAD_PREFIX", "").strip():
             values["upload_prefix"] = prefix

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dfd.config import ConfigError
+from dfd.config import required_env
 from dfd.errors import Unauthorized
 from dfd.identity import Caller, caller_from_claims
 from dfd.jwtverify import JwtVerifier, TokenRejected
@@ -54,10 +54,7 @@ class LfsSettings:
             ("client_id", "JWT_AUDIENCE"),
             ("user_pool_id", "USER_POOL_ID"),
         ):
-            value = env.get(variable, "").strip()
-            if not value:
-                raise ConfigError(f"environment variable {variable} is required")
-            values[name] = value
+            values[name] = required_env(variable, env)
         issuer = values["issuer"].rstrip("/")
         return cls(
             tokens_table=values["tokens_table"],

@@ -117,17 +117,12 @@ def lfs_service() -> LfsService:
 
 @cache
 def reconciler() -> Reconciler:
-    import os
-
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
-    from dfd.config import ConfigError
+    from dfd.config import required_env
     from dfd.reconcile import Reconciler
 
-    queue_url = os.environ.get("INGEST_QUEUE_URL", "").strip()
-    if not queue_url:
-        raise ConfigError("environment variable INGEST_QUEUE_URL is required")
-    queue = SqsIngestQueue(aws.sqs(), queue_url)
+    queue = SqsIngestQueue(aws.sqs(), required_env("INGEST_QUEUE_URL"))
     return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue)
 
 
