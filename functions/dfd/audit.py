@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from dfd.records import FileRecord
+if TYPE_CHECKING:
+    from dfd.records import FileRecord
 
 
 @dataclass

@@ -1,11 +1,15 @@
-"""The typed conflicts of the repository's writes (dfd.ports.Repository): a write refused by one of its
+"""The typed conflicts of the repository's writes (dfd.ports.repository.Repository): a write refused by one of its
 conditions raises the one that says which, carrying the record that stood in the way (dfd.records) as the store
 returned it, or None."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dfd.errors import DfdError
-from dfd.records import EventRecord, FileRecord, KeyClaim, PrecheckCount, TenantRef, TenantUsage, UploadRecord
+
+if TYPE_CHECKING:
+    from dfd.records import EventRecord, FileRecord, KeyClaim, PrecheckCount, TenantRef, TenantUsage, UploadRecord
 
 
 class CommitRefused(DfdError):

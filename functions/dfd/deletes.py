@@ -26,18 +26,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from dfd import clock
-from dfd.config import Settings
 from dfd.conflicts import DeleteRaced, ReferenceMissing
 from dfd.errors import Conflict, ServiceUnavailable
-from dfd.identity import Caller
-from dfd.multipart import MultipartService
 from dfd.observability import logger
 from dfd.ownership import owned_upload
-from dfd.ports import Repository, UploadDeletion
+from dfd.ports.uploads import UploadDeletion
 from dfd.queries import check_upload_id
 from dfd.records import UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.config import Settings
+    from dfd.identity import Caller
+    from dfd.multipart import MultipartService
+    from dfd.ports.repository import Repository
 
 MAX_ATTEMPTS = 8
 

@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfd import clock
-from dfd.config import Settings
 from dfd.conflicts import (
     CommitRefused,
     EventRecorded,
@@ -45,10 +44,15 @@ from dfd.conflicts import (
     UploadTaken,
 )
 from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
-from dfd.events import ObjectRef
 from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
-from dfd.ports import ObjectInfo, ObjectStore, ObjectVersion, OpenedObject, Repository, TenantShare
+from dfd.ports.contents import ObjectVersion, TenantShare
+from dfd.ports.objects import ObjectInfo, ObjectStore, OpenedObject
 from dfd.records import FileRecord, KeyClaim, UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.config import Settings
+    from dfd.events import ObjectRef
+    from dfd.ports.repository import Repository
 
 MAX_ATTEMPTS = 8
 

@@ -24,17 +24,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfd import clock
 from dfd.config import S3_MAX_PUT, Settings
 from dfd.errors import Forbidden
 from dfd.events import ObjectRef
-from dfd.identity import Caller
 from dfd.ids import is_upload_id
-from dfd.ports import ObjectStore, Repository
 from dfd.records import FileRecord, UploadStatus, holds
 from dfd.uploads import DEFAULT_CONTENT_TYPE, UploadRequest, UploadService
+
+if TYPE_CHECKING:
+    from dfd.identity import Caller
+    from dfd.ports.objects import ObjectStore
+    from dfd.ports.repository import Repository
 
 MAX_OBJECTS = 100  # objects per batch request (git-lfs sends 100 at most: lfs.tq batch size)
 REPO_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")

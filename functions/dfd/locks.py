@@ -12,10 +12,12 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dfd import clock
-from dfd.identity import Caller
+
+if TYPE_CHECKING:
+    from dfd.identity import Caller
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dfd.config import Settings
-from dfd.identity import Caller
-from dfd.ports import Repository
+if TYPE_CHECKING:
+    from dfd.config import Settings
+    from dfd.identity import Caller
+    from dfd.ports.repository import Repository
 
 
 def me(caller: Caller, repo: Repository, settings: Settings) -> dict[str, Any]:

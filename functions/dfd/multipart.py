@@ -23,7 +23,7 @@ import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfd import clock
 from dfd.config import MIB, S3_MAX_PUT, S3_MIN_PART, Settings
@@ -37,12 +37,16 @@ from dfd.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from dfd.identity import Caller
 from dfd.ids import new_upload_id, object_key, tenant_metadata
 from dfd.ownership import owned_upload
-from dfd.ports import NewMultipart, NewUpload, ObjectStore, PartInfo, Repository
+from dfd.ports.uploads import NewMultipart, NewUpload
 from dfd.queries import check_upload_id
 from dfd.records import UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.identity import Caller
+    from dfd.ports.objects import ObjectStore, PartInfo
+    from dfd.ports.repository import Repository
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100

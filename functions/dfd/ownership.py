@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dfd.errors import Forbidden, NotFound
-from dfd.identity import Caller
-from dfd.ports import Repository
-from dfd.records import UploadRecord
+
+if TYPE_CHECKING:
+    from dfd.identity import Caller
+    from dfd.ports.repository import Repository
+    from dfd.records import UploadRecord
 
 
 def owned_upload(repo: Repository, caller: Caller, upload_id: str, *, missing: str) -> UploadRecord:

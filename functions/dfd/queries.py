@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from dfd.config import Settings
 from dfd.errors import BadRequest, Forbidden, Gone, NotFound, NotReady
-from dfd.identity import Caller
 from dfd.ids import is_hash, is_upload_id
-from dfd.ports import ObjectStore, Repository
 from dfd.records import COUNTER_FIELDS, FileRecord, UploadRecord, UploadStatus, holds
 from dfd.tokens import decode_token, decode_upload_token, encode_token
 from dfd.views import file_view, listed_upload_view, tenant_file_view, upload_view
+
+if TYPE_CHECKING:
+    from dfd.config import Settings
+    from dfd.identity import Caller
+    from dfd.ports.objects import ObjectStore
+    from dfd.ports.repository import Repository
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000

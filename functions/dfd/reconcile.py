@@ -20,15 +20,19 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dfd import clock
 from dfd.audit import Recount, proven_drift
-from dfd.config import Settings
 from dfd.events import notification_body
 from dfd.ids import event_key, upload_id_from_key, version_token
-from dfd.ports import Cursor, IngestQueue, ListedObject, ObjectStore, Repository
 from dfd.records import FileRecord, TenantRef, UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.config import Settings
+    from dfd.ports.objects import ListedObject, ObjectStore
+    from dfd.ports.queue import IngestQueue
+    from dfd.ports.repository import Cursor, Repository
 
 T = TypeVar("T")
 # a metric the run emits: name, value, unit (the handler hands them to Powertools Metrics)

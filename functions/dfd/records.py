@@ -1,4 +1,4 @@
-"""The stored records, typed: what the repository (dfd.ports.Repository) reads and what its conflicts carry.
+"""The stored records, typed: what the repository (dfd.ports.repository.Repository) reads and what its conflicts carry.
 
 Each is parsed from its item and written to it in one place, the adapter's codec (dfd.adapters.dynamo.codec);
 everything else — the domain modules, the views, the handlers — sees these records and enums only. A field the
@@ -201,7 +201,8 @@ class TenantUsage:
 
 @dataclass(frozen=True, slots=True)
 class PrecheckCount:
-    """A tenant's precheck duplicates counted in one window (dfd.ports.PrecheckBound; item `precheck#<tenant>`)."""
+    """A tenant's precheck duplicates counted in one window (dfd.ports.uploads.PrecheckBound; item
+    `precheck#<tenant>`)."""
 
     precheck_window: int | None = None  # the window counted (epoch seconds // its length); None: none yet
     prechecks: int = 0

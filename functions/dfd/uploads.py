@@ -6,20 +6,24 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
 from dfd.conflicts import CommitRefused, PrecheckLimited, QuotaRefused
 from dfd.errors import Forbidden, TooLarge, TooManyRequests, ValidationFailed
 from dfd.hashing import hex_to_b64
-from dfd.identity import Caller
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService, checked_part_size
-from dfd.ports import NewUpload, ObjectStore, PrecheckBound, PrecheckDuplicate, Repository
+from dfd.ports.uploads import NewUpload, PrecheckBound, PrecheckDuplicate
 from dfd.records import TenantUsage, holds
 from dfd.text import echo_list
 from dfd.views import tenant_file_view
+
+if TYPE_CHECKING:
+    from dfd.identity import Caller
+    from dfd.ports.objects import ObjectStore
+    from dfd.ports.repository import Repository
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 _FIELDS = {"filename", "size", "content_type", "sha256", "multipart", "part_size"}

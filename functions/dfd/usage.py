@@ -15,9 +15,12 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dfd.config import Settings
 from dfd.records import USAGE_FIELDS, TenantUsage
+
+if TYPE_CHECKING:
+    from dfd.config import Settings
 
 USAGE_SHARDS = 200  # ~30 transactions/s each at 15 % conflicts: one tenant at 5,000 ingests/s + 1,000 registrations/s
 READ_BATCH = 100  # keys per BatchGetItem

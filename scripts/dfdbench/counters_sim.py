@@ -35,7 +35,9 @@ from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ingest import Ingestor, Outcome
-from dfd.ports import IngestState, NewUpload, ObjectInfo, OpenedObject
+from dfd.ports.contents import IngestState
+from dfd.ports.objects import ObjectInfo, OpenedObject
+from dfd.ports.uploads import NewUpload
 from dfd.records import UploadRecord, UploadStatus
 
 Item = dict[str, Any]

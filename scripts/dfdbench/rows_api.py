@@ -375,7 +375,7 @@ def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None, *,
     the only stored checksum the ingest trusts."""
     from dfd import clock, deps
     from dfd.ids import new_upload_id
-    from dfd.ports import NewUpload
+    from dfd.ports.uploads import NewUpload
 
     upload_id = new_upload_id(checksummed=checksum if hint is None else hint)
     key = f"uploads/{upload_id}"

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         from dfd.adapters.dynamo.base import to_item
         from dfd.adapters.eventbridge import entry
         from dfd.outcomes import upload_events
-        from dfd.ports import PrecheckDuplicate
+        from dfd.ports.uploads import PrecheckDuplicate
 
         ddb, sqs, events = client("dynamodb"), client("sqs"), client("events")
         table = model.tables["UploadsTable"].name

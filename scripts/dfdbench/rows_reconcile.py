@@ -62,7 +62,7 @@ def measure(count: int) -> dict[str, Any]:
     from dfd.adapters.s3 import ObjectStore
     from dfd.config import Settings
     from dfd.ids import event_key, key_claim, version_token
-    from dfd.ports import ObjectVersion
+    from dfd.ports.contents import ObjectVersion
     from dfd.reconcile import DEFAULT_BUDGET, Reconciler
     from dfdbench.harness import CallCounter
     from dfdlocal.emulator import IN_PROCESS_ENDPOINT, create_resources

@@ -1,5 +1,5 @@
-"""The repository's contract (dfd.ports.Repository), one suite run against both implementations: the in-memory
-FakeRepository the unit tests use (tests/unit/fakes.py) and the DynamoDB adapter on moto. Every condition —
+"""The repository's contract (dfd.ports.repository.Repository), one suite run against both implementations: the
+in-memory FakeRepository the unit tests use (tests/unit/fakes.py) and the DynamoDB adapter on moto. Every condition —
 replays, races, quota refusals, delete and resurrection transitions, multipart records — must give the same
 records and the same typed conflicts, carrying the same records, so the fake cannot drift from the adapter.
 
@@ -37,7 +37,9 @@ from dfd.conflicts import (
     TenantRefChanged,
     UploadTaken,
 )
-from dfd.ports import NewMultipart, NewUpload, ObjectVersion, PrecheckDuplicate, Repository, TenantShare, UploadDeletion
+from dfd.ports.contents import ObjectVersion, TenantShare
+from dfd.ports.repository import Repository
+from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
 from dfd.records import ContentState, TenantUsage, UploadRecord, UploadStatus
 from tests.unit.fakes import FakeRepository
 

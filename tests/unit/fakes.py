@@ -46,21 +46,10 @@ from dfd.conflicts import (
 )
 from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
 from dfd.ids import tenant_from_metadata
-from dfd.ports import (
-    Cursor,
-    IngestState,
-    ListedObject,
-    NewMultipart,
-    NewUpload,
-    ObjectInfo,
-    ObjectVersion,
-    OpenedObject,
-    PartInfo,
-    PrecheckDuplicate,
-    Sink,
-    TenantShare,
-    UploadDeletion,
-)
+from dfd.ports.contents import IngestState, ObjectVersion, TenantShare
+from dfd.ports.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
+from dfd.ports.repository import Cursor
+from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
 from dfd.reconcile import Reconciler
 from dfd.records import (
     COUNTER_FIELDS,
@@ -927,7 +916,7 @@ class FakeObjectStore:
 
 @dataclass
 class FakeIngestQueue:
-    """The ingest queue (dfd.ports.IngestQueue): the bodies sent, in order."""
+    """The ingest queue (dfd.ports.queue.IngestQueue): the bodies sent, in order."""
 
     bodies: list[str] = field(default_factory=list)
 

@@ -17,7 +17,7 @@ from dfd.errors import StillCompleting
 from dfd.handlers import multipart as handler
 from dfd.identity import Caller
 from dfd.multipart import COMPLETING, MultipartService
-from dfd.ports import PartInfo
+from dfd.ports.objects import PartInfo
 from dfdlocal.template import load_template
 from tests.support import ROOT, LambdaContext, api_event, call
 from tests.unit.fakes import FakeObjectStore, FakeRepository

@@ -10,7 +10,7 @@ from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
 from dfd.ingest import MAX_ATTEMPTS, IngestResult, Outcome
-from dfd.ports import ObjectInfo
+from dfd.ports.objects import ObjectInfo
 from dfd.records import FileRecord, TenantRef
 from dfd.uploads import UploadRequest
 from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from dfd.adapters.s3 import CHUNK, ObjectStore, ReadTuning
 from dfd.config import Settings
 from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
-from dfd.ports import OpenedObject
+from dfd.ports.objects import OpenedObject
 
 BUCKET, KEY, ETAG = "b", "uploads/k", '"etag-1"'
 KIB = 1024

@@ -24,7 +24,7 @@ from dfd.errors import DfdError, Forbidden, NotFound, NotReady, TooManyRequests
 from dfd.identity import Caller, caller_from_claims
 from dfd.ids import upload_id_from_key
 from dfd.ingest import Ingestor, IngestResult, Outcome
-from dfd.ports import ObjectVersion, TenantShare
+from dfd.ports.contents import ObjectVersion, TenantShare
 from dfd.queries import Queries
 from dfd.uploads import UploadAnswer, UploadRequest, UploadService
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser

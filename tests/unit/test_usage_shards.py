@@ -8,7 +8,7 @@ import pytest
 
 from dfd.adapters.dynamo import codec
 from dfd.config import Settings
-from dfd.ports import TenantUsage
+from dfd.records import TenantUsage
 from dfd.usage import USAGE_SHARDS, every_shard, gate, limited, total, write_shard
 
 BASE = {

@@ -1,5 +1,5 @@
-"""The precheck bound's write (dfd.ports.PrecheckBound): one Update of the tenant's precheck item in the counters
-table (`precheck#<tenant>`: apart from its usage shards, so prechecks never contend with registrations on the
+"""The precheck bound's write (dfd.ports.uploads.PrecheckBound): one Update of the tenant's precheck item in the
+counters table (`precheck#<tenant>`: apart from its usage shards, so prechecks never contend with registrations on the
 usage gate; no COUNTER_FIELDS, so stats and the audits' sums ignore it), in the precheck duplicate's
 transaction. Either the window is the item's and not full (+1), or the item counts another window (or none) and
 this one starts at 1; a failed condition returns the item (PrecheckLimited) and the service decides which it
@@ -7,10 +7,12 @@ was."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dfd.adapters.dynamo import codec
-from dfd.ports import PrecheckBound
+
+if TYPE_CHECKING:
+    from dfd.ports.uploads import PrecheckBound
 
 
 def precheck_bound_update(table: str, tenant: str, bound: PrecheckBound) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The ingest queue (dfd.ports.IngestQueue): the reconcile's re-drives, as S3 would have notified them."""
+"""The ingest queue (dfd.ports.queue.IngestQueue): the reconcile's re-drives, as S3 would have notified them."""
 
 from __future__ import annotations
 

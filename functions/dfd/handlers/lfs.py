@@ -9,7 +9,7 @@ error body is ``{"message", "request_id", "documentation_url"}`` (git prints the
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -18,10 +18,12 @@ from dfd.config import settings
 from dfd.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
 from dfd.handlers import init_done
 from dfd.http import lambda_entry, make_app, query_values
-from dfd.identity import Caller
 from dfd.lfs import MEDIA_TYPE, LfsError, check_repo
 from dfd.locks import LockError
 from dfd.observability import logger
+
+if TYPE_CHECKING:
+    from dfd.identity import Caller
 
 settings()
 deps.lfs_settings()

@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -26,10 +26,12 @@ from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.codec import from_item as from_item
 from dfd.adapters.dynamo.codec import to_attr as to_attr
 from dfd.adapters.dynamo.codec import to_item as to_item
-from dfd.config import Settings
 from dfd.conflicts import CommitRefused
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
-from dfd.records import TenantUsage
+
+if TYPE_CHECKING:
+    from dfd.config import Settings
+    from dfd.records import TenantUsage
 
 Item = codec.Item
 Request = dict[str, Any]

@@ -13,12 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from dfd import clock
-from dfd.ports import NewMultipart, NewUpload, ObjectVersion, PrecheckDuplicate
 from dfd.records import (
     CounterShard,
     EventRecord,
@@ -32,6 +31,10 @@ from dfd.records import (
     UploadStatus,
 )
 from dfd.usage import USAGE_SHARDS, UsageShard
+
+if TYPE_CHECKING:
+    from dfd.ports.contents import ObjectVersion
+    from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate
 
 Item = dict[str, Any]
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -44,8 +44,11 @@ from dfd.conflicts import (
     UploadTaken,
 )
 from dfd.ids import key_claim
-from dfd.ports import ObjectVersion, PrecheckDuplicate, TenantShare
+from dfd.ports.contents import ObjectVersion, TenantShare
 from dfd.records import FileRecord, UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.ports.uploads import PrecheckDuplicate
 
 # A file record that takes a new reference or gives one up: it has live references (not tombstoned). `:zero` is 0.
 REFERENCED = "live_refs > :zero"

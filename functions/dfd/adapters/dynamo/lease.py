@@ -4,6 +4,7 @@ conditional writes with an expiry, so two runs never overlap and a run that dies
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -11,7 +12,9 @@ from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Store, condition_failed, from_item, refused_item, to_attr, to_item, translate
 from dfd.conflicts import LeaseLost
-from dfd.records import Lease
+
+if TYPE_CHECKING:
+    from dfd.records import Lease
 
 
 class Leases(Store):

@@ -9,7 +9,7 @@ from dfd import usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Item, Store, to_attr, to_item
 from dfd.ids import key_claim
-from dfd.ports import IngestState
+from dfd.ports.contents import IngestState
 from dfd.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
 
 

@@ -5,7 +5,7 @@ whose every copy is gone marked lost."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -14,8 +14,10 @@ from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, to_attr, to_item, translate
 from dfd.conflicts import CommitRefused
 from dfd.ids import key_claim
-from dfd.ports import Cursor
-from dfd.records import FileRecord, TenantRef
+
+if TYPE_CHECKING:
+    from dfd.ports.repository import Cursor
+    from dfd.records import FileRecord, TenantRef
 
 
 class Reaper(Store):

@@ -4,7 +4,7 @@ an upload that holds no reference (expired, cancelled: its quota bytes released)
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -12,8 +12,11 @@ from dfd import clock, usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
 from dfd.conflicts import CommitRefused, MultipartAttached, QuotaRefused
-from dfd.ports import Cursor, NewMultipart, NewUpload
 from dfd.records import TenantUsage, UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.ports.repository import Cursor
+    from dfd.ports.uploads import NewMultipart, NewUpload
 
 _PENDING = UploadStatus.PENDING.value
 _DELETED = UploadStatus.DELETED.value

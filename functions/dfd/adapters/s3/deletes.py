@@ -8,7 +8,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.s3.base import Store, translate
 from dfd.errors import ObjectChanged, ObjectNotFound
-from dfd.ports import ListedObject
+from dfd.ports.objects import ListedObject
 
 
 def _version(bucket: str, key: str, etag: str | None) -> dict[str, Any]:

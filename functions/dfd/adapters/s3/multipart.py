@@ -8,7 +8,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from dfd.adapters.s3.base import Store, translate
 from dfd.errors import MultipartGone, StillCompleting
-from dfd.ports import PartInfo
+from dfd.ports.objects import PartInfo
 
 
 class Multipart(Store):

@@ -29,7 +29,7 @@ from dfd.adapters.s3.base import Store, release, translate
 from dfd.errors import ObjectChanged
 from dfd.hashing import b64_to_hex
 from dfd.ids import tenant_from_metadata
-from dfd.ports import ObjectInfo, OpenedObject, Sink
+from dfd.ports.objects import ObjectInfo, OpenedObject, Sink
 
 CHUNK = 1024 * 1024  # one stream's reads
 RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap
