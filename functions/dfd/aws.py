@@ -1,10 +1,14 @@
-"""boto3 clients, created once per process and only when used (cold start stays lean).
+"""AWS clients, created once per process and only when used (cold start stays lean).
 
 Each factory is cached; the client behind it is built on its first attribute access, or at init by
 `dfd.handlers.init_done` for the clients a function's first request needs, so a function that never calls S3
 (metadata, stats, hashes, and the ingest's presigner) never pays for building an S3 client: 33-46 ms CPU
 (median 40) of a metadata cold start, measured by bench row 7's harness (docs/performance.md, target 7), so
 LazyClient stays. `deps.reset()` clears the factories.
+
+The clients are botocore's, made by one botocore session: boto3 would make the same clients, but importing it
+(with s3transfer, which it imports) costs ~25 ms of every cold start (docs/performance.md, target 7), and the
+functions use nothing of it beyond the clients.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-import boto3
+import botocore.session
 from botocore.config import Config
 
 if TYPE_CHECKING:
@@ -24,8 +28,25 @@ if TYPE_CHECKING:
 _RETRIES: _RetryDict = {"max_attempts": 6, "mode": "adaptive"}
 
 
+@cache
+def session() -> botocore.session.Session:
+    """The botocore session every client is made from (credentials and Region from the environment, as boto3's
+    default session would find them)."""
+    return botocore.session.get_session()
+
+
+# a botocore session is not thread-safe while it creates a client (the ingest's worker threads may build a lazy
+# client together)
+_creating = threading.Lock()
+
+
+def client(service: str, config: Config) -> Any:
+    with _creating:
+        return session().create_client(service, config=config)
+
+
 class LazyClient:
-    """A boto3 client built on first use (thread-safe); every attribute is the real client's."""
+    """A client built on first use (thread-safe); every attribute is the real client's."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
         self._build: Callable[[], Any] | None = build
@@ -51,11 +72,11 @@ class LazyClient:
 def _dynamodb() -> Any:
     # 32 connections: more than the ingest's concurrent records (dfd.handlers.ingest.RECORD_WORKERS = 10), each
     # of which has at most one DynamoDB call in flight
-    return boto3.client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
+    return client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
 
 
 def _cognito() -> Any:
-    return boto3.client("cognito-idp", config=Config(retries=_RETRIES))
+    return client("cognito-idp", config=Config(retries=_RETRIES))
 
 
 def s3_addressing() -> _S3Dict:
@@ -70,11 +91,11 @@ def s3_addressing() -> _S3Dict:
 
 
 def _s3() -> Any:
-    return boto3.client("s3", config=Config(signature_version="s3v4", retries=_RETRIES, s3=s3_addressing()))
+    return client("s3", config=Config(signature_version="s3v4", retries=_RETRIES, s3=s3_addressing()))
 
 
 def _s3_ingest() -> Any:
-    return boto3.client(
+    return client(
         "s3",
         config=Config(
             signature_version="s3v4",
@@ -101,11 +122,11 @@ def _s3_complete() -> Any:
         connect_timeout=3,
         retries={"total_max_attempts": 1, "mode": "standard"},
     )
-    return boto3.client("s3", config=config)
+    return client("s3", config=config)
 
 
 def _events() -> Any:
-    return boto3.client("events", config=Config(retries=_RETRIES))
+    return client("events", config=Config(retries=_RETRIES))
 
 
 @cache
@@ -141,7 +162,7 @@ def s3_ingest() -> Any:
 
 
 def _sqs() -> Any:
-    return boto3.client("sqs", config=Config(retries=_RETRIES))
+    return client("sqs", config=Config(retries=_RETRIES))
 
 
 @cache

@@ -148,5 +148,6 @@ def reset() -> None:
         aws.events,
         aws.cognito,
         aws.sqs,
+        aws.session,
     ):
         factory.cache_clear()

@@ -56,12 +56,12 @@ def hints_checksum(upload_id: str | None) -> bool:
 # stays authoritative, and a missing or wrong hint costs that one call, never a wrong result. Metadata travels
 # as an HTTP header, which S3 wants in US-ASCII: the tenant is percent-encoded (tenants are `acme`,
 # `user:<sub>`, or any Cognito group name's tail, which may be any Unicode letter).
-TENANT_METADATA = "dfd-tenant"  # boto3's Metadata key; the header is x-amz-meta-dfd-tenant
+TENANT_METADATA = "dfd-tenant"  # the SDK's Metadata key; the header is x-amz-meta-dfd-tenant
 TENANT_HEADER = f"x-amz-meta-{TENANT_METADATA}"
 
 
 def tenant_metadata(tenant: str) -> dict[str, str]:
-    """The object metadata (boto3 `Metadata=`) that carries the uploader's tenant as the ingest's hint."""
+    """The object metadata (the SDK's `Metadata=`) that carries the uploader's tenant as the ingest's hint."""
     return {TENANT_METADATA: quote(tenant, safe=":@")}
 
 

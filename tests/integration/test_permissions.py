@@ -12,14 +12,13 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
-from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
+from dfd import aws as dfd_aws
 from dfd import deps
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
@@ -113,16 +112,19 @@ class Recorder:
 
 
 @pytest.fixture
-def recorder(aws: Aws) -> Iterator[Recorder]:
-    """Records on every client boto3's default session creates from now on (dfd.aws builds its clients
-    lazily, after deps.reset() in the aws fixture)."""
+def recorder(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """Records on every client dfd makes from now on (dfd.aws builds its clients lazily, after deps.reset() in the
+    aws fixture, and again after each reset)."""
     recording = Recorder()
-    events = boto3._get_default_session().events
-    events.register("before-parameter-build.*.*", recording, unique_id="dfd-permissions")
-    try:
-        yield recording
-    finally:
-        events.unregister("before-parameter-build.*.*", unique_id="dfd-permissions")
+    make = dfd_aws.client
+
+    def recorded(service: str, config: Any) -> Any:
+        client = make(service, config)
+        client.meta.events.register("before-parameter-build.*.*", recording)
+        return client
+
+    monkeypatch.setattr(dfd_aws, "client", recorded)
+    return recording
 
 
 def grants(resolver: Resolver) -> dict[str, set[tuple[str, str]]]:

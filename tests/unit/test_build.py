@@ -102,7 +102,8 @@ def test_a_build_without_artifacts_dir_or_of_an_unknown_function_fails() -> None
 
 def test_runtime_pins_are_the_dev_locks_versions() -> None:
     runtime, dev = _pins(FUNCTIONS / "requirements.txt"), _pins(ROOT / "requirements" / "dev.lock")
-    assert {"boto3", "aws-lambda-powertools"} <= set(runtime)
+    assert {"botocore", "aws-lambda-powertools"} <= set(runtime)
+    assert not {"boto3", "s3transfer"} & set(runtime)  # the functions make botocore clients (dfd.aws)
     assert {name: dev.get(name) for name in runtime} == runtime
 
 

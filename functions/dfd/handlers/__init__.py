@@ -1,7 +1,7 @@
 """The Lambda entry points, one module per function (template.yaml's `Handler`); importing one is that
 function's init.
 
-Init builds tens of thousands of objects that live as long as the process (boto3 and its clients, Powertools,
+Init builds tens of thousands of objects that live as long as the process (botocore and its clients, Powertools,
 dfd), and every garbage collection during init and the first request walks all of them again: without the
 pause a metadata cold start costs a median 55 ms CPU more (paired runs of bench row 7's harness,
 docs/performance.md, target 7), so it stays: the collector is paused while a handler module loads, and

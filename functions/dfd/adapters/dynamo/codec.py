@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
 from dfd import clock
+from dfd.adapters.dynamo.values import deserialize, serialize
 from dfd.records import (
     CounterShard,
     EventRecord,
@@ -41,10 +39,6 @@ LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (
 USAGE_PREFIX = "usage#"  # a usage shard's counter_id: usage#<tenant>[#NNN] (`#` never occurs in a tenant name)
 PRECHECK_PREFIX = "precheck#"
 LEASE_ID = "lease#reconcile"
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
 
 R = TypeVar("R")
 # how an attribute's value becomes a record field's, by the field's annotation
@@ -72,8 +66,7 @@ def _parse(kind: type[R], item: Mapping[str, Any], **derived: Any) -> R:
 
 # ---------------------------------------------------------------------------------------------- attribute values
 def to_attr(value: Any) -> dict[str, Any]:
-    attr: dict[str, Any] = dict(_serializer.serialize(value))
-    return attr
+    return serialize(value)
 
 
 def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,13 +74,7 @@ def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def from_item(raw: Mapping[str, Any]) -> Item:
-    out: Item = {}
-    for key, attr in raw.items():
-        value = _deserializer.deserialize(attr)
-        if isinstance(value, Decimal):
-            value = int(value) if value == value.to_integral_value() else float(value)
-        out[key] = value
-    return out
+    return {key: deserialize(attr) for key, attr in raw.items()}
 
 
 # ---------------------------------------------------------------------------------------------- readers

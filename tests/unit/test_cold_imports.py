@@ -1,0 +1,48 @@
+"""What a function's init loads, in a fresh interpreter as Lambda starts one (its cold start: docs/performance.md,
+target 7): never boto3 (the clients are botocore's, the attribute values dfd's own: importing boto3 costs ~25 ms),
+and, in a read function, nothing of the write side."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import dfd.handlers
+
+HANDLERS = sorted(p.stem for p in Path(dfd.handlers.__file__).parent.glob("*.py") if p.stem != "__init__")
+READS = ("metadata", "download", "admin_stats", "admin_hashes")
+WRITE_SIDE = {"dfd.ports.uploads", "dfd.uploads", "dfd.multipart", "dfd.deletes", "dfd.ingest"}
+
+
+@cache
+def loaded(handler: str) -> frozenset[str]:
+    """The modules loaded once the handler module is imported (init, without a request)."""
+    code = f"import sys, dfd.handlers.{handler}\nprint(' '.join(sys.modules))"
+    # no request is made: the endpoint only keeps a stray call from reaching AWS; the queue is the reconcile's
+    env = os.environ | {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "INGEST_QUEUE_URL": "http://127.0.0.1:9/q"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return frozenset(done.stdout.split())
+
+
+def test_every_function_is_checked() -> None:
+    assert {"ingest", "upload", "metadata", "lfs", "publisher", "reconcile"} <= set(HANDLERS)
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_init_never_imports_boto3(handler: str) -> None:
+    modules = loaded(handler)
+    assert "botocore.client" in modules
+    assert not {m for m in modules if m.split(".")[0] in ("boto3", "s3transfer")}
+
+
+@pytest.mark.parametrize("handler", READS)
+def test_read_functions_load_nothing_of_the_write_side(handler: str) -> None:
+    modules = loaded(handler)
+    assert "dfd.ports.objects" in modules
+    assert not modules & WRITE_SIDE
