@@ -2,8 +2,9 @@
 the template's `Tracing: Active`, and the invocation sampled) imports the handler module and serves one request
 against the emulator; the baseline is a fresh interpreter that imports boto3 and builds the same clients (same
 configuration). Both are timed from spawn to the line they print when done (interpreter exit is not part of a
-cold start). Runs are interleaved; the figure is the median of the paired ratios. The same handler run with an
-unsampled invocation (`Sampled=0`: no X-Ray SDK) is reported next to it. `-X importtime` says where the time goes.
+cold start). Runs are interleaved, each pair at its own stack depth (DEPTHS); the figure is the median of the
+paired ratios. The same handler run with an unsampled invocation (`Sampled=0`: no X-Ray SDK) is reported next to
+it. `-X importtime` says where the time goes.
 
 Bytecode: boto3 and Powertools are imported from their compiled .pyc files, so dfd's modules are compiled too
 before the runs (hash-checked .pyc in functions/dfd's __pycache__, as a deployment package should ship them:
@@ -51,18 +52,33 @@ FUNCTIONS = {
     "ingest": ["dynamodb", "s3_ingest"],
 }
 
+# Each run imports at its own stack depth (argv's last): CPython 3.11 and 3.12 allocate and free a chunk of their
+# frame stack whenever calls cross a chunk's end, so at some depths an import's loops cross it on every call
+# (python/cpython#142183): urllib3.util.url's regular expressions took 41 ms instead of 12 at one depth (2,608 mmap
+# calls against 415). Lambda imports a handler at a depth of its own; the runs spread over DEPTHS, handler and
+# baseline at the same one, so no single depth decides the median.
+DEPTHS = (0, 37, 74, 111, 18, 55, 92, 129, 9, 46, 83, 120)
+_AT_DEPTH = """
+def at_depth(n, body):
+    return at_depth(n - 1, body) if n else body()
+"""
+
 _HANDLER = f"""
 import time
 started = time.perf_counter()
 import importlib, json, os, sys
-module = importlib.import_module(sys.argv[1])
-imported = time.perf_counter()
 class Context:
     function_name = "bench"; memory_limit_in_mb = 256; aws_request_id = "cold-start"
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
     log_group_name = "/aws/lambda/bench"; log_stream_name = "bench"
     def get_remaining_time_in_millis(self): return 10000
-module.handler(json.loads(sys.argv[2]), Context())
+{_AT_DEPTH}
+def run():
+    module = importlib.import_module(sys.argv[1])
+    imported = time.perf_counter()
+    module.handler(json.loads(sys.argv[2]), Context())
+    return imported
+imported = at_depth(int(sys.argv[3]), run)
 done = time.perf_counter()
 sys.stdout.write("\\n{MARK} %.6f %.6f\\n" % (imported - started, done - imported)); sys.stdout.flush()
 os._exit(0)
@@ -72,9 +88,12 @@ _BASELINE = f"""
 import time
 started = time.perf_counter()
 import os, sys
-import boto3
-from botocore.config import Config
+{_AT_DEPTH}
+def run():
+    import boto3
+    from botocore.config import Config
 {{clients}}
+at_depth(int(sys.argv[1]), run)
 done = time.perf_counter()
 sys.stdout.write("\\n{MARK} %.6f 0\\n" % (done - started)); sys.stdout.flush()
 os._exit(0)
@@ -192,18 +211,19 @@ def cold_start(bench: Bench) -> list[Row]:
     for function, clients in FUNCTIONS.items():
         env = lambda_environment(bench.url, function)
         unsampled = {**env, "_X_AMZN_TRACE_ID": env["_X_AMZN_TRACE_ID"].replace("Sampled=1", "Sampled=0")}
-        baseline_code = _BASELINE.format(clients="\n".join(_CLIENTS[c] for c in clients))
+        baseline_code = _BASELINE.format(clients="\n".join("    " + _CLIENTS[c] for c in clients))
         module = f"dfd.handlers.{function}"
-        _spawn(["-c", _HANDLER, module, json.dumps(events[function][-1])], env)  # warm the page cache
+        _spawn(["-c", _HANDLER, module, json.dumps(events[function][-1]), "0"], env)  # warm the page cache
         ratios: list[float] = []
         unsampled_ratios: list[float] = []
         handler_s: list[float] = []
         baseline_s: list[float] = []
         splits: list[tuple[float, float]] = []
         for run in range(runs):
-            base, _, _ = _spawn(["-c", baseline_code], env)
-            total, imported, first = _spawn(["-c", _HANDLER, module, json.dumps(events[function][run])], env)
-            plain, _, _ = _spawn(["-c", _HANDLER, module, json.dumps(events[function][runs + run])], unsampled)
+            depth = str(DEPTHS[run % len(DEPTHS)])
+            base, _, _ = _spawn(["-c", baseline_code, depth], env)
+            total, imported, first = _spawn(["-c", _HANDLER, module, json.dumps(events[function][run]), depth], env)
+            plain, _, _ = _spawn(["-c", _HANDLER, module, json.dumps(events[function][runs + run]), depth], unsampled)
             ratios.append(total / base)
             unsampled_ratios.append(plain / base)
             handler_s.append(total)
