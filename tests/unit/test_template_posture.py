@@ -227,6 +227,8 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
     found: list[str] = []
     for logical_id, resource in template["Resources"].items():
         for policy in _as_list(resource.get("Properties", {}).get("Policies", [])):
+            if isinstance(policy, dict) and "PolicyDocument" in policy:  # an AWS::IAM::Role's
+                policy = policy["PolicyDocument"]
             for statement in _as_list(policy.get("Statement", []) if isinstance(policy, dict) else []):
                 if "s3:ListBucket" not in _as_list(statement["Action"]):
                     continue
@@ -234,7 +236,7 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 ((operator, keys),) = statement["Condition"].items()
                 assert operator in ("StringLike", "StringLikeIfExists"), logical_id
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    assert sorted(found) == ["IngestFunction", "LfsFunction", "ReconcileFunction", "UploadPartsFunction"]
+    assert sorted(found) == ["IngestFunctionRole", "LfsFunction", "ReconcileFunction", "UploadPartsFunction"]
 
 
 # --------------------------------------------------------------------------------------------------------
