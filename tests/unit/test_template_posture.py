@@ -38,7 +38,7 @@ FUNCTIONS = [
     "ReconcileFunction",
 ]
 TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable"]
-QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ"]
+QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ", "EventsExampleQueue", "EventsExampleDLQ", "EventsWebhookDLQ"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
 KEY_OR_NOTHING = {"Fn::If": ["HasKmsKey", {"Ref": "KmsKeyArn"}, NO_VALUE]}
 
@@ -158,6 +158,23 @@ def test_queues_state_their_encryption(template: dict[str, Any], logical_id: str
     props = template["Resources"][logical_id]["Properties"]
     assert props["SqsManagedSseEnabled"] == {"Fn::If": ["HasKmsKey", NO_VALUE, True]}
     assert props["KmsMasterKeyId"] == KEY_OR_NOTHING
+
+
+def test_every_queue_has_a_tls_only_policy_of_its_own_condition(template: dict[str, Any]) -> None:
+    queues = _resources(template, "AWS::SQS::Queue")
+    assert set(queues) == set(QUEUES)
+    covered: dict[str, str | None] = {}
+    for logical_id, policy in _resources(template, "AWS::SQS::QueuePolicy").items():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        deny = [
+            s
+            for s in statements
+            if s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        ]
+        assert deny and deny[0]["Principal"] == "*" and deny[0]["Action"] == "sqs:*", logical_id
+        for queue in policy["Properties"]["Queues"]:
+            covered[queue["Ref"]] = policy.get("Condition")
+    assert covered == {name: queue.get("Condition") for name, queue in queues.items()}
 
 
 @pytest.mark.parametrize("logical_id", TABLES)
