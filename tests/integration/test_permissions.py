@@ -127,14 +127,26 @@ def recorder(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return recording
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
 def grants(resolver: Resolver) -> dict[str, set[tuple[str, str]]]:
     """Each function's (action, resource ARN pattern) pairs, from template.yaml resolved with local names."""
     template = resolver.template
     result: dict[str, set[tuple[str, str]]] = {}
     for function in MODULES.values():
         pairs: set[tuple[str, str]] = set()
-        for policy in template["Resources"][function]["Properties"].get("Policies", []):
-            for statement in resolver.resolve(policy)["Statement"]:
+        props = template["Resources"][function]["Properties"]
+        policies = props.get("Policies", [])
+        if "Role" in props:  # its own role (IngestFunctionRole): that role's policy documents
+            role = template["Resources"][f"{function}Role"]["Properties"]
+            policies = [policy["PolicyDocument"] for policy in role["Policies"]]
+        for policy in policies:
+            for statement in policy["Statement"]:
+                if all(str(action).startswith(("logs:", "xray:")) for action in _listed(statement["Action"])):
+                    continue  # the runtime's (its log group, traces), not requests of the code
+                statement = resolver.resolve(statement)
                 assert statement["Effect"] == "Allow"
                 actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
                 resources = statement["Resource"]

@@ -50,6 +50,14 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
     "MeFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
     "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
+        # its own role (IngestFunctionRole): the SQS event source's polling, its log group, X-Ray
+        ("sqs:ReceiveMessage", "IngestQueue.Arn"),
+        ("sqs:DeleteMessage", "IngestQueue.Arn"),
+        ("sqs:GetQueueAttributes", "IngestQueue.Arn"),
+        ("logs:CreateLogStream", "IngestFunctionLogGroup.Arn"),
+        ("logs:PutLogEvents", "IngestFunctionLogGroup.Arn"),
+        ("xray:PutTraceSegments", "*"),
+        ("xray:PutTelemetryRecords", "*"),
         ("s3:GetObject", OBJECTS),
         ("s3:DeleteObject", OBJECTS),
         ("s3:ListBucket", "FilesBucket.Arn"),
@@ -67,8 +75,22 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
-    # the streams are read through SAM's DynamoDB event source (its managed execution role)
-    "PublisherFunction": {("events:PutEvents", "EventBus.Arn"), ("sqs:SendMessage", "PublisherDLQ.Arn")},
+    # its own role (PublisherFunctionRole): the two stream event sources' reads, its log group, X-Ray
+    "PublisherFunction": {
+        *{
+            (f"dynamodb:{action}", f"{table}.StreamArn")
+            for action in ("DescribeStream", "GetShardIterator", "GetRecords")
+            for table in ("UploadsTable", "FilesTable")
+        },
+        ("dynamodb:ListStreams", "${UploadsTable.Arn}/stream/*"),
+        ("dynamodb:ListStreams", "${FilesTable.Arn}/stream/*"),
+        ("logs:CreateLogStream", "PublisherFunctionLogGroup.Arn"),
+        ("logs:PutLogEvents", "PublisherFunctionLogGroup.Arn"),
+        ("xray:PutTraceSegments", "*"),
+        ("xray:PutTelemetryRecords", "*"),
+        ("events:PutEvents", "EventBus.Arn"),
+        ("sqs:SendMessage", "PublisherDLQ.Arn"),
+    },
     # the workflow only orchestrates: it invokes ReconcileFunction and continues itself as a new execution
     "ReconcileStateMachine": {
         ("lambda:InvokeFunction", "ReconcileFunction.Arn"),
@@ -153,3 +175,17 @@ def _describe(node: Any) -> str:
 
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def function_policies(template: dict[str, Any], logical_id: str) -> list[Any]:
+    """The policies that grant a function (or state machine) its permissions: SAM's Policies, or, for one given its
+    own role (``Role: !GetAtt <X>Role.Arn``), that role's policy documents."""
+    props = template["Resources"][logical_id]["Properties"]
+    role = _intrinsic(props.get("Role"))
+    if role is None:
+        return _as_list(props.get("Policies", []))
+    assert role[0] == "GetAtt" and _describe(props["Role"]) == f"{logical_id}Role.Arn", (logical_id, props["Role"])
+    resource = template["Resources"][f"{logical_id}Role"]
+    assert resource["Type"] == "AWS::IAM::Role" and "ManagedPolicyArns" not in resource["Properties"], logical_id
+    assert "Policies" not in props, f"{logical_id}: SAM ignores Policies beside Role"
+    return [policy["PolicyDocument"] for policy in resource["Properties"]["Policies"]]

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.unit.template_support import PERMISSIONS, TEMPLATE, _as_list, _describe, _intrinsic, _template
+from tests.unit.template_support import (
+    PERMISSIONS,
+    TEMPLATE,
+    _as_list,
+    _describe,
+    _intrinsic,
+    _template,
+    function_policies,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -244,9 +252,10 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     elif logical_id == "ReconcileFunction":  # a page of a phase: a few hundred requests, 16 at a time
         assert props["Timeout"] == 300
         assert props["MemorySize"] == 512
-    elif logical_id == "LfsFunction":  # a verify may ingest its object: the HTTP API's 30 s, the ingest's vCPU
+    elif logical_id == "LfsFunction":  # a verify may ingest its object (the HTTP API's 30 s) at the LFS's own size
         assert props["Timeout"] == 29
-        assert _param_value(template, props["MemorySize"]) == 1769
+        assert _is_ref(props["MemorySize"], "LfsMemorySize")
+        assert _param_value(template, props["MemorySize"]) == 512
     else:
         # complete's wait for S3 (10,000 parts): under the HTTP API's 30 s
         assert props["Timeout"] == (29 if logical_id == "UploadPartsFunction" else 10)
@@ -304,10 +313,9 @@ def test_parameters_and_defaults(template: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("logical_id", sorted(PERMISSIONS))
 def test_function_policy_grants_exactly_what_it_needs(template: dict[str, Any], logical_id: str) -> None:
-    policies = template["Resources"][logical_id]["Properties"].get("Policies", [])
     granted: set[tuple[str, str]] = set()
-    for policy in _as_list(policies):
-        assert isinstance(policy, dict) and set(policy) == {"Statement"}, (
+    for policy in function_policies(template, logical_id):
+        assert isinstance(policy, dict) and set(policy) <= {"Version", "Statement"}, (
             f"{logical_id}: only inline Statement policies (no managed policies or SAM templates): {policy!r}"
         )
         for statement in _statements(policy):

@@ -13,7 +13,7 @@ from cfnlint.decode import decode
 from dfdlocal.cognito import ACCESS_SCOPE, ADMIN_GROUP, DEFAULT_PASSWORD
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
-ISSUER = {"Fn::Sub": "https://cognito-idp.${AWS::Region}.amazonaws.com/${UserPool}"}
+ISSUER = {"Fn::Sub": "https://cognito-idp.${AWS::Region}.${AWS::URLSuffix}/${UserPool}"}
 
 
 @cache

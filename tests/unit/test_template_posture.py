@@ -38,7 +38,7 @@ FUNCTIONS = [
     "ReconcileFunction",
 ]
 TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable"]
-QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ"]
+QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ", "EventsExampleQueue", "EventsExampleDLQ", "EventsWebhookDLQ"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
 KEY_OR_NOTHING = {"Fn::If": ["HasKmsKey", {"Ref": "KmsKeyArn"}, NO_VALUE]}
 
@@ -160,6 +160,23 @@ def test_queues_state_their_encryption(template: dict[str, Any], logical_id: str
     assert props["KmsMasterKeyId"] == KEY_OR_NOTHING
 
 
+def test_every_queue_has_a_tls_only_policy_of_its_own_condition(template: dict[str, Any]) -> None:
+    queues = _resources(template, "AWS::SQS::Queue")
+    assert set(queues) == set(QUEUES)
+    covered: dict[str, str | None] = {}
+    for logical_id, policy in _resources(template, "AWS::SQS::QueuePolicy").items():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        deny = [
+            s
+            for s in statements
+            if s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        ]
+        assert deny and deny[0]["Principal"] == "*" and deny[0]["Action"] == "sqs:*", logical_id
+        for queue in policy["Properties"]["Queues"]:
+            covered[queue["Ref"]] = policy.get("Condition")
+    assert covered == {name: queue.get("Condition") for name, queue in queues.items()}
+
+
 @pytest.mark.parametrize("logical_id", TABLES)
 def test_tables_use_the_key_when_given(template: dict[str, Any], logical_id: str) -> None:
     sse = template["Resources"][logical_id]["Properties"]["SSESpecification"]
@@ -227,6 +244,8 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
     found: list[str] = []
     for logical_id, resource in template["Resources"].items():
         for policy in _as_list(resource.get("Properties", {}).get("Policies", [])):
+            if isinstance(policy, dict) and "PolicyDocument" in policy:  # an AWS::IAM::Role's
+                policy = policy["PolicyDocument"]
             for statement in _as_list(policy.get("Statement", []) if isinstance(policy, dict) else []):
                 if "s3:ListBucket" not in _as_list(statement["Action"]):
                     continue
@@ -234,7 +253,7 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 ((operator, keys),) = statement["Condition"].items()
                 assert operator in ("StringLike", "StringLikeIfExists"), logical_id
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    assert sorted(found) == ["IngestFunction", "LfsFunction", "ReconcileFunction", "UploadPartsFunction"]
+    assert sorted(found) == ["IngestFunctionRole", "LfsFunction", "ReconcileFunction", "UploadPartsFunction"]
 
 
 # --------------------------------------------------------------------------------------------------------
