@@ -17,7 +17,7 @@ from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_m
 from dfd.multipart import MultipartService, checked_part_size
 from dfd.ports.uploads import NewUpload, PrecheckBound, PrecheckDuplicate
 from dfd.records import TenantUsage, holds
-from dfd.text import echo_list
+from dfd.text import refuse_unknown
 from dfd.views import tenant_file_view
 
 if TYPE_CHECKING:
@@ -43,15 +43,7 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     """Validate a POST /upload body; ValidationFailed or TooLarge (both 400)."""
     if not isinstance(body, Mapping):
         raise ValidationFailed("request body must be a JSON object")
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        # echoed bounded and printable: at most 5 names of at most 64 characters (dfd.text)
-        shown = echo_list(unknown)
-        more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
-        raise ValidationFailed(
-            f"{len(unknown)} unknown field(s): {', '.join(shown)}{more}",
-            details={"fields": shown, "count": len(unknown)},
-        )
+    refuse_unknown(body, _FIELDS)  # echoed bounded and printable (dfd.text)
     raw_name = body.get("filename")
     if not isinstance(raw_name, str) or not 1 <= len(raw_name) <= 255:
         raise ValidationFailed("filename must be a string of 1 to 255 characters", details={"field": "filename"})
