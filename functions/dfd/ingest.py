@@ -50,7 +50,7 @@ from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from
 from dfd.ports.contents import ObjectVersion, TenantShare
 from dfd.ports.objects import ObjectInfo, ObjectStore, OpenedObject
 from dfd.records import FileRecord, KeyClaim, UploadRecord, UploadStatus
-from dfd.retry import INGEST_ATTEMPTS, Backoff
+from dfd.retry import ADOPT_ATTEMPTS, INGEST_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
     from dfd.config import Settings
@@ -323,7 +323,7 @@ class Ingestor:
         its ETag). A stored copy that is gone (deleted out of band, overwritten) makes this object the stored
         copy instead: the file record and the key's claim move to it in one transaction conditioned on the
         record still naming the lost copy, and it is kept."""
-        for _ in range(3):
+        for attempt in range(1, ADOPT_ATTEMPTS + 1):
             if file is not None and file.tombstoned and file.s3_key != version.key:
                 # every reference was deleted since this duplicate was committed (its own too): no live record needs
                 # these bytes (an upload of the content resurrects it with its own)
@@ -349,9 +349,11 @@ class Ingestor:
                 if not upload_deleted:
                     break
                 continue
-            except (CommitRefused, TransactionRetryable):
+            except (CommitRefused, TransactionRetryable) as refused:
                 # the record moved on (another copy adopted first, or our own response lost and the retry refused by
-                # what it wrote): look again
+                # what it wrote), or a concurrent transaction (pause first): look again
+                if isinstance(refused, TransactionRetryable) and attempt < ADOPT_ATTEMPTS:
+                    self._backoff(attempt)
                 file = self._repo.get_file(version.hash, consistent=True)
                 continue
             result.detail["adopted_from"] = file.s3_key

@@ -103,6 +103,8 @@ INGEST_PAUSES = INGEST_ATTEMPTS - 1
 PARTIAL_PAUSES = PARTIAL_ATTEMPTS - 1
 # the precheck's re-reads (dfd.uploads: each reads the file and the tenant's reference in one BatchGetItem)
 PRECHECK_READS = 3
+# the ingest's looks at a duplicate's stored copy before it deletes the duplicate or adopts it (dfd.ingest)
+ADOPT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,14 @@ class Budget:
         return self.pauses * Backoff.LONGEST + self.calls.worst_seconds()
 
 
-_INGEST = INGEST_PAUSES + 2 * PARTIAL_PAUSES  # the state read (and its re-read), the commit loop
+# the state read (and its re-read), the commit loop, the adoption's looks
+_INGEST = 2 * PARTIAL_PAUSES + INGEST_PAUSES + ADOPT_ATTEMPTS - 1
 BUDGETS = (
     Budget(
         "UploadFunction",
         API_CALLS,
-        (PRECHECK_READS + 1) * PARTIAL_PAUSES,
-        "the precheck's reads, then the quota's read of the usage shards",
+        (PRECHECK_READS + 1) * PARTIAL_PAUSES + PRECHECK_READS - 1,
+        "the precheck's reads and conflicts, then the quota's read of the usage shards",
     ),
     Budget("UploadPartsFunction", COMPLETE_CALL, 0, "CompleteMultipartUpload's one attempt"),
     Budget("UploadsFunction", API_CALLS, CONFLICT_PAUSES, "DELETE /uploads/{id} (dfd.deletes)"),

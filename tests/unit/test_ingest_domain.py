@@ -557,3 +557,19 @@ def test_the_signed_checksum_spares_the_read(world: World) -> None:
     result = world.ingest(key)
     expect(result, Outcome.STORED)
     assert result.hashed_bytes == 0 and world.objects.streams == 0 and "checksum_untrusted" not in result.detail
+
+
+def test_a_precheck_meeting_a_concurrent_transaction_pauses_and_looks_again(world: World) -> None:
+    """A TransactionConflict on the precheck's commit is retried after dfd.retry's pause (it was a 503 before)."""
+    data = b"contended precheck"
+    world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/w", "upload_count": 1}
+    world.repo.files[sha(data)].update(live_refs=1)
+    world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
+    world.repo.faults = [TransactionRetryable("cancelled: ['TransactionConflict']")]
+    service = world.service()
+    pauses: list[float] = []
+    service._backoff = Backoff(pauses.append)
+    answer = service.create(UploadRequest("c.txt", len(data), "text/plain", sha(data)), ALICE.caller)
+    assert answer.status == 409 and answer.body["duplicate"] is True
+    assert world.repo.transactions == 2 and len(pauses) == 1 and 0 < pauses[0] <= Backoff.LONGEST
+    assert world.totals()["duplicates_avoided"] == 1
