@@ -169,3 +169,12 @@ def test_post_me_tokens_echoes_unknown_fields_bounded_and_escaped(aws: Aws, monk
     assert all(name.startswith("\\x1b]0;owned\\x07") and name.isprintable() for name in details["fields"])
     assert "3000 unknown field(s)" in answer["error"]["message"] and len(json.dumps(answer)) < 2_000
     assert not _store().list_for(ALICE.sub)
+
+
+def test_a_user_past_the_limit_from_before_the_count_is_refused(aws: Aws) -> None:
+    """101 tokens from before the count (the old race): seeded with all of them, checked in batches of 100 keys,
+    refused until fewer than 50 are live."""
+    _hold(101, counted=False)
+    with pytest.raises(Conflict):
+        _service(_store()).create(ALICE.caller, {"name": "one too many"})
+    assert len(_counted(ALICE.sub)) == 101

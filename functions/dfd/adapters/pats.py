@@ -34,6 +34,7 @@ OWNER_INDEX = "OwnerIndex"
 TTL_GRACE_DAYS = 1
 # an add's rounds: as it is, after seeding the count, after taking stale ids out of it
 ADD_ROUNDS = 3
+READ_BATCH = 100  # BatchGetItem's keys
 
 
 class TokenCodec:
@@ -161,11 +162,7 @@ class DynamoTokenStore:
             names["#held"] = "held"
             values[":ids"] = {"SS": live}
             expression += " ADD #held :ids"
-        try:
-            self._update_count(owner, expression, names, values, condition="attribute_not_exists(#seeded)")
-        except ClientError as error:
-            if not condition_failed(error):
-                raise translate(error, "UpdateItem") from error
+        self._update_count(owner, expression, names, values, condition="attribute_not_exists(#seeded)")
 
     def _update_count(
         self,
@@ -175,7 +172,8 @@ class DynamoTokenStore:
         values: dict[str, Any],
         *,
         condition: str | None = None,
-    ) -> None:
+    ) -> bool:
+        """One UpdateItem of the owner's count; False when `condition` refused it."""
         request: dict[str, Any] = {
             "TableName": self._table,
             "Key": CountCodec.key(owner),
@@ -185,26 +183,32 @@ class DynamoTokenStore:
         }
         if condition is not None:
             request["ConditionExpression"] = condition
-            self._db.update_item(**request)  # the caller reads a refused condition
-            return
         try:
             self._db.update_item(**request)
-        except (ClientError, BotoCoreError) as error:
+        except ClientError as error:
+            if condition is not None and condition_failed(error):
+                return False
             raise translate(error, "UpdateItem") from error
+        except BotoCoreError as error:
+            raise translate(error, "UpdateItem") from error
+        return True
 
     def _live(self, token_ids: set[str], now: datetime) -> set[str]:
-        """Those of `token_ids` whose record exists unexpired at `now` (one consistent BatchGetItem: a user counts
-        at most 100), and those left unprocessed: not known to be stale."""
-        keys = [to_item({"token_id": token_id}) for token_id in sorted(token_ids)]
-        try:
-            response = self._db.batch_get_item(RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}})
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "BatchGetItem") from error
-        found = map(TokenCodec.decode, response.get("Responses", {}).get(self._table, []))
-        unprocessed = response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
-        return {token.token_id for token in found if token.expires_at > now} | {
-            str(from_item(key)["token_id"]) for key in unprocessed
-        }
+        """Those of `token_ids` whose record exists unexpired at `now` (consistent BatchGetItems of 100 keys: one
+        for a count at the limit), and those left unprocessed: not known to be stale."""
+        ids = sorted(token_ids)
+        live: set[str] = set()
+        for start in range(0, len(ids), READ_BATCH):
+            keys = [to_item({"token_id": token_id}) for token_id in ids[start : start + READ_BATCH]]
+            try:
+                response = self._db.batch_get_item(RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}})
+            except (ClientError, BotoCoreError) as error:
+                raise translate(error, "BatchGetItem") from error
+            found = map(TokenCodec.decode, response.get("Responses", {}).get(self._table, []))
+            live |= {token.token_id for token in found if token.expires_at > now}
+            unprocessed = response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
+            live |= {str(from_item(key)["token_id"]) for key in unprocessed}
+        return live
 
     def get(self, token_id: str) -> PersonalToken | None:
         try:
