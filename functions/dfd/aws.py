@@ -6,6 +6,9 @@ Each factory is cached; the client behind it is built on its first attribute acc
 (median 40) of a metadata cold start, measured by bench row 7's harness (docs/performance.md, target 7), so
 LazyClient stays. `deps.reset()` clears the factories.
 
+Every client retries in botocore's standard mode within the attempts and timeouts of dfd.retry (the one retry
+policy: docs/retries.md).
+
 The clients are botocore's, made by one botocore session: boto3 would make the same clients, but importing it
 (with s3transfer, which it imports) costs ~25 ms of every cold start (docs/performance.md, target 7), and the
 functions use nothing of it beyond the clients.
@@ -22,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 import botocore.session
 from botocore.config import Config
 
-if TYPE_CHECKING:
-    from botocore.config import _RetryDict, _S3Dict
+from dfd.retry import API_CALLS, COMPLETE_CALL, OBJECT_READS
+from dfd.retry import COMPLETE_WAIT_SECONDS as COMPLETE_WAIT_SECONDS
 
-_RETRIES: _RetryDict = {"max_attempts": 6, "mode": "adaptive"}
+if TYPE_CHECKING:
+    from botocore.config import _S3Dict
 
 
 @cache
@@ -72,11 +76,11 @@ class LazyClient:
 def _dynamodb() -> Any:
     # 32 connections: more than the ingest's concurrent records (dfd.handlers.ingest.RECORD_WORKERS = 10), each
     # of which has at most one DynamoDB call in flight
-    return client("dynamodb", config=Config(retries=_RETRIES, max_pool_connections=32))
+    return client("dynamodb", config=Config(**API_CALLS.config(), max_pool_connections=32))
 
 
 def _cognito() -> Any:
-    return client("cognito-idp", config=Config(retries=_RETRIES))
+    return client("cognito-idp", config=Config(**API_CALLS.config()))
 
 
 def s3_addressing() -> _S3Dict:
@@ -91,7 +95,7 @@ def s3_addressing() -> _S3Dict:
 
 
 def _s3() -> Any:
-    return client("s3", config=Config(signature_version="s3v4", retries=_RETRIES, s3=s3_addressing()))
+    return client("s3", config=Config(signature_version="s3v4", s3=s3_addressing(), **API_CALLS.config()))
 
 
 def _s3_ingest() -> Any:
@@ -99,8 +103,8 @@ def _s3_ingest() -> Any:
         "s3",
         config=Config(
             signature_version="s3v4",
-            retries=_RETRIES,
             s3=s3_addressing(),
+            **OBJECT_READS.config(),
             response_checksum_validation="when_required",
             max_pool_connections=64,
             tcp_keepalive=True,
@@ -108,25 +112,15 @@ def _s3_ingest() -> Any:
     )
 
 
-# CompleteMultipartUpload's wait, within UploadPartsFunction's Timeout (29 s: the HTTP API gives up at 30 s) after
-# listing up to 10,000 parts (10 ListParts pages)
-COMPLETE_WAIT_SECONDS = 20
-
-
 def _s3_complete() -> Any:
-    # one attempt: a wait past the budget is answered "completing", and the client's repeat is the retry
-    config = Config(
-        signature_version="s3v4",
-        s3=s3_addressing(),
-        read_timeout=COMPLETE_WAIT_SECONDS,
-        connect_timeout=3,
-        retries={"total_max_attempts": 1, "mode": "standard"},
-    )
-    return client("s3", config=config)
+    # CompleteMultipartUpload's wait (COMPLETE_WAIT_SECONDS), within UploadPartsFunction's Timeout (29 s: the HTTP
+    # API gives up at 30 s) after listing up to 10,000 parts; one attempt: a wait past it is answered "completing",
+    # and the client's repeat is the retry
+    return client("s3", config=Config(signature_version="s3v4", s3=s3_addressing(), **COMPLETE_CALL.config()))
 
 
 def _events() -> Any:
-    return client("events", config=Config(retries=_RETRIES))
+    return client("events", config=Config(**API_CALLS.config()))
 
 
 @cache
@@ -162,7 +156,7 @@ def s3_ingest() -> Any:
 
 
 def _sqs() -> Any:
-    return client("sqs", config=Config(retries=_RETRIES))
+    return client("sqs", config=Config(**API_CALLS.config()))
 
 
 @cache

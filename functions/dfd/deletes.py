@@ -8,8 +8,9 @@
   the count, nothing else is written — and the reaper frees its bytes `DeleteGraceSeconds` after the last delete;
   a reference at 0 means its tenant no longer holds the content, and the reaper deletes the item.
 * The status condition is what makes a delete exactly once: a retry (after a lost response, or racing another
-  delete of the same upload) reads again and answers `already`. A count that is not above 0 is a broken
-  invariant: 503, logged — never retried into a wrong count.
+  delete of the same upload) reads again and answers `already`; a TransactionConflict is tried again after a pause
+  (dfd.retry: throttling and transient errors are botocore's to retry; what it gives up on is a 503). A count
+  that is not above 0 is a broken invariant: 503, logged — never retried into a wrong count.
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
   counted; a pending one's `quota_bytes` are released from its tenant's usage in the same transaction; a
   pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still arrives for it
@@ -30,12 +31,13 @@ from typing import TYPE_CHECKING
 
 from dfd import clock
 from dfd.conflicts import DeleteRaced, ReferenceMissing
-from dfd.errors import Conflict, ServiceUnavailable
+from dfd.errors import Conflict, ServiceUnavailable, TransactionRetryable
 from dfd.observability import logger
 from dfd.ownership import owned_upload
 from dfd.ports.uploads import UploadDeletion
 from dfd.queries import check_upload_id
 from dfd.records import UploadRecord, UploadStatus
+from dfd.retry import CONFLICT_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
     from dfd.config import Settings
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from dfd.multipart import MultipartService
     from dfd.ports.repository import Repository
 
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = CONFLICT_ATTEMPTS
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,8 @@ class DeleteService:
         self._repo = repo
         self._multipart = multipart
         self._now = now
-        self._sleep = sleep
         self._rng = rng or random.Random()
+        self._backoff = Backoff(sleep, self._rng)
 
     def delete(self, caller: Caller, upload_id: str) -> DeleteResult:
         check_upload_id(upload_id)
@@ -86,8 +88,9 @@ class DeleteService:
                     # a count not above 0 is a broken invariant
                     logger.error("processed upload without its references", extra={"upload_id": upload_id})
                     raise ServiceUnavailable(f"upload {upload_id} has no reference to remove") from None
-                except (DeleteRaced, ServiceUnavailable):
-                    self._backoff(attempt)
+                except (DeleteRaced, TransactionRetryable):
+                    if attempt < MAX_ATTEMPTS:
+                        self._backoff(attempt)
                     continue
                 return DeleteResult(upload_id, "deleted", attempt)
             if status.unreferenced:
@@ -118,6 +121,3 @@ class DeleteService:
         return self._repo.cancel_upload(
             record.upload_id, record.status, self._now(), tenant=record.tenant, quota_bytes=record.quota_bytes
         )
-
-    def _backoff(self, attempt: int) -> None:
-        self._sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))

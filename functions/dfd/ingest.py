@@ -18,7 +18,9 @@ Flow per object (docs/design.md):
      (Repository.adopt_copy) and is kept: the last copy of a content is never deleted.
 The repository's typed conflicts (dfd.ports) drive the retries: event already recorded → replay; key claimed by
 a stored copy → conflict (or canonical); file appeared → duplicate; file vanished → new; file is this very
-object → canonical (never deleted); upload already processed → rejected; conflicts/throttling → backoff.
+object → canonical (never deleted); upload already processed → rejected; a TransactionConflict or a refusal no
+condition explains → backoff (dfd.retry: throttling and transient errors are botocore's to retry, and what it
+gives up on fails the record, which its queue delivers again).
 """
 
 from __future__ import annotations
@@ -43,18 +45,19 @@ from dfd.conflicts import (
     TenantRefChanged,
     UploadTaken,
 )
-from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
+from dfd.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable, TransactionRetryable
 from dfd.ids import event_key, filename_from_key, hints_checksum, upload_id_from_key, version_token
 from dfd.ports.contents import ObjectVersion, TenantShare
 from dfd.ports.objects import ObjectInfo, ObjectStore, OpenedObject
 from dfd.records import FileRecord, KeyClaim, UploadRecord, UploadStatus
+from dfd.retry import ADOPT_ATTEMPTS, INGEST_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
     from dfd.config import Settings
     from dfd.events import ObjectRef
     from dfd.ports.repository import Repository
 
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = INGEST_ATTEMPTS
 
 
 class Outcome(StrEnum):
@@ -117,8 +120,8 @@ class Ingestor:
         self._repo = repo
         self._objects = objects
         self._now = now
-        self._sleep = sleep
         self._rng = rng or random.Random()
+        self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
 
@@ -267,13 +270,10 @@ class Ingestor:
                 # still counted in its usage — or held)
                 ref_known, ref = True, changed.item
                 continue
-            except CommitRefused:
-                self._backoff(attempt)
-                continue
-            except ServiceUnavailable:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                self._backoff(attempt)
+            except (CommitRefused, TransactionRetryable):
+                # a TransactionConflict, or a refusal no known condition explains: pause, then try again
+                if attempt < MAX_ATTEMPTS:
+                    self._backoff(attempt)
                 continue
             result.outcome = Outcome.DUPLICATE if duplicate else Outcome.STORED
             if resurrect:
@@ -291,9 +291,6 @@ class Ingestor:
                 self._delete_duplicate(version, known, result)
             return
         raise ServiceUnavailable(f"ingest of {info.key} did not commit after {MAX_ATTEMPTS} attempts")
-
-    def _backoff(self, attempt: int) -> None:
-        self._sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + self._rng.random()))
 
     def _replayed(
         self,
@@ -326,7 +323,7 @@ class Ingestor:
         its ETag). A stored copy that is gone (deleted out of band, overwritten) makes this object the stored
         copy instead: the file record and the key's claim move to it in one transaction conditioned on the
         record still naming the lost copy, and it is kept."""
-        for _ in range(3):
+        for attempt in range(1, ADOPT_ATTEMPTS + 1):
             if file is not None and file.tombstoned and file.s3_key != version.key:
                 # every reference was deleted since this duplicate was committed (its own too): no live record needs
                 # these bytes (an upload of the content resurrects it with its own)
@@ -352,8 +349,11 @@ class Ingestor:
                 if not upload_deleted:
                     break
                 continue
-            except (CommitRefused, ServiceUnavailable):
-                # the record moved on (another copy adopted first, or our own lost response): look again
+            except (CommitRefused, TransactionRetryable) as refused:
+                # the record moved on (another copy adopted first, or our own response lost and the retry refused by
+                # what it wrote), or a concurrent transaction (pause first): look again
+                if isinstance(refused, TransactionRetryable) and attempt < ADOPT_ATTEMPTS:
+                    self._backoff(attempt)
                 file = self._repo.get_file(version.hash, consistent=True)
                 continue
             result.detail["adopted_from"] = file.s3_key

@@ -42,6 +42,7 @@ from dfd.ownership import owned_upload
 from dfd.ports.uploads import NewMultipart, NewUpload
 from dfd.queries import check_upload_id
 from dfd.records import UploadRecord, UploadStatus
+from dfd.text import refuse_unknown
 
 if TYPE_CHECKING:
     from dfd.identity import Caller
@@ -354,9 +355,7 @@ def _entries(body: Any, *, required: bool) -> list[Mapping[str, Any]]:
         return []
     if not isinstance(body, Mapping):
         raise ValidationFailed("request body must be a JSON object")
-    unknown = sorted(set(body) - {"parts"})
-    if unknown:
-        raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
+    refuse_unknown(body, {"parts"})
     parts = body.get("parts")
     if parts is None and not required:
         return []
@@ -375,9 +374,7 @@ def _parse_part_requests(body: Any, part_count: int) -> list[tuple[int, str | No
     wanted: list[tuple[int, str | None]] = []
     seen: set[int] = set()
     for entry in entries:
-        unknown = sorted(set(entry) - PART_REQUEST_FIELDS)
-        if unknown:
-            raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
+        refuse_unknown(entry, PART_REQUEST_FIELDS)
         number = _part_number(entry.get("part_number"), part_count)
         if number in seen:
             raise ValidationFailed(f"part_number {number} appears twice", details={"field": "part_number"})
@@ -395,9 +392,7 @@ def _parse_complete(body: Any, part_count: int) -> dict[int, str]:
     """{part_number: etag} of an optional POST /uploads/{id}/complete body."""
     expected: dict[int, str] = {}
     for entry in _entries(body, required=False):
-        unknown = sorted(set(entry) - COMPLETE_PART_FIELDS)
-        if unknown:
-            raise ValidationFailed(f"unknown field(s): {', '.join(unknown)}", details={"fields": unknown})
+        refuse_unknown(entry, COMPLETE_PART_FIELDS)
         number = _part_number(entry.get("part_number"), part_count)
         etag = entry.get("etag")
         if not isinstance(etag, str) or not 1 <= len(etag) <= 128:

@@ -8,6 +8,11 @@ Cognito pool, dfd.adapters.cognito) for the user's CURRENT groups, so a token ac
 (tenant, admin) and stops working when the user is deleted or disabled — a change of groups applies within the
 directory's short cache. ``DELETE /me/tokens/{id}`` deletes the record: the next request with the token is
 refused (the record is read at every use, never cached).
+
+A user holds at most ``MAX_TOKENS_PER_USER`` live tokens: the store counts a token and writes it in ONE conditional
+step (TokenStore.add), so concurrent creates cannot pass the limit together; a delete uncounts it in the same
+step as it removes it. Expired tokens are not counted. A create that meets a concurrent one on the count (a
+TransactionConflict) is tried again after dfd.retry's pause.
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ import hashlib
 import hmac
 import re
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from dfd import clock
-from dfd.errors import Conflict, NotFound, ValidationFailed
+from dfd.errors import Conflict, NotFound, TransactionRetryable, ValidationFailed
 from dfd.identity import Caller, caller_from_claims
+from dfd.retry import CONFLICT_ATTEMPTS, Backoff
+from dfd.text import refuse_unknown
 
 PREFIX = "dfd_pat_"
 TOKEN_ID = re.compile(r"[0-9a-f]{16}")
@@ -69,8 +77,10 @@ class UserDirectory(Protocol):
 
 
 class TokenStore(Protocol):
-    def put(self, token: PersonalToken) -> None:
-        """Writes a new record (its id is new: refused if it exists)."""
+    def add(self, token: PersonalToken, limit: int) -> bool:
+        """Writes a new record (its id is new) counted against its owner's tokens, in ONE conditional step: False,
+        writing nothing, when the owner holds `limit` tokens unexpired at ``token.created_at``. Repeating the same
+        add (a lost response) writes and counts it once. TransactionRetryable: a concurrent write of the count."""
         ...
 
     def get(self, token_id: str) -> PersonalToken | None: ...
@@ -80,7 +90,8 @@ class TokenStore(Protocol):
         ...
 
     def delete(self, token_id: str, owner: str) -> bool:
-        """Deletes the owner's token; False when there is no such token of this owner."""
+        """Deletes the owner's token and uncounts it, in one step; False when there is no such token of this
+        owner."""
         ...
 
 
@@ -96,9 +107,7 @@ def parse_create(body: Any) -> tuple[str, int]:
     """A POST /me/tokens body → (name, days); ValidationFailed (400) for anything else."""
     if not isinstance(body, Mapping):
         raise ValidationFailed("request body must be a JSON object")
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        raise ValidationFailed(f"unknown field(s): {', '.join(unknown[:5])}", details={"fields": unknown[:5]})
+    refuse_unknown(body, _FIELDS)  # echoed bounded and printable, as POST /upload does (dfd.text)
     name = body.get("name")
     if not isinstance(name, str) or not 1 <= len(name.strip()) <= MAX_NAME or not name.isprintable():
         raise ValidationFailed(f"name must be 1 to {MAX_NAME} printable characters", details={"field": "name"})
@@ -111,15 +120,21 @@ def parse_create(body: Any) -> tuple[str, int]:
 
 
 class PatService:
-    def __init__(self, store: TokenStore, directory: UserDirectory, *, now: Callable[[], datetime] = clock.now) -> None:
+    def __init__(
+        self,
+        store: TokenStore,
+        directory: UserDirectory,
+        *,
+        now: Callable[[], datetime] = clock.now,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._store = store
         self._directory = directory
         self._now = now
+        self._backoff = Backoff(sleep)
 
     def create(self, caller: Caller, body: Any) -> dict[str, Any]:
         name, days = parse_create(body)
-        if len(self._store.list_for(caller.owner)) >= MAX_TOKENS_PER_USER:
-            raise Conflict(f"a user has at most {MAX_TOKENS_PER_USER} tokens: delete one first", code="too_many_tokens")
         token_id = secrets.token_hex(8)
         token = f"{PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
         now = self._now()
@@ -132,7 +147,19 @@ class PatService:
             created_at=now,
             expires_at=clock.plus(now, days=days),
         )
-        self._store.put(record)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                added = self._store.add(record, MAX_TOKENS_PER_USER)
+            except TransactionRetryable:  # a concurrent create or delete wrote the count: pause, then again
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise
+                self._backoff(attempt)
+                continue
+            if not added:
+                raise Conflict(
+                    f"a user has at most {MAX_TOKENS_PER_USER} tokens: delete one first", code="too_many_tokens"
+                )
+            break
         view = record.view()
         return {"id": view["id"], "name": view["name"], "token": token, "expires_at": view["expires_at"]}
 

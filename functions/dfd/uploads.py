@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 from dfd import clock
 from dfd.config import S3_MIN_PART, Settings
 from dfd.conflicts import CommitRefused, PrecheckLimited, QuotaRefused
-from dfd.errors import Forbidden, TooLarge, TooManyRequests, ValidationFailed
+from dfd.errors import Forbidden, TooLarge, TooManyRequests, TransactionRetryable, ValidationFailed
 from dfd.hashing import hex_to_b64
 from dfd.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.multipart import MultipartService, checked_part_size
 from dfd.ports.uploads import NewUpload, PrecheckBound, PrecheckDuplicate
 from dfd.records import TenantUsage, holds
-from dfd.text import echo_list
+from dfd.retry import PRECHECK_READS, Backoff
+from dfd.text import refuse_unknown
 from dfd.views import tenant_file_view
 
 if TYPE_CHECKING:
@@ -43,15 +44,7 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
     """Validate a POST /upload body; ValidationFailed or TooLarge (both 400)."""
     if not isinstance(body, Mapping):
         raise ValidationFailed("request body must be a JSON object")
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        # echoed bounded and printable: at most 5 names of at most 64 characters (dfd.text)
-        shown = echo_list(unknown)
-        more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
-        raise ValidationFailed(
-            f"{len(unknown)} unknown field(s): {', '.join(shown)}{more}",
-            details={"fields": shown, "count": len(unknown)},
-        )
+    refuse_unknown(body, _FIELDS)  # echoed bounded and printable (dfd.text)
     raw_name = body.get("filename")
     if not isinstance(raw_name, str) or not 1 <= len(raw_name) <= 255:
         raise ValidationFailed("filename must be a string of 1 to 255 characters", details={"field": "filename"})
@@ -123,6 +116,7 @@ class UploadService:
         self._objects = objects
         self._now = now
         self._rng = rng or random.Random()
+        self._backoff = Backoff(rng=self._rng)
         self.multipart = MultipartService(settings, repo, objects, now=now)
         # tenant -> the precheck window this service last counted for it: which way the next count starts (a
         # guess the bound's condition checks; a wrong one costs one cancelled transaction)
@@ -161,7 +155,7 @@ class UploadService:
         Bounded: at most PRECHECK_LIMIT of these per tenant per PRECHECK_WINDOW_SECONDS, counted in the same
         transaction (docs/design.md, "Prechecks bounded"); beyond, 429 with Retry-After."""
         bound = self._precheck_bound(caller.tenant)
-        for _ in range(3):
+        for attempt in range(1, PRECHECK_READS + 1):
             stored, ref = self._repo.tenant_file(caller.tenant, digest)
             if stored is None or ref is None or not holds(ref) or not stored.live:
                 # not held by the tenant (no reference, or one at 0), tombstoned, or lost (uploaded again: its
@@ -183,6 +177,10 @@ class UploadService:
                 self._commit_bounded(upload, shard, now)
             except CommitRefused:
                 continue  # the record or the reference changed between read and write: look again
+            except TransactionRetryable:  # a concurrent transaction on one of its items: pause, then look again
+                if attempt < PRECHECK_READS:
+                    self._backoff(attempt)
+                continue
             ref = replace(ref, upload_count=ref.upload_count + 1, last_upload_at=clock.iso(now))  # as committed
             body = {"duplicate": True, "upload_id": upload.upload_id, "file": tenant_file_view(stored, ref)}
             return UploadAnswer(409, body)

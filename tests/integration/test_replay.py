@@ -7,12 +7,14 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from dfd import deps
-from dfd.errors import InvalidEvent
+from dfd.errors import InvalidEvent, ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.handlers import ingest
 from dfd.ingest import IngestResult, Outcome
+from dfd.retry import Backoff
 from dfdtools.replay import state
 from dfdtools.tools import Target
 from tests.integration.support import Aws, put, uploaded
@@ -218,30 +220,23 @@ def test_concurrent_delivery_of_the_same_event_counts_once(aws: Aws, monkeypatch
     aws.assert_invariants()
 
 
-def test_conflicts_and_throttling_are_retried_with_backoff(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """TransactionConflict cancellations and throttling on the commit: retried, committed once, counted once."""
-    from botocore.exceptions import ClientError
+def _cancelled(*reasons: str) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+            "CancellationReasons": [{"Code": reason} for reason in reasons],
+        },
+        "TransactWriteItems",
+    )
 
+
+def test_conflicts_are_retried_with_backoff(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TransactionConflict cancellations on the commit: retried after a pause (dfd.retry), committed once, counted
+    once."""
     answer = uploaded(aws, b"contended" * 100)
     client = deps.repository()._db
     real = client.transact_write_items
-    failures = [
-        ClientError(
-            {
-                "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
-            },
-            "TransactWriteItems",
-        ),
-        ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "TransactWriteItems"),
-        ClientError(
-            {
-                "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                "CancellationReasons": [{"Code": "TransactionConflict"}, {"Code": "None"}],
-            },
-            "TransactWriteItems",
-        ),
-    ]
+    failures = [_cancelled("None", "TransactionConflict"), _cancelled("TransactionConflict", "None")]
 
     def flaky(**kwargs: Any) -> Any:
         if failures:
@@ -251,10 +246,45 @@ def test_conflicts_and_throttling_are_retried_with_backoff(aws: Aws, monkeypatch
     monkeypatch.setattr(client, "transact_write_items", flaky)
     sleeps: list[float] = []
     ingestor = deps.ingestor()
-    monkeypatch.setattr(ingestor, "_sleep", sleeps.append)
+    monkeypatch.setattr(ingestor, "_backoff", Backoff(sleeps.append))
     result = ingestor.ingest(ObjectRef(aws.settings.bucket, answer["key"]))
-    assert result.outcome == Outcome.STORED and result.attempts == 4
-    assert len(sleeps) == 3 and all(s > 0 for s in sleeps)
+    assert result.outcome == Outcome.STORED and result.attempts == 3
+    assert len(sleeps) == 2 and all(0 < s <= Backoff.LONGEST for s in sleeps)
+    totals = deps.repository().counter_totals()
+    assert totals["total_files"] == 1 and totals["total_uploads"] == 1
+    aws.assert_invariants()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "TransactWriteItems"),
+        _cancelled("None", "ThrottlingError"),
+    ],
+    ids=["throttled call", "throttled item"],
+)
+def test_throttling_botocore_gave_up_on_is_not_retried_by_the_loop(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, failure: ClientError
+) -> None:
+    """What botocore retried and gave up on (a throttled call), or never retries (a cancellation for a throttled
+    item): one attempt, 503 — the record's redelivery is the retry (dfd.retry), and it commits once."""
+    answer = uploaded(aws, b"throttled" * 100)
+    client = deps.repository()._db
+    real = client.transact_write_items
+    calls: list[int] = []
+
+    def throttled(**kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise failure
+        return real(**kwargs)
+
+    monkeypatch.setattr(client, "transact_write_items", throttled)
+    ingestor = deps.ingestor()
+    with pytest.raises(ServiceUnavailable) as raised:
+        ingestor.ingest(ObjectRef(aws.settings.bucket, answer["key"]))
+    assert not isinstance(raised.value, TransactionRetryable) and len(calls) == 1
+    assert ingestor.ingest(ObjectRef(aws.settings.bucket, answer["key"])).outcome == Outcome.STORED
     totals = deps.repository().counter_totals()
     assert totals["total_files"] == 1 and totals["total_uploads"] == 1
     aws.assert_invariants()

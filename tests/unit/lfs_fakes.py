@@ -14,9 +14,13 @@ class FakeTokenStore:
     tokens: dict[str, PersonalToken] = field(default_factory=dict)
     reads: int = 0
 
-    def put(self, token: PersonalToken) -> None:
+    def add(self, token: PersonalToken, limit: int) -> bool:
         assert token.token_id not in self.tokens
+        live = [t for t in self.tokens.values() if t.owner == token.owner and t.expires_at > token.created_at]
+        if len(live) >= limit:
+            return False
         self.tokens[token.token_id] = token
+        return True
 
     def get(self, token_id: str) -> PersonalToken | None:
         self.reads += 1

@@ -12,13 +12,14 @@ import pytest
 from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.deletes import DeleteService
-from dfd.errors import Forbidden, NotFound, ServiceUnavailable
+from dfd.errors import Forbidden, NotFound, ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
 from dfd.ids import tenant_metadata
 from dfd.ingest import Ingestor, Outcome
 from dfd.multipart import MultipartService
 from dfd.queries import Queries
 from dfd.reconcile import Reconciler
+from dfd.retry import Backoff
 from dfd.uploads import UploadRequest, UploadService
 from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
 from tests.unit.fakes import FakeIngestQueue, FakeObjectStore, FakeRepository, run_reconcile
@@ -249,9 +250,9 @@ def test_a_second_resurrection_waits_for_the_reaper_of_the_first(world: World) -
     assert world.repo.uploads[answer.body["upload_id"]]["status"] == "pending"
 
 
-def test_a_lost_answer_is_retried_and_changes_nothing_more(world: World) -> None:
-    """The transaction commits but its answer is lost (a timeout): the retry reads the upload deleted and
-    stops; the references were removed exactly once."""
+def test_a_lost_answer_is_a_503_and_the_repeat_changes_nothing_more(world: World) -> None:
+    """The transaction commits but its answer is lost past botocore's attempts (dfd.retry): 503, not retried
+    here; the client's repeat reads the upload deleted and stops; the references were removed exactly once."""
     first, second = world.upload(ALICE), world.upload(CAROL)
     commit = world.repo.commit_delete
 
@@ -260,19 +261,37 @@ def test_a_lost_answer_is_retried_and_changes_nothing_more(world: World) -> None
         raise ServiceUnavailable("the answer was lost")
 
     world.repo.commit_delete = lost  # type: ignore[method-assign]
+    with pytest.raises(ServiceUnavailable):
+        world.deletes.delete(ALICE, first)
     result = world.deletes.delete(ALICE, first)
-    assert result.outcome == "already" and result.attempts == 2
+    assert result.outcome == "already" and result.attempts == 1
     (file,) = world.repo.files.values()
     assert file["live_refs"] == 1 and world.repo.tenant_refs[("acme", file["hash"])]["upload_count"] == 1
     assert world.repo.counter_totals()["deleted_uploads"] == 1
     assert world.repo.uploads[second]["status"] != "deleted"
 
 
-def test_a_throttled_transaction_is_retried(world: World) -> None:
+def test_a_conflicted_transaction_is_retried_after_a_pause(world: World) -> None:
     first = world.upload(ALICE)
-    world.repo.faults.append(ServiceUnavailable("throttled"))
+    world.repo.faults.append(TransactionRetryable("cancelled: ['TransactionConflict']"))
+    sleeps: list[float] = []
+    world.deletes._backoff = Backoff(sleeps.append)
     result = world.deletes.delete(ALICE, first)
     assert result.outcome == "deleted" and result.attempts == 2
+    assert len(sleeps) == 1 and 0 < sleeps[0] <= Backoff.LONGEST
+    (file,) = world.repo.files.values()
+    assert codec.file_record(file).state == "tombstoned"
+
+
+def test_a_throttled_transaction_is_botocores_to_retry_not_the_loops(world: World) -> None:
+    first = world.upload(ALICE)
+    world.repo.faults.append(ServiceUnavailable("throttled"))
+    transactions = world.repo.transactions
+    with pytest.raises(ServiceUnavailable):
+        world.deletes.delete(ALICE, first)
+    assert world.repo.transactions == transactions + 1
+    result = world.deletes.delete(ALICE, first)  # the client's repeat
+    assert result.outcome == "deleted" and result.attempts == 1
     (file,) = world.repo.files.values()
     assert codec.file_record(file).state == "tombstoned"
 

@@ -1,5 +1,6 @@
 """PutEvents with per-entry failure handling (dfd.adapters.eventbridge): 10 entries a call, an entry the bus
-refused sent again (bounded), a call that failed as a whole sent again, what stays refused reported per event."""
+refused sent again (bounded, with dfd.retry's backoff), a call that failed as a whole (after botocore's attempts)
+not sent again, what stays unpublished reported per event."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from dfd.adapters.eventbridge import EventBridgeSink
 from dfd.outcomes import DetailType, OutcomeEvent
+from dfd.retry import Backoff
 
 
 def events(count: int) -> list[OutcomeEvent]:
@@ -58,8 +60,17 @@ def test_a_refused_entry_alone_is_sent_again() -> None:
     assert bus.calls == [[f"id-{i}" for i in range(5)], ["id-3"], ["id-3"]]
 
 
-def test_a_failed_call_is_sent_again_and_what_stays_refused_is_reported() -> None:
-    bus = Bus(refuse={"id-1": 99}, fail_calls=1)
-    assert sink(bus).put(events(3)) == [True, False, True]
-    assert len(bus.calls) == 4  # the failed call, then id-1 refused three more times (4 attempts in all)
+def test_what_stays_refused_is_reported_after_the_attempts_with_backoff() -> None:
+    bus = Bus(refuse={"id-1": 99})
+    sleeps: list[float] = []
+    assert EventBridgeSink(bus, "bus", sleep=sleeps.append).put(events(3)) == [True, False, True]
+    assert len(bus.calls) == 4 and bus.calls[1:] == [["id-1"]] * 3  # 4 attempts in all
     assert bus.taken == ["id-0", "id-2"]
+    assert len(sleeps) == 3 and all(0 < s <= Backoff.LONGEST for s in sleeps)
+
+
+def test_a_call_that_failed_as_a_whole_is_not_sent_again() -> None:
+    """botocore retried it already (dfd.retry): its entries are reported unpublished, the others still go."""
+    bus = Bus(fail_calls=1)
+    assert sink(bus).put(events(12)) == [False] * 10 + [True] * 2
+    assert [len(call) for call in bus.calls] == [10, 2]

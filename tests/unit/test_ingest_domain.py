@@ -12,6 +12,7 @@ from dfd.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_
 from dfd.ingest import MAX_ATTEMPTS, IngestResult, Outcome
 from dfd.ports.objects import ObjectInfo
 from dfd.records import FileRecord, TenantRef
+from dfd.retry import Backoff
 from dfd.uploads import UploadRequest
 from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser
 from tests.unit.ingest_world import BUCKET, World, expect, sha
@@ -261,11 +262,10 @@ def test_a_file_record_that_turned_out_to_be_this_object_is_canonical(world: Wor
     "fault",
     [
         TransactionRetryable("cancelled: ['TransactionConflict']"),
-        ServiceUnavailable("throttled"),
         CommitRefused(None, "cancelled for no known condition"),
     ],
 )
-def test_conflicts_and_throttling_back_off_then_commit(world: World, fault: Exception) -> None:
+def test_conflicts_back_off_then_commit(world: World, fault: Exception) -> None:
     key = world.upload(b"retried")
     world.repo.faults = [fault, fault]
     result = world.ingest(key)
@@ -277,15 +277,27 @@ def test_conflicts_and_throttling_back_off_then_commit(world: World, fault: Exce
     world.assert_invariants()
 
 
-@pytest.mark.parametrize("fault", [ServiceUnavailable("throttled"), CommitRefused(None, "cancelled")])
+@pytest.mark.parametrize("fault", [TransactionRetryable("conflict"), CommitRefused(None, "cancelled")])
 def test_exhausted_attempts_raise_service_unavailable(world: World, fault: Exception) -> None:
     key = world.upload(b"never commits")
     world.repo.faults = [fault] * MAX_ATTEMPTS
     with pytest.raises(ServiceUnavailable):
         world.ingest(key)
     assert world.repo.transactions == MAX_ATTEMPTS and world.repo.committed == 0
-    assert len(world.sleeps) == MAX_ATTEMPTS - (1 if isinstance(fault, ServiceUnavailable) else 0)
+    assert len(world.sleeps) == MAX_ATTEMPTS - 1  # no pause after the last attempt
+    assert max(world.sleeps) <= Backoff.LONGEST
     assert world.ingest(key).outcome == Outcome.STORED  # the redelivery commits
+
+
+def test_what_botocore_gave_up_on_is_not_retried(world: World) -> None:
+    """Throttling and transient errors are botocore's to retry (dfd.retry): the ServiceUnavailable it leaves
+    fails the record at once (its queue delivers it again), without a second layer of attempts."""
+    key = world.upload(b"throttled")
+    world.repo.faults = [ServiceUnavailable("throttled")]
+    with pytest.raises(ServiceUnavailable):
+        world.ingest(key)
+    assert world.repo.transactions == 1 and world.sleeps == []
+    assert world.ingest(key).outcome == Outcome.STORED
 
 
 # ---------------------------------------------------------------------------------------------- uploads
@@ -545,3 +557,19 @@ def test_the_signed_checksum_spares_the_read(world: World) -> None:
     result = world.ingest(key)
     expect(result, Outcome.STORED)
     assert result.hashed_bytes == 0 and world.objects.streams == 0 and "checksum_untrusted" not in result.detail
+
+
+def test_a_precheck_meeting_a_concurrent_transaction_pauses_and_looks_again(world: World) -> None:
+    """A TransactionConflict on the precheck's commit is retried after dfd.retry's pause (it was a 503 before)."""
+    data = b"contended precheck"
+    world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/w", "upload_count": 1}
+    world.repo.files[sha(data)].update(live_refs=1)
+    world.repo.tenant_refs[("acme", sha(data))] = {"tenant": "acme", "hash": sha(data), "upload_count": 1}
+    world.repo.faults = [TransactionRetryable("cancelled: ['TransactionConflict']")]
+    service = world.service()
+    pauses: list[float] = []
+    service._backoff = Backoff(pauses.append)
+    answer = service.create(UploadRequest("c.txt", len(data), "text/plain", sha(data)), ALICE.caller)
+    assert answer.status == 409 and answer.body["duplicate"] is True
+    assert world.repo.transactions == 2 and len(pauses) == 1 and 0 < pauses[0] <= Backoff.LONGEST
+    assert world.totals()["duplicates_avoided"] == 1

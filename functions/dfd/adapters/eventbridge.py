@@ -1,13 +1,16 @@
 """PutEvents: dfd's outcomes onto its event bus (source `dfd`), with per-entry failure handling.
 
 PutEvents takes up to 10 entries and answers per entry: an entry with an ErrorCode was not published (the call
-itself succeeded). Those entries, and every entry of a call that failed as a whole (after botocore's retries),
-are sent again, up to ATTEMPTS times with a growing pause; what is still refused is reported per event.
+itself succeeded, so botocore retried nothing). Those entries are sent again, ATTEMPTS calls at most with
+dfd.retry's backoff between; a call that failed as a whole was retried by botocore already and is not sent again
+(dfd.retry: no loop retries what botocore gave up on). What is not published is reported per event (the stream
+delivers its record again).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,9 +18,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.outcomes import SOURCE, OutcomeEvent
+from dfd.retry import PARTIAL_ATTEMPTS, Backoff
 
 ENTRIES_PER_CALL = 10  # PutEvents' limit
-ATTEMPTS = 4
+ATTEMPTS = PARTIAL_ATTEMPTS
 
 
 def entry(event: OutcomeEvent, bus: str) -> dict[str, Any]:
@@ -37,15 +41,14 @@ class EventBridgeSink:
         bus: str,
         *,
         attempts: int = ATTEMPTS,
-        pause: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
         log: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self._client = client
         self._bus = bus
         self._attempts = attempts
-        self._pause = pause
-        self._sleep = sleep
+        self._backoff = Backoff(sleep, rng)
         self._log = log
         self.calls = 0
 
@@ -54,7 +57,7 @@ class EventBridgeSink:
         waiting = list(range(len(events)))
         for attempt in range(self._attempts):
             if attempt:
-                self._sleep(self._pause * 2 ** (attempt - 1))
+                self._backoff(attempt)
             refused: list[int] = []
             for start in range(0, len(waiting), ENTRIES_PER_CALL):
                 chunk = waiting[start : start + ENTRIES_PER_CALL]
@@ -68,9 +71,9 @@ class EventBridgeSink:
         self.calls += 1
         try:
             response = self._client.put_events(Entries=[entry(events[i], self._bus) for i in chunk])
-        except (ClientError, BotoCoreError) as error:
+        except (ClientError, BotoCoreError) as error:  # after botocore's attempts: not sent again
             self._report("PutEvents failed", {"error": str(error), "entries": len(chunk)})
-            return chunk
+            return []
         refused: list[int] = []
         for index, answer in zip(chunk, response.get("Entries") or [], strict=False):
             if answer.get("ErrorCode"):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from dfd.adapters.dynamo.codec import to_attr as to_attr
 from dfd.adapters.dynamo.codec import to_item as to_item
 from dfd.conflicts import CommitRefused
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
+from dfd.retry import PARTIAL_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
     from dfd.config import Settings
@@ -44,12 +44,9 @@ _RETRYABLE_CODES = {
     "ServiceUnavailable",
     "TransactionInProgressException",
 }
-_RETRYABLE_REASONS = {
-    "TransactionConflict",
-    "ThrottlingError",
-    "ProvisionedThroughputExceeded",
-    "InternalError",
-}
+# a cancellation for these reasons failed no condition: botocore retries no cancellation, so a throttled or failed
+# item is a 503 (dfd.retry: the domain loops retry only conflicts)
+_UNAVAILABLE_REASONS = {"ThrottlingError", "ProvisionedThroughputExceeded", "InternalError"}
 
 
 class CancelledTransaction(DfdError):
@@ -80,7 +77,9 @@ def translate(error: ClientError | BotoCoreError, action: str) -> DfdError:
         for reason in error.response.get("CancellationReasons", []) or []:
             raw = reason.get("Item")
             reasons.append((reason.get("Code", "None") or "None", from_item(raw) if raw else None))
-        if any(code in _RETRYABLE_REASONS for code, _ in reasons):
+        if any(code in _UNAVAILABLE_REASONS for code, _ in reasons):
+            return ServiceUnavailable(f"DynamoDB {action} cancelled: {[c for c, _ in reasons]}")
+        if any(code == "TransactionConflict" for code, _ in reasons):  # another transaction on one of its items
             return TransactionRetryable(f"DynamoDB {action} cancelled: {[c for c, _ in reasons]}")
         return CancelledTransaction(reasons)
     if code in _RETRYABLE_CODES:
@@ -123,6 +122,15 @@ def request_token(items: list[dict[str, Any]]) -> str:
     transaction from the item its identity condition returns."""
     canonical = json.dumps(items, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(b"dfd-transact\n" + canonical.encode()).hexdigest()[:36]
+
+
+def transact(client: Any, items: list[Request]) -> None:
+    """One TransactWriteItems with the ClientRequestToken of its exact request (:func:`request_token`); a
+    cancellation by failed conditions raises :class:`CancelledTransaction` (:func:`translate`)."""
+    try:
+        client.transact_write_items(TransactItems=items, ClientRequestToken=request_token(items))
+    except (ClientError, BotoCoreError) as error:
+        raise translate(error, "TransactWriteItems") from error
 
 
 Refusal = Callable[[Any], CommitRefused]
@@ -190,6 +198,7 @@ class Store:
         self._db = client
         self._s = settings
         self._rng = rng or random.Random()
+        self._backoff = Backoff(rng=self._rng)
 
     # ---------------------------------------------------------------- reads
     def _get(self, table: str, key: Item, *, consistent: bool = False) -> Item | None:
@@ -201,10 +210,10 @@ class Store:
         return from_item(raw) if raw else None
 
     def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
-        """BatchGetItem with UnprocessedKeys retried (bounded, with backoff)."""
+        """BatchGetItem with UnprocessedKeys retried (PARTIAL_ATTEMPTS calls at most, with dfd.retry's backoff)."""
         found: dict[str, list[Item]] = {table: [] for table in request}
         pending = request
-        for attempt in range(8):
+        for attempt in range(1, PARTIAL_ATTEMPTS + 1):
             try:
                 response = self._db.batch_get_item(RequestItems=pending)
             except (ClientError, BotoCoreError) as error:
@@ -214,7 +223,8 @@ class Store:
             pending = response.get("UnprocessedKeys") or {}
             if not pending:
                 return found
-            time.sleep(min(0.05 * 2**attempt, 1.0))
+            if attempt < PARTIAL_ATTEMPTS:
+                self._backoff(attempt)
         raise ServiceUnavailable("DynamoDB BatchGetItem left keys unprocessed after retries")
 
     def _page(
@@ -244,12 +254,8 @@ class Store:
 
     # ---------------------------------------------------------------- transactions
     def transact(self, items: list[Request]) -> None:
-        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch), with the
-        ClientRequestToken of its exact request (:func:`request_token`)."""
-        try:
-            self._db.transact_write_items(TransactItems=items, ClientRequestToken=request_token(items))
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "TransactWriteItems") from error
+        """One TransactWriteItems (the seam the capacity bench and the counter simulation watch): :func:`transact`."""
+        transact(self._db, items)
 
     def _run(self, plan: Plan) -> None:
         try:
