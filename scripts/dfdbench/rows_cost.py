@@ -610,7 +610,7 @@ BUDGETS: dict[str, dict[str, float]] = {
     "new 1 MiB upload, low rate (≤ 1 upload/s)": {"dollars": 28.9, "events": 2, "log_bytes": 4900},
     "hash-first duplicate (409, no bytes sent)": {"dollars": 10.2, "write_units": 11, "read_units": 2},
     "duplicate found after upload": {"dollars": 25.3, "write_units": 22, "read_units": 4, "events": 1},
-    "GET /me": {"dollars": 26.8, "write_units": 0, "read_units": 200},
+    "GET /me": {"dollars": 14.3, "write_units": 0, "read_units": 100},
     "GET /metadata/{id}": {"dollars": 2.2, "write_units": 0, "read_units": 3},
     "download (GET /download/{id} + the presigned GET)": {"dollars": 2.6, "write_units": 0, "read_units": 3},
     "delete (DELETE /uploads/{id}, the last reference)": {"dollars": 10, "write_units": 11, "read_units": 1},
