@@ -557,7 +557,9 @@ def price(d: Driver, run: PathRun, rate: str, billing: str = "PAY_PER_REQUEST") 
     sqs_requests += sum(n for name, n in scaled.items() if name.startswith("sqs:"))
     ddb = p["dynamodb"]
     if billing == "PROVISIONED":
-        util = ddb["provisioned_utilisation"]
+        from dfdbench.harness import template_default
+
+        util = float(template_default("TableTargetUtilization")) / 100  # what auto scaling keeps consumed
         write_price = ddb["wcu_hour"] / 3600 / util
         read_price = ddb["rcu_hour"] / 3600 / util
     else:
