@@ -602,6 +602,7 @@ def price(d: Driver, run: PathRun, rate: str, billing: str = "PAY_PER_REQUEST") 
 
 
 # ---------------------------------------------------------------------------------------------- budgets
+SWEEP = "daily reconcile sweep, per stored content and day"
 # Each path's budget (the CI test holds it: tests/integration/test_cost_budget.py): issue 32's target where it is
 # met, otherwise the figure reached, so that nothing raises the price silently; TARGETS: issue 32's targets, shown
 # next to them (docs/performance.md, target 17, says which are not met and why). Logs in bytes, dollars per million.
@@ -620,6 +621,8 @@ BUDGETS: dict[str, dict[str, float]] = {
     "LFS: one object pushed (batch, PUT, ingest, verify)": {"dollars": 30.1, "write_units": 22, "read_units": 11},
     "LFS: one object pulled (batch, GET)": {"dollars": 3.5, "write_units": 0, "read_units": 3},
     "new 1 GiB multipart upload": {"dollars": 787.8, "write_units": 28, "read_units": 6, "events": 2},
+    # row 16's bound (≤ $1 a sweep at 1 M contents); its Lambda share is moto's wall time, so not a count
+    SWEEP: {"dollars": 1.0, "read_units": 1.1, "write_units": 0.01},
 }  # fmt: skip
 TARGETS: dict[str, dict[str, float]] = {
     "new 1 MiB upload, high rate (full batches)": {
@@ -675,8 +678,49 @@ def template_log_level() -> str:
     return template_default("LogLevel")
 
 
+def daily_sweep(quick: bool) -> dict[str, Any]:
+    """The reconcile's daily sweep per stored content: row 16's run of the real rules on moto at a few sizes,
+    extrapolated to 1 M contents (dfdbench.rows_reconcile) and priced from the same file: dollars of one sweep
+    per million contents = dollars per million contents per day."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dfdbench import rows_reconcile
+
+    sizes = ["200", "400"] if quick else ["250", "500", "1000"]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / d) for d in ("scripts", "functions"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "dfdbench.rows_reconcile", *sizes],
+        capture_output=True, text=True, check=True, env=env, cwd=root, timeout=900,
+    )  # fmt: skip
+    samples = json.loads(done.stdout.strip().splitlines()[-1])["samples"]
+    million = rows_reconcile.extrapolate(samples, samples[0]["shards"], samples[0]["budget"])
+    dollars = rows_reconcile.cost(million)
+    return {
+        "total": sum(dollars.values()),
+        "dollars": dollars,
+        "units": {
+            "write_units": million["wru"] / MILLION,
+            "index_write_units": 0.0,
+            "read_units": million["rru"] / MILLION,
+            "events": 0,
+            "log_bytes": 0.0,
+            "traces": 0.0,
+            "lambda_invocations": million["invocations"] / MILLION,
+            "gb_seconds": million["gb_seconds"] / MILLION,
+            "transitions": million["transitions"] / MILLION,
+            "s3_requests": {"tier2": million["s3_get"] / MILLION, "tier1": million["s3_list"] / MILLION},
+            "sqs_requests": million["sqs"] / MILLION,
+            "per_million_contents": million,
+        },
+    }
+
+
 def rows(bench: Bench) -> list[Row]:
     priced = measure(bench)
+    priced[SWEEP] = daily_sweep(bench.options.quick)
     out: list[Row] = []
     for name, figure in priced.items():
         u = figure["units"]
