@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.tracing.base import BaseProvider
 
 TRACE_HEADER_ENV = "_X_AMZN_TRACE_ID"  # set by the Lambda runtime for every invocation
@@ -91,7 +92,19 @@ class LazyXRayProvider(BaseProvider):
         patch_all()
 
 
-logger = Logger()
+class _Formatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON lines without the Lambda context keys every line would repeat (function name, ARN and
+    memory: the log group and the REPORT line carry them; cold start: REPORT's Init Duration): ~200 bytes a line
+    that CloudWatch Logs bills (docs/design.md, "Cost"). The request id and the correlation id stay."""
+
+    def serialize(self, log: dict[str, Any]) -> str:  # type: ignore[override]
+        for key in _REPEATED:
+            log.pop(key, None)
+        return super().serialize(log)
+
+
+_REPEATED = ("function_name", "function_arn", "function_memory_size", "cold_start")
+logger = Logger(logger_formatter=_Formatter())
 # auto_patch off: patching botocore would trace every AWS call, at the price of the SDK at init.
 _provider = LazyXRayProvider()
 tracer = Tracer(auto_patch=False, provider=_provider)

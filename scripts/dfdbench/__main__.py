@@ -11,7 +11,8 @@ behind a bandwidth-capped link · 5 AWS calls and DynamoDB capacity per ingest �
 start per function · 8 end to end on the local stack vs in-process · 9 scaling model + counter simulation ·
 10 multipart upload, parts in parallel vs one PUT (capped link) · 11 resume after an interruption at ~50 % ·
 12 flat memory ingesting a multipart object · 13 a Git LFS push of N objects of which the tenant holds K, requests
-and bytes against a plain LFS store · 16 the cost of one reconcile sweep per million contents.
+and bytes against a plain LFS store · 16 the cost of one reconcile sweep per million contents · 17 each path's
+dollars per million, every billed request counted.
 Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
 """
 
@@ -31,7 +32,7 @@ from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
 # run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
-ALL = ("9", "5", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15", "16")
+ALL = ("9", "5", "17", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15", "16")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -49,12 +50,13 @@ NAMES = {
     "14": "Git LFS push of N objects, K held by the tenant, vs a plain LFS store",
     "15": "events out: publisher events/s per shard, commit-to-event latency",
     "16": "reconcile: one daily sweep's cost per 1 M contents (transitions, GB-s, AWS calls) vs the ASL-only run",
+    "17": "cost: dollars per million of each path, every billed request counted (prices-2026-11.json)",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-16)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-17)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-16)", file=sys.stderr)
+        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-17)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             proxy.stop()
         if bench is not None:
             bench.close()
-    rows.sort(key=lambda row: int(row.target))
+    rows.sort(key=lambda row: int(row.target) if row.target.isdigit() else 17)  # row 17's entries: target "cost"
     elapsed = time.perf_counter() - started
     text = report.table(rows)
     print()
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, Any]]) -> list[Row]:
-    from dfdbench import rows_api, rows_cold, rows_io, rows_multipart
+    from dfdbench import rows_api, rows_cold, rows_cost, rows_io, rows_multipart
 
     ceiling = getattr(bench, "_ceiling", None)
     if ceiling is None and target in ("1", "4"):
@@ -162,6 +164,7 @@ def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, An
         "6": lambda: rows_api.stats(bench),
         "7": lambda: rows_cold.cold_start(bench),
         "12": lambda: rows_multipart.multipart_memory(bench, proxy),
+        "17": lambda: rows_cost.rows(bench),
     }
     return handlers[target]()
 

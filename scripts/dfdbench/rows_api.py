@@ -9,37 +9,16 @@ import math
 import random
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from dfdbench.cost import item_size
 from dfdbench.harness import BUCKET, FILES_TABLE, Bench, Row, counting, dfd_clients, median, timed
 
 SMALL = 64 * 1024
 
 
 # ---------------------------------------------------------------------- DynamoDB's capacity rules
-def attribute_size(value: dict[str, Any]) -> int:
-    """Bytes of one attribute value by DynamoDB's item-size rules (numbers: ~1 byte per 2 digits + 1)."""
-    (kind, raw), *_ = value.items()
-    if kind in ("S", "B"):
-        return len(raw.encode() if isinstance(raw, str) else raw)
-    if kind == "N":
-        digits = len(str(Decimal(raw)).replace("-", "").replace(".", "").lstrip("0")) or 1
-        return math.ceil(digits / 2) + 1
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + attribute_size(v) + 1 for k, v in raw.items())
-    if kind == "L":
-        return 3 + sum(attribute_size(v) + 1 for v in raw)
-    return sum(attribute_size({kind[0]: v}) for v in raw)  # SS, NS, BS
-
-
-def item_size(item: dict[str, Any]) -> int:
-    return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
-
-
 class CapacityModel:
     """RCU/WCU an ingest would consume on AWS: strongly consistent reads 1 RCU per 4 KB per key (a missing
     item still costs 1), transactional writes 2 WCU per 1 KB per item (the larger of the item before and

@@ -21,22 +21,24 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 MILLION = 1_000_000
 MEMORY_GB = 512 / 1024  # ReconcileFunction's MemorySize
-# us-east-1 list prices (2026): Step Functions Standard per transition; Lambda arm64 per GB-s and per request;
-# S3 per request (GET/HEAD class, LIST/PUT/DELETE class); DynamoDB on-demand per read and write request unit;
-# SQS per request
+# us-east-1 list prices, from the bench's one dated price file (dfdbench.cost.PRICES): Step Functions Standard per
+# transition; Lambda arm64 per GB-s and per request; S3 per request (GET/HEAD class, LIST/PUT/DELETE class);
+# DynamoDB on-demand per read and write request unit; SQS per request
+_PRICE_FILE = json.loads((Path(__file__).with_name("prices-2026-11.json")).read_text())
 PRICES = {
-    "transition": 0.025 / 1000,
-    "gb_second": 0.0000133334,
-    "invocation": 0.20 / MILLION,
-    "s3_get": 0.0004 / 1000,
-    "s3_list": 0.005 / 1000,
-    "rru": 0.125 / MILLION,
-    "wru": 0.625 / MILLION,
-    "sqs": 0.40 / MILLION,
+    "transition": _PRICE_FILE["step_functions"]["standard_transition"],
+    "gb_second": _PRICE_FILE["lambda"]["gb_second_arm64"],
+    "invocation": _PRICE_FILE["lambda"]["request"],
+    "s3_get": _PRICE_FILE["s3"]["tier2_request"],
+    "s3_list": _PRICE_FILE["s3"]["tier1_request"],
+    "rru": _PRICE_FILE["dynamodb"]["read_request_unit"],
+    "wru": _PRICE_FILE["dynamodb"]["write_request_unit"],
+    "sqs": _PRICE_FILE["sqs"]["request"],
 }
 S3_LIST_CLASS = {"ListObjectsV2", "DeleteObject", "PutObject", "AbortMultipartUpload"}
 # the previous definition, per healthy content in a sweep (its states on the common path): the orphan Map's
@@ -218,7 +220,6 @@ def old_definition_cost(to: int = MILLION) -> dict[str, float]:
 def rows(options: Any) -> list[Any]:
     """The row: this definition's cost per daily sweep at 1 M contents against the previous definition's."""
     import subprocess
-    from pathlib import Path
 
     from dfdbench.harness import Row
 

@@ -117,6 +117,7 @@ def test_a_registered_upload_is_pending_and_counted_against_its_tenant(repo: Rep
     assert (record.owner, record.tenant, record.filename, record.size) == ("alice", "acme", "f1.bin", 300)
     assert record.created_at == clock.iso(_now()) and not record.multipart
     assert repo.tenant_usage("acme") == TenantUsage(pending_count=1, pending_bytes=300, used_bytes=300)
+    assert repo.tenant_usage("acme", consistent=False) == repo.tenant_usage("acme")  # GET /me's read
     assert repo.tenant_usage("other") == TenantUsage()
 
 

@@ -137,7 +137,7 @@ class FakeRepository:
                 totals[name] += shard.get(name, 0)
         return totals
 
-    def tenant_usage(self, tenant: str) -> TenantUsage:
+    def tenant_usage(self, tenant: str, *, consistent: bool = True) -> TenantUsage:
         return codec.tenant_usage(self.usage.get(tenant))
 
     def scan_files(

@@ -68,10 +68,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 def _report(result: BatchResult) -> None:
+    """One INFO line per batch (CloudWatch Logs bills every byte: docs/design.md, "Cost"); each event and each
+    record without an outcome at DEBUG."""
     for event in result.published:
-        logger.info("published", extra={"detail_type": event.detail_type.value, "event_id": event.event_id})
+        logger.debug("published", extra={"detail_type": event.detail_type.value, "event_id": event.event_id})
     for number, why in result.skipped:
-        logger.info("no outcome", extra={"sequence_number": number, "why": why})
+        logger.debug("no outcome", extra={"sequence_number": number, "why": why})
+    if result.published:
+        logger.info("batch published", extra={"events": len(result.published), "skipped": len(result.skipped)})
     metrics.add_metric(name="EventsPublished", unit=MetricUnit.Count, value=len(result.published))
     if result.failed:
         logger.warning("records not published", extra={"sequence_numbers": result.failed})

@@ -55,8 +55,9 @@ class Repository(Protocol):
         upload_id; None on the last page)."""
         ...
 
-    def tenant_usage(self, tenant: str) -> TenantUsage:
-        """The tenant's quota usage (zeros when it has none yet), read consistently."""
+    def tenant_usage(self, tenant: str, *, consistent: bool = True) -> TenantUsage:
+        """The tenant's quota usage (zeros when it has none yet), read consistently unless not `consistent` (what
+        only shows it: half the read units, a write of the last second possibly not in it yet)."""
         ...
 
     def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:

@@ -296,14 +296,15 @@ class Store:
             }
         }
 
-    def _usage_shards(self, tenant: str) -> dict[usage.UsageShard, TenantUsage]:
-        """The tenant's usage shards that exist: consistent BatchGetItems of 100 keys."""
+    def _usage_shards(self, tenant: str, *, consistent: bool = True) -> dict[usage.UsageShard, TenantUsage]:
+        """The tenant's usage shards that exist: BatchGetItems of 100 keys (eventually consistent ones read half
+        a unit a key)."""
         keys = [to_item(codec.usage_key(shard)) for shard in usage.every_shard(tenant)]
         table = self._s.counters_table
         shards: dict[usage.UsageShard, TenantUsage] = {}
         for start in range(0, len(keys), usage.READ_BATCH):
             batch = keys[start : start + usage.READ_BATCH]
-            for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": True}})[table]:
+            for item in self._batch_get({table: {"Keys": batch, "ConsistentRead": consistent}})[table]:
                 shard = codec.usage_shard(item)
                 if shard is not None:
                     shards[shard] = codec.tenant_usage(item)

@@ -81,9 +81,9 @@ class Reads(Store):
                 totals[name] += getattr(shard, name)
         return totals
 
-    def tenant_usage(self, tenant: str) -> TenantUsage:
+    def tenant_usage(self, tenant: str, *, consistent: bool = True) -> TenantUsage:
         """The sum of the tenant's usage shards (dfd.usage)."""
-        return usage.total(self._usage_shards(tenant).values())
+        return usage.total(self._usage_shards(tenant, consistent=consistent).values())
 
     def scan_files(
         self, limit: int, start_key: dict[str, str] | None
