@@ -117,7 +117,8 @@ def tenant(raw: Any) -> str | None:
 
 
 def body_page(body: Mapping[str, Any]) -> Page:
-    """POST /locks/verify's ``limit`` (an integer or null) and ``cursor`` (a string or null)."""
+    """POST /locks/verify's ``limit`` (an integer or null) and ``cursor`` (a string or null; empty: the first
+    page)."""
     limit = body.get("limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
         raise LfsError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
@@ -130,12 +131,13 @@ def body_page(body: Mapping[str, Any]) -> Page:
 def lock_query(
     path: str | None, ident: str | None, cursor: str | None, limit: str | None, who: str | None
 ) -> LockQuery:
-    """GET /locks's query values (strings; None when absent). limit and cursor are checked whether or not a path
-    or id filter makes them moot: a malformed request is a 422 either way."""
-    if limit is not None and limit != "" and not (limit.isascii() and limit.isdigit()):
+    """GET /locks's query values (strings; None when absent). An empty path, id or cursor is absent (git-lfs
+    sends none empty, older clients did); limit and tenant are what the document says or a 422, checked whether
+    or not a path or id filter makes them moot: a malformed request is a 422 either way."""
+    if limit is not None and not (limit.isascii() and limit.isdigit()):
         raise LfsError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
-    page = _page(int(limit) if limit else None, cursor or None)
-    return LockQuery(page, path or None, ident or None, tenant(who or None))
+    page = _page(None if limit is None else int(limit), cursor or None)
+    return LockQuery(page, path or None, ident or None, tenant(who))
 
 
 def _page(limit: int | None, cursor: str | None) -> Page:

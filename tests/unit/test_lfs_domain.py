@@ -365,6 +365,8 @@ def test_locks_are_paged() -> None:
         lambda: query(id="a" * 64, cursor="F"),
         lambda: query(tenant="Acme"),
         lambda: query(tenant="user:"),
+        lambda: query(tenant=""),  # the fuzz seed of 676a301: was the caller's own tenant
+        lambda: query(limit=""),
         lambda: lfsrequest.body_page({"limit": {}}),  # issue 37: was a 200
         lambda: lfsrequest.body_page({"limit": "5"}),
         lambda: lfsrequest.body_page({"limit": True}),
@@ -390,7 +392,8 @@ def test_well_formed_lfs_request_fields() -> None:
     assert lfsrequest.body_page({"limit": None, "cursor": None}) == FIRST_PAGE
     assert lfsrequest.body_page({"limit": 7, "cursor": "a" * 64}) == Page(7, "a" * 64)
     assert query() == LockQuery(FIRST_PAGE)
-    assert query(path="", id="", cursor="", limit="") == LockQuery(FIRST_PAGE)  # empty = absent, as git-lfs sends
+    assert query(path="", id="", cursor="") == LockQuery(FIRST_PAGE)  # empty = absent (git-lfs omits them)
+    assert lfsrequest.body_page({"cursor": ""}) == FIRST_PAGE
     assert query(limit="1000", tenant="user:0a-b") == LockQuery(Page(1000, None), tenant="user:0a-b")
     assert lfsrequest.force({}) is False and lfsrequest.force({"force": True}) is True
     assert lfsrequest.lock_id("a" * 64) == "a" * 64 and lfsrequest.upload_id("0" * 32) == "0" * 32
