@@ -104,16 +104,19 @@ def force(body: Mapping[str, Any]) -> bool:
     return value
 
 
-def tenant(raw: Any) -> str | None:
+def tenant(raw: Any) -> str:
     """An admin's ``tenant``: a tenant's name, or ``user:<sub>`` for a tenant of one (absent: the caller's)."""
-    if raw is None:
-        return None
     personal = isinstance(raw, str) and raw.startswith(PERSONAL_TENANT_PREFIX)
     if not isinstance(raw, str) or not (
         SUBJECT.fullmatch(raw.removeprefix(PERSONAL_TENANT_PREFIX)) if personal else TENANT_NAME.fullmatch(raw)
     ):
         raise LfsError(422, "tenant must be a tenant's name ([a-z0-9][a-z0-9-]{0,63}) or user:<sub>")
     return raw
+
+
+def body_tenant(body: Mapping[str, Any]) -> str | None:
+    """The unlock body's ``tenant``, None when absent (null is malformed: git-lfs omits what it does not send)."""
+    return tenant(body["tenant"]) if "tenant" in body else None
 
 
 def body_page(body: Mapping[str, Any]) -> Page:
@@ -137,7 +140,7 @@ def lock_query(
     if limit is not None and not (limit.isascii() and limit.isdigit()):
         raise LfsError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
     page = _page(None if limit is None else int(limit), cursor or None)
-    return LockQuery(page, path or None, ident or None, tenant(who))
+    return LockQuery(page, path or None, ident or None, None if who is None else tenant(who))
 
 
 def _page(limit: int | None, cursor: str | None) -> Page:

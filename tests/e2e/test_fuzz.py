@@ -36,6 +36,8 @@ What each seed found, and the fix:
 - 1735012375 (commit 676a301): ``GET /lfs/{repo}/locks?tenant=`` (empty) and ``POST .../locks/verify`` with
   ``"cursor": ""`` answered 200 against the document's patterns: an empty tenant or limit is a 422, an empty
   cursor is the first page and the document says so.
+- 1048715133 and 1756118883 (schemathesis from outside, user and admin at once, after the fixes above): the
+  unlock body's ``"tenant": null`` was taken as absent; it is a 422 (a tenant is a string when given).
 """
 
 from __future__ import annotations

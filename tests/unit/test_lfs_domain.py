@@ -377,6 +377,7 @@ def test_locks_are_paged() -> None:
         lambda: lfsrequest.force({"force": "yes"}),
         lambda: lfsrequest.force({"force": None}),
         lambda: lfsrequest.tenant(5),
+        lambda: lfsrequest.body_tenant({"tenant": None}),  # schemathesis seed 1048715133: was the caller's own
     ],
 )
 def test_malformed_lfs_request_fields_are_422(check: Any) -> None:
@@ -396,6 +397,7 @@ def test_well_formed_lfs_request_fields() -> None:
     assert lfsrequest.body_page({"cursor": ""}) == FIRST_PAGE
     assert query(limit="1000", tenant="user:0a-b") == LockQuery(Page(1000, None), tenant="user:0a-b")
     assert lfsrequest.force({}) is False and lfsrequest.force({"force": True}) is True
+    assert lfsrequest.body_tenant({}) is None and lfsrequest.body_tenant({"tenant": "acme"}) == "acme"
     assert lfsrequest.lock_id("a" * 64) == "a" * 64 and lfsrequest.upload_id("0" * 32) == "0" * 32
 
 

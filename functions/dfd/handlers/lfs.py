@@ -169,7 +169,7 @@ def unlock(repo: str, id: str) -> Response[str]:
     lock_id = lfsrequest.lock_id(_path("id", id))
     caller = _caller()
     body = lfsrequest.body_object(_body(), optional=True)
-    force, tenant = lfsrequest.force(body), lfsrequest.tenant(body.get("tenant"))
+    force, tenant = lfsrequest.force(body), lfsrequest.body_tenant(body)
     return lfs_response(200, deps.lock_service().unlock(caller, name, lock_id, force=force, tenant=tenant))
 
 
