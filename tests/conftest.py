@@ -22,6 +22,7 @@ TEST_ENV = {
     "JWT_AUDIENCE": "testclient0000000000000000",
     "USER_POOL_ID": "us-east-1_TEST",
     "JWKS_URL": "http://127.0.0.1:9/.well-known/jwks.json",
+    "LFS_API_URL": "https://{api_id}.execute-api.us-east-1.amazonaws.com",  # as template.yaml sets it
 }
 for _name, _value in TEST_ENV.items():
     os.environ[_name] = _value

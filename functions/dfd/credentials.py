@@ -42,6 +42,10 @@ class LfsSettings:
     user_pool_id: str  # the pool personal access tokens' users are looked up in
     jwks_url: str  # the pool's keys: <issuer>/.well-known/jwks.json unless set (the local stack's emulator)
     documentation_url: str  # the documentation_url of every LFS error body
+    # the API's URL, for the links the batch hands out (never the request's Host or X-Forwarded-Proto):
+    # LFS_API_URL, where "{api_id}" stands for the invoking HTTP API's id (the template cannot name its own API
+    # here: the API's integrations name this function, so a reference would be a cycle)
+    api_url: str
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LfsSettings:
@@ -53,6 +57,7 @@ class LfsSettings:
             ("issuer", "JWT_ISSUER"),
             ("client_id", "JWT_AUDIENCE"),
             ("user_pool_id", "USER_POOL_ID"),
+            ("api_url", "LFS_API_URL"),
         ):
             values[name] = required_env(variable, env)
         issuer = values["issuer"].rstrip("/")
@@ -64,7 +69,13 @@ class LfsSettings:
             user_pool_id=values["user_pool_id"],
             jwks_url=env.get("JWKS_URL", "").strip() or f"{issuer}/.well-known/jwks.json",
             documentation_url=env.get("LFS_DOCUMENTATION_URL", "").strip() or DEFAULT_DOCUMENTATION_URL,
+            api_url=values["api_url"].rstrip("/"),
         )
+
+    def api_url_for(self, api_id: str) -> str:
+        """The API's base URL (no trailing slash) for a request that ``api_id`` (API Gateway's, not the
+        client's) delivered."""
+        return self.api_url.replace("{api_id}", api_id)
 
 
 class CredentialChecker:

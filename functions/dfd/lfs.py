@@ -21,7 +21,6 @@ upload exceed the tenant's quota (nothing registered).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from dfd import clock
 from dfd.config import S3_MAX_PUT, Settings
 from dfd.errors import Forbidden
 from dfd.events import ObjectRef
-from dfd.ids import is_upload_id
+from dfd.lfsrequest import OID, LfsError, body_object
 from dfd.records import FileRecord, UploadStatus, holds
 from dfd.uploads import DEFAULT_CONTENT_TYPE, UploadRequest, UploadService
 
@@ -40,31 +39,13 @@ if TYPE_CHECKING:
     from dfd.ports.repository import Repository
 
 MAX_OBJECTS = 100  # objects per batch request (git-lfs sends 100 at most: lfs.tq batch size)
-REPO_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
-OID = re.compile(r"[0-9a-f]{64}")
 MEDIA_TYPE = "application/vnd.git-lfs+json"
-
-
-class LfsError(Exception):
-    """A refused LFS request: its status, the message git prints, and extra response headers."""
-
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = dict(headers or {})
 
 
 @dataclass(frozen=True, slots=True)
 class LfsObject:
     oid: str
     size: int
-
-
-def check_repo(name: str) -> str:
-    if not REPO_NAME.fullmatch(name) or name in (".", ".."):
-        raise LfsError(404, "no such repository: a name is 1 to 100 characters of A-Z a-z 0-9 . _ - (not . or ..)")
-    return name
 
 
 def _object_error(raw: Any) -> tuple[str, int, str | None]:
@@ -98,10 +79,6 @@ def _check_options(body: Mapping[str, Any]) -> None:
             raise LfsError(422, "transfers must be a list of transfer adapter names")
         if "basic" not in transfers:
             raise LfsError(422, "this server speaks only the basic transfer")
-    if "ref" in body:
-        ref = body["ref"]
-        if not isinstance(ref, Mapping) or not isinstance(ref.get("name", ""), str):
-            raise LfsError(422, 'ref must be an object {"name": <the refspec>}')
     hash_algo = body.get("hash_algo", "sha256")
     if not isinstance(hash_algo, str):
         raise LfsError(422, "hash_algo must be a string")
@@ -132,10 +109,8 @@ class LfsService:
         self._max_objects = max_objects
 
     # ------------------------------------------------------------------ batch
-    def batch(self, caller: Caller, repo: str, body: Any, base_url: str) -> dict[str, Any]:
-        check_repo(repo)
-        if not isinstance(body, Mapping):
-            raise LfsError(422, "the request body must be a JSON object")
+    def batch(self, caller: Caller, repo: str, raw_body: Any, base_url: str) -> dict[str, Any]:
+        body = body_object(raw_body)
         operation = body.get("operation")
         if operation not in ("upload", "download"):
             raise LfsError(422, 'operation must be "upload" or "download"')
@@ -264,10 +239,9 @@ class LfsService:
             self._repo.cancel_upload(upload_id, UploadStatus.PENDING, now, tenant=caller.tenant, quota_bytes=size)
 
     # ------------------------------------------------------------------ verify
-    def verify(self, caller: Caller, repo: str, upload_id: str, body: Any) -> None:
-        check_repo(repo)
+    def verify(self, caller: Caller, upload_id: str, body: Any) -> None:
         obj = parse_object(body)
-        upload = self._repo.get_upload(upload_id) if is_upload_id(upload_id) else None
+        upload = self._repo.get_upload(upload_id)
         if (
             upload is None
             or upload.tenant != caller.tenant

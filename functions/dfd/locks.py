@@ -1,15 +1,18 @@
 """Git LFS file locks (git-lfs docs/api/locking.md), per repository of a tenant.
 
 A repository is ``(tenant, name)``: another tenant's same-named repository is another repository, so a lock is
-never seen or broken across tenants. A lock's id is the SHA-256 of its path (hex): one path has at most one lock,
-and creating one is a conditional put on that id (DynamoDB refuses a second); ``GET /locks?path=`` and the
-unlock by id are single GetItems. Answers that succeed carry no ``message`` (git-lfs reads one as an error).
+never seen or broken across tenants — but by an admin, who names the tenant (``tenant`` in the query or the
+unlock body) to list its locks and force an unlock. The requests' fields are checked by dfd.lfsrequest.
+
+A lock's id is the SHA-256 of its path (hex): one path has at most one lock, and creating one is a conditional
+put on that id (DynamoDB refuses a second); ``GET /locks?path=`` and the unlock by id are single GetItems.
+Answers that succeed carry no ``message`` (git-lfs reads one as an error).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,10 +21,7 @@ from dfd import clock
 
 if TYPE_CHECKING:
     from dfd.identity import Caller
-
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
-MAX_PATH = 1024
+    from dfd.lfsrequest import LockQuery, Page
 
 
 class LockError(Exception):
@@ -82,41 +82,6 @@ def lock_id(path: str) -> str:
     return hashlib.sha256(path.encode()).hexdigest()
 
 
-def _path(body: Mapping[str, Any]) -> str:
-    path = body.get("path")
-    if not isinstance(path, str) or not 1 <= len(path) <= MAX_PATH or not path.isprintable():
-        raise LockError(422, f"path must be a file path of 1 to {MAX_PATH} printable characters")
-    return path
-
-
-def _limit(raw: Any) -> int:
-    if raw is None or raw == "":
-        return DEFAULT_LIMIT
-    try:
-        limit = int(raw)
-    except (TypeError, ValueError):
-        raise LockError(422, f"limit must be an integer from 1 to {MAX_LIMIT}") from None
-    if isinstance(raw, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise LockError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
-    return limit
-
-
-def _cursor(raw: Any) -> str | None:
-    if raw is None or raw == "":
-        return None
-    if not isinstance(raw, str) or len(raw) != 64 or any(c not in "0123456789abcdef" for c in raw):
-        raise LockError(422, "cursor is not one this server issued")
-    return raw
-
-
-def _body(body: Any) -> Mapping[str, Any]:
-    if body is None:
-        return {}
-    if not isinstance(body, Mapping):
-        raise LockError(422, "the request body must be a JSON object")
-    return body
-
-
 def owner_name(caller: Caller) -> str:
     return caller.username or caller.owner
 
@@ -126,8 +91,7 @@ class LockService:
         self._store = store
         self._now = now
 
-    def create(self, caller: Caller, repo: str, body: Any) -> tuple[int, dict[str, Any]]:
-        path = _path(_body(body))
+    def create(self, caller: Caller, repo: str, path: str) -> tuple[int, dict[str, Any]]:
         lock = Lock(repo_key(caller.tenant, repo), lock_id(path), path, caller.owner, owner_name(caller), self._now())
         try:
             self._store.create(lock)
@@ -137,30 +101,24 @@ class LockService:
             return 409, {"lock": exists.existing.view(), "message": "already created lock"}
         return 201, {"lock": lock.view()}
 
-    def list(self, caller: Caller, repo: str, query: Mapping[str, str]) -> dict[str, Any]:
-        key = repo_key(caller.tenant, repo)
-        # checked whether or not a path or id filter makes them moot: a malformed request is a 422 either way
-        limit, cursor = _limit(query.get("limit")), _cursor(query.get("cursor"))
-        path, wanted_id = query.get("path"), query.get("id")
-        if path is not None or wanted_id is not None:
-            ident = lock_id(path) if path is not None else str(wanted_id)
+    def list(self, caller: Caller, repo: str, query: LockQuery) -> dict[str, Any]:
+        key = repo_key(_tenant(caller, query.tenant), repo)
+        if query.path is not None or query.lock_id is not None:
+            ident = lock_id(query.path) if query.path is not None else str(query.lock_id)
             lock = self._store.get(key, ident) if len(ident) == 64 else None
-            if lock is not None and wanted_id is not None and lock.lock_id != wanted_id:
+            if lock is not None and query.lock_id is not None and lock.lock_id != query.lock_id:
                 lock = None
-            if lock is not None and path is not None and lock.path != path:
+            if lock is not None and query.path is not None and lock.path != query.path:
                 lock = None
             return {"locks": [lock.view()] if lock else []}
-        locks, after = self._store.page(key, limit, cursor)
+        locks, after = self._store.page(key, query.page.limit, query.page.cursor)
         answer: dict[str, Any] = {"locks": [lock.view() for lock in locks]}
         if after:
             answer["next_cursor"] = after
         return answer
 
-    def verify(self, caller: Caller, repo: str, body: Any) -> dict[str, Any]:
-        request = _body(body)
-        locks, after = self._store.page(
-            repo_key(caller.tenant, repo), _limit(request.get("limit")), _cursor(request.get("cursor"))
-        )
+    def verify(self, caller: Caller, repo: str, page: Page) -> dict[str, Any]:
+        locks, after = self._store.page(repo_key(caller.tenant, repo), page.limit, page.cursor)
         answer: dict[str, Any] = {
             "ours": [lock.view() for lock in locks if lock.owner == caller.owner],
             "theirs": [lock.view() for lock in locks if lock.owner != caller.owner],
@@ -169,12 +127,12 @@ class LockService:
             answer["next_cursor"] = after
         return answer
 
-    def unlock(self, caller: Caller, repo: str, ident: str, body: Any) -> dict[str, Any]:
-        request = _body(body)
-        force = request.get("force", False)
-        if not isinstance(force, bool):
-            raise LockError(422, "force must be true or false")
-        lock = self._store.get(repo_key(caller.tenant, repo), ident) if len(ident) == 64 else None
+    def unlock(
+        self, caller: Caller, repo: str, ident: str, *, force: bool = False, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """The caller's own lock; another user's with ``force`` by an admin — of any tenant, named by ``tenant``
+        (git-lfs's ``--force``; the lock API's 403 for anyone else)."""
+        lock = self._store.get(repo_key(_tenant(caller, tenant), repo), ident)
         if lock is None:
             raise LockError(404, "no such lock")
         if lock.owner != caller.owner:
@@ -185,3 +143,12 @@ class LockService:
         if not self._store.delete(lock):
             raise LockError(404, "no such lock")
         return {"lock": lock.view()}
+
+
+def _tenant(caller: Caller, named: str | None) -> str:
+    """The tenant whose repository a request reads: the caller's, or the one an admin names (403 for others)."""
+    if named is None or named == caller.tenant:
+        return caller.tenant
+    if not caller.is_admin:
+        raise LockError(403, "only an admin may name another tenant")
+    return named

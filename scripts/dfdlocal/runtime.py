@@ -7,11 +7,13 @@ retried on every invocation, so the stack can start before all handlers exist.
 
 Invocations run concurrently in the servers' threads, like concurrent Lambda instances would, except that
 they share one process: module state, the Powertools Metrics singleton and os.environ are shared (metric
-operations are serialized: see :func:`serialize_powertools_metrics`).
+operations are serialized: see :func:`serialize_powertools_metrics`; HTTP API events are handled one at a time:
+see ``_HTTP_API_LOCK``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -111,6 +113,17 @@ def _under_metrics_lock(method: Callable[..., Any]) -> Callable[..., Any]:
     return locked
 
 
+# Powertools' HTTP resolvers keep the request they resolve in process-wide state (BaseRouter.current_event is a
+# class attribute; each app's context dict): on Lambda one invocation per process makes it that request's; here
+# concurrent HTTP API invocations read each other's event (a git-lfs push's parallel verifies got each other's
+# bodies). So HTTP API events are handled one at a time; every other event (SQS, streams, direct) runs in parallel.
+_HTTP_API_LOCK = threading.Lock()
+
+
+def _http_api_event(event: Any) -> bool:
+    return isinstance(event, dict) and "routeKey" in event and "requestContext" in event
+
+
 class Runtime:
     def __init__(self, functions: Mapping[str, FunctionDef], root: Path, *, readable_logs: bool = False) -> None:
         self.functions = dict(functions)
@@ -197,7 +210,8 @@ class Runtime:
         started = time.perf_counter()
         try:
             handler = self._handler(name)
-            result = handler(event, LambdaContext(function, request_id))
+            with _HTTP_API_LOCK if _http_api_event(event) else contextlib.nullcontext():
+                result = handler(event, LambdaContext(function, request_id))
         except _ImportFailure as failure:
             log.error("%s: %s", name, failure.error["errorMessage"])
             return Invocation(name, request_id, None, failure.error, _elapsed(started))

@@ -462,6 +462,8 @@ class LocalStack:
             if "USER_POOL_ID" in env:
                 env["USER_POOL_ID"] = self.pool.user_pool_id
             env["JWKS_URL"] = self.pool.jwks_url
+        if "LFS_API_URL" in env:  # the links the /lfs routes hand out: this API, as clients reach it
+            env["LFS_API_URL"] = self.api_url
         env.setdefault("POWERTOOLS_SERVICE_NAME", "dfd")
         env.setdefault("POWERTOOLS_METRICS_NAMESPACE", "dfd")
         env["POWERTOOLS_LOG_LEVEL"] = self.options.log_level.upper()

@@ -210,3 +210,37 @@ def test_lock_unlock_and_locks_and_the_push_time_check(stack: RunningStack, alic
     assert "map.bin" not in alice.run(work, "lfs", "locks").stdout
     pushed = alice.run(work, "push", "origin", "main")
     assert "warning" not in pushed.stderr.lower()  # the locks verify answered: no "locking API" warning
+
+
+def test_an_admin_of_another_tenant_forces_the_unlock_of_a_tenants_lock(
+    stack: RunningStack, alice: GitUser, tmp_path: Path
+) -> None:
+    """issue 31: the API says an admin may force an unlock, but an admin outside the lock's tenant could not
+    reach it; naming the tenant (``tenant``) the admin lists the tenant's locks and forces the unlock."""
+    _, work = new_repo(alice, tmp_path, "stuck", f"{stack.api_url}/lfs/stuck")
+    commit_file(alice, work, "map.bin", os.urandom(1000))
+    alice.run(work, "push", "origin", "main")
+    assert "Locked map.bin" in alice.run(work, "lfs", "lock", "map.bin").stdout
+    locks_url = f"{stack.api_url}/lfs/stuck/locks"
+    admin, bob = stack.auth("admin"), stack.auth("bob")  # admins only / globex: neither is of acme
+
+    def get(params: dict[str, str], headers: dict[str, str]) -> requests.Response:
+        return requests.get(locks_url, params=params, headers={**headers, "Accept": LFS_JSON}, timeout=30)
+
+    def unlock(lock: str, body: dict[str, Any], headers: dict[str, str]) -> requests.Response:
+        return requests.post(
+            f"{locks_url}/{lock}/unlock", json=body, headers={**headers, "Accept": LFS_JSON}, timeout=30
+        )
+
+    assert get({}, admin).json() == {"locks": []}  # the admin's own tenant has no such lock
+    listed = get({"tenant": "acme"}, admin).json()["locks"]
+    assert [(lock["path"], lock["owner"]["name"]) for lock in listed] == [("map.bin", "alice")]
+    lock_id = listed[0]["id"]
+    assert get({"tenant": "acme"}, bob).status_code == 403  # only an admin names another tenant
+    assert unlock(lock_id, {"force": True, "tenant": "acme"}, bob).status_code == 403
+    assert unlock(lock_id, {"force": True}, admin).status_code == 404  # not in the admin's own tenant
+    assert unlock(lock_id, {"tenant": "acme"}, admin).status_code == 403  # another user's lock: force only
+    assert "map.bin" in alice.run(work, "lfs", "locks").stdout
+    forced = unlock(lock_id, {"force": True, "tenant": "acme"}, admin)
+    assert forced.status_code == 200 and forced.json()["lock"]["path"] == "map.bin"
+    assert "map.bin" not in alice.run(work, "lfs", "locks").stdout

@@ -15,10 +15,10 @@ from dfd import aws as dfd_aws
 from dfd import deps
 from dfd.adapters.locks import DynamoLockStore
 from dfd.adapters.pats import DynamoTokenStore
-from dfd.locks import Lock, LockExists, LockService
+from dfd.locks import Lock, LockExists, LockService, lock_id
 from dfd.pats import PatService
 from tests.integration.conftest import Aws
-from tests.support import ALICE, BOB, CAROL, api_event, call
+from tests.support import ADMIN, ALICE, BOB, CAROL, api_event, call
 from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -52,7 +52,7 @@ def test_the_lock_store_contract(aws: Aws, kind: str) -> None:
     store: Any = FakeLockStore() if kind == "fake" else stores(aws)[1]
     service = LockService(store, now=lambda: NOW)
     for i in range(5):
-        assert service.create(CAROL.caller, "game", {"path": f"dir/{i}.bin"})[0] == 201
+        assert service.create(CAROL.caller, "game", f"dir/{i}.bin")[0] == 201
     lock = Lock("acme/game", "f" * 64, "x", CAROL.caller.owner, "carol", NOW)
     store.create(lock)
     with pytest.raises(LockExists) as exists:
@@ -69,6 +69,9 @@ def test_the_lock_store_contract(aws: Aws, kind: str) -> None:
     assert store.page("globex/game", 10, None) == ([], None)
     assert not store.delete(Lock("acme/game", "f" * 64, "x", ALICE.caller.owner, "alice", NOW))  # not this lock
     assert store.delete(lock) and store.get("acme/game", "f" * 64) is None
+    # an admin of no tenant of acme's forces carol's unlock by naming acme (issue 31): the conditional delete
+    unlocked = service.unlock(ADMIN.caller, "game", lock_id("dir/0.bin"), force=True, tenant="acme")
+    assert unlocked["lock"]["path"] == "dir/0.bin" and store.get("acme/game", lock_id("dir/0.bin")) is None
 
 
 def test_tokens_through_the_handler(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -87,7 +87,7 @@ class Recorder:
         self.callers: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
-        def call(caller: Any, *args: Any) -> Any:
+        def call(caller: Any, *args: Any, **options: Any) -> Any:
             self.callers.append(caller)
             if name == "create":
                 return 201, {"lock": {}}
@@ -228,3 +228,76 @@ def test_locks_verify_answers_any_valid_repo_with_empty_lists(
     monkeypatch.setattr(deps, "lock_service", lambda: LockService(FakeLockStore()))
     response = invoke(ROUTES[4], {"authorization": f"Bearer {access_token()}"})
     assert response["statusCode"] == 200 and json.loads(response["body"]) == {"ours": [], "theirs": []}
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r[2] for r in ROUTES])
+@pytest.mark.parametrize("repo", ["\U0003c265", "%F0%BC%89%A5", "..", "a b", "x" * 101])
+def test_a_malformed_repository_is_404_before_the_credentials_and_any_read(
+    wired: PatService, route: tuple[str, str, str, dict[str, str], Any], repo: str
+) -> None:
+    """issue 37: GET /lfs/%F0%BC%89%A5/locks answered 200; every route checks its path before anything else."""
+    method, path, route_key, params, body = route
+    for headers in ({}, {"authorization": f"Bearer {access_token()}"}):
+        response = invoke((method, path, route_key, params | {"repo": repo}, body), headers)
+        assert response["statusCode"] == 404, (repo, headers)
+        assert json.loads(response["body"])["message"].startswith("no such repository")
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if "id" in r[3]], ids=lambda r: r[2])
+@pytest.mark.parametrize("ident", ["not-an-id", "A" * 64, "0" * 33])
+def test_a_malformed_id_is_404_before_the_credentials_and_any_read(
+    wired: PatService, route: tuple[str, str, str, dict[str, str], Any], ident: str
+) -> None:
+    method, path, route_key, params, body = route
+    response = invoke((method, path, route_key, params | {"id": ident}, body), {})
+    assert response["statusCode"] == 404
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        (ROUTES[4], {"limit": {}}),  # issue 37: was a 200
+        (ROUTES[4], {"limit": "2"}),
+        (ROUTES[4], {"ref": "main"}),
+        (ROUTES[4], []),
+        (ROUTES[2], {"path": "a.bin", "ref": 1}),
+        (ROUTES[2], None),
+        (ROUTES[5], {"force": 1}),
+        (ROUTES[5], {"tenant": "Not A Tenant"}),
+    ],
+)
+def test_malformed_lock_bodies_are_422_before_any_read(
+    wired: PatService, route: tuple[str, str, str, dict[str, str], Any], body: Any
+) -> None:
+    method, path, route_key, params, _ = route
+    response = invoke((method, path, route_key, params, body), {"authorization": f"Bearer {access_token()}"})
+    assert response["statusCode"] == 422, response
+
+
+@pytest.mark.parametrize("query", [{"limit": "{}"}, {"limit": "0"}, {"cursor": "x"}, {"tenant": "A"}])
+def test_a_malformed_lock_query_is_422_before_any_read(wired: PatService, query: dict[str, str]) -> None:
+    method, path, route_key, params, _ = ROUTES[3]
+    event = api_event(method, path, query=query, headers={"accept": LFS_JSON}, user=None)
+    event.update(routeKey=route_key, pathParameters=params)
+    event["headers"]["authorization"] = f"Bearer {access_token()}"
+    response = lfs_handler.handler(event, LambdaContext())
+    assert response["statusCode"] == 422, response
+
+
+def test_the_verify_link_is_the_configured_api_never_the_requests_host(
+    wired: PatService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 31: the verify href was built from Host and X-Forwarded-Proto, which a client chooses."""
+    seen: list[str] = []
+
+    class Batch:
+        def batch(self, caller: Any, repo: str, body: Any, api_url: str) -> Any:
+            seen.append(api_url)
+            return {"transfer": "basic", "objects": [], "hash_algo": "sha256"}
+
+    monkeypatch.setattr(deps, "lfs_service", Batch)
+    headers = {"authorization": f"Bearer {access_token()}", "host": "evil.example", "x-forwarded-proto": "http"}
+    response = invoke(ROUTES[0], headers)
+    assert response["statusCode"] == 200
+    api_id = api_event("GET", "/")["requestContext"]["apiId"]
+    assert seen == [f"https://{api_id}.execute-api.us-east-1.amazonaws.com"]

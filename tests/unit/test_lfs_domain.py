@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from dfd import lfsrequest
 from dfd.errors import NotFound, ValidationFailed
 from dfd.events import ObjectRef
 from dfd.ingest import Ingestor
 from dfd.lfs import LfsError, LfsService
+from dfd.lfsrequest import LockQuery, Page
 from dfd.locks import LockError, LockService
 from dfd.pats import PREFIX, DirectoryUser, PatService
 from dfd.uploads import UploadService
@@ -43,7 +45,7 @@ class Lfs(World):
                 BUCKET, key, data, checksum=True, metadata={"dfd-tenant": headers["x-amz-meta-dfd-tenant"]}
             )
             upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
-            self.lfs().verify(user.caller, repo, upload_id, {"oid": oid, "size": len(data)})
+            self.lfs().verify(user.caller, upload_id, {"oid": oid, "size": len(data)})
         return answer
 
     def batch(self, operation: str, objects: Any, user: Any = ALICE, repo: str = "game", **extra: Any) -> Any:
@@ -96,7 +98,7 @@ def test_verify_is_idempotent_after_the_event_was_ingested(world: Lfs) -> None:
     world.ingestor().ingest(ObjectRef(BUCKET, key))  # the S3 event got there first
     upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
     for _ in range(2):
-        world.lfs().verify(ALICE.caller, "game", upload_id, {"oid": oid, "size": len(data)})
+        world.lfs().verify(ALICE.caller, upload_id, {"oid": oid, "size": len(data)})
     assert [u["status"] for u in world.repo.uploads.values()] == ["stored"]
 
 
@@ -105,7 +107,7 @@ def test_verify_before_the_bytes_arrived_is_422_and_records_nothing(world: Lfs) 
     answer = world.batch("upload", [{"oid": oid, "size": 10}])["objects"][0]
     upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
     with pytest.raises(LfsError) as refused:
-        world.lfs().verify(ALICE.caller, "game", upload_id, {"oid": oid, "size": 10})
+        world.lfs().verify(ALICE.caller, upload_id, {"oid": oid, "size": 10})
     assert refused.value.status == 422
     assert [u["status"] for u in world.repo.uploads.values()] == ["pending"]
 
@@ -121,10 +123,10 @@ def test_verify_of_another_tenants_upload_or_another_object_is_404(world: Lfs) -
         (ALICE.caller, {"oid": oid, "size": 4}, "not-an-id"),
     ):
         with pytest.raises(LfsError) as refused:
-            world.lfs().verify(caller, "game", ident, body)
+            world.lfs().verify(caller, ident, body)
         assert refused.value.status == 404
     with pytest.raises(LfsError) as malformed:
-        world.lfs().verify(ALICE.caller, "game", upload_id, {"oid": "nope", "size": 4})
+        world.lfs().verify(ALICE.caller, upload_id, {"oid": "nope", "size": 4})
     assert malformed.value.status == 422
 
 
@@ -215,11 +217,12 @@ def test_well_formed_options_are_accepted(world: Lfs, options: dict[str, Any]) -
     assert answer == {"transfer": "basic", "objects": [], "hash_algo": "sha256"}
 
 
-@pytest.mark.parametrize("name", [".", "..", "a/b", "", "x" * 101, "sp ace"])
-def test_repository_names_are_one_safe_segment(world: Lfs, name: str) -> None:
+@pytest.mark.parametrize("name", [".", "..", "a/b", "", "x" * 101, "sp ace", "\U0003c265", "%F0%BC%89%A5", None])
+def test_repository_names_are_one_safe_segment(name: Any) -> None:
     with pytest.raises(LfsError) as refused:
-        world.lfs().batch(ALICE.caller, name, {"operation": "upload", "objects": []}, BASE)
+        lfsrequest.repo_name(name)
     assert refused.value.status == 404
+    assert lfsrequest.repo_name("game.v2_x-1") == "game.v2_x-1"
 
 
 def test_over_the_quota_is_507_and_registers_nothing(world: Lfs) -> None:
@@ -244,77 +247,166 @@ def locks() -> LockService:
     return LockService(FakeLockStore(), now=lambda: NOW)
 
 
+def query(**values: str) -> LockQuery:
+    """GET /locks's query as the handler reads it (path, id, cursor, limit, tenant)."""
+    return lfsrequest.lock_query(*(values.get(name) for name in ("path", "id", "cursor", "limit", "tenant")))
+
+
+FIRST_PAGE = Page(lfsrequest.DEFAULT_LIMIT, None)
+ACME_ADMIN = ApiUser("root", "00000000-0000-4000-8000-0000000000aa", ("tenant-acme", "admins"))
+ADMIN_ELSEWHERE = ApiUser("ops", "00000000-0000-4000-8000-0000000000ab", ("admins",))  # a tenant of one
+
+
 def test_lock_create_list_verify_unlock() -> None:
     service = locks()
-    status, created = service.create(CAROL.caller, "game", {"path": "map.bin"})
+    status, created = service.create(CAROL.caller, "game", "map.bin")
     assert status == 201 and "message" not in created
     lock = created["lock"]
     assert lock["owner"] == {"name": "carol"} and lock["path"] == "map.bin"
-    status, again = service.create(ALICE.caller, "game", {"path": "map.bin"})
+    status, again = service.create(ALICE.caller, "game", "map.bin")
     assert status == 409 and again["lock"] == lock and again["message"]
-    assert service.list(ALICE.caller, "game", {"path": "map.bin"}) == {"locks": [lock]}
-    assert service.list(ALICE.caller, "game", {"id": lock["id"]}) == {"locks": [lock]}
-    assert service.list(ALICE.caller, "game", {"path": "other"}) == {"locks": []}
-    assert service.verify(ALICE.caller, "game", {}) == {"ours": [], "theirs": [lock]}
-    assert service.verify(CAROL.caller, "game", None) == {"ours": [lock], "theirs": []}
-    assert service.verify(ALICE.caller, "brand-new-repo", {}) == {"ours": [], "theirs": []}
+    assert service.list(ALICE.caller, "game", query(path="map.bin")) == {"locks": [lock]}
+    assert service.list(ALICE.caller, "game", query(id=lock["id"])) == {"locks": [lock]}
+    assert service.list(ALICE.caller, "game", query(path="other")) == {"locks": []}
+    assert service.verify(ALICE.caller, "game", FIRST_PAGE) == {"ours": [], "theirs": [lock]}
+    assert service.verify(CAROL.caller, "game", FIRST_PAGE) == {"ours": [lock], "theirs": []}
+    assert service.verify(ALICE.caller, "brand-new-repo", FIRST_PAGE) == {"ours": [], "theirs": []}
     with pytest.raises(LockError) as not_hers:
-        service.unlock(ALICE.caller, "game", lock["id"], {})
+        service.unlock(ALICE.caller, "game", lock["id"])
     assert not_hers.value.status == 403
     with pytest.raises(LockError) as not_even_forced:
-        service.unlock(ALICE.caller, "game", lock["id"], {"force": True})
+        service.unlock(ALICE.caller, "game", lock["id"], force=True)
     assert not_even_forced.value.status == 403
-    assert service.unlock(CAROL.caller, "game", lock["id"], {}) == {"lock": lock}
+    assert service.unlock(CAROL.caller, "game", lock["id"]) == {"lock": lock}
     with pytest.raises(LockError) as gone:
-        service.unlock(CAROL.caller, "game", lock["id"], {})
+        service.unlock(CAROL.caller, "game", lock["id"])
     assert gone.value.status == 404
 
 
 def test_an_admin_forces_an_unlock_and_other_tenants_never_see_a_lock() -> None:
     service = locks()
-    _, created = service.create(CAROL.caller, "game", {"path": "a.bin"})
-    assert service.list(BOB.caller, "game", {}) == {"locks": []}  # globex's "game" is another repository
-    status, bobs = service.create(BOB.caller, "game", {"path": "a.bin"})
+    _, created = service.create(CAROL.caller, "game", "a.bin")
+    assert service.list(BOB.caller, "game", query()) == {"locks": []}  # globex's "game" is another repository
+    status, bobs = service.create(BOB.caller, "game", "a.bin")
     assert status == 201 and bobs["lock"]["owner"] == {"name": "bob"}
-    assert service.unlock(BOB.caller, "game", bobs["lock"]["id"], {"force": True}) == bobs  # his own only
-    assert service.list(CAROL.caller, "game", {}) == {"locks": [created["lock"]]}
-    acme_admin = ApiUser("root", "00000000-0000-4000-8000-0000000000aa", ("tenant-acme", "admins"))
-    assert service.unlock(acme_admin.caller, "game", created["lock"]["id"], {"force": True}) == created
-    assert service.list(CAROL.caller, "game", {}) == {"locks": []}
+    assert service.unlock(BOB.caller, "game", bobs["lock"]["id"], force=True) == bobs  # his own only
+    assert service.list(CAROL.caller, "game", query()) == {"locks": [created["lock"]]}
+    assert service.unlock(ACME_ADMIN.caller, "game", created["lock"]["id"], force=True) == created
+    assert service.list(CAROL.caller, "game", query()) == {"locks": []}
+
+
+def test_an_admin_of_another_tenant_names_the_tenant_to_list_and_force_an_unlock() -> None:
+    service = locks()
+    _, created = service.create(CAROL.caller, "game", "a.bin")
+    lock = created["lock"]
+    # the admin's own tenant has no such repository: the lock is not there without naming acme
+    assert service.list(ADMIN_ELSEWHERE.caller, "game", query()) == {"locks": []}
+    with pytest.raises(LockError) as elsewhere:
+        service.unlock(ADMIN_ELSEWHERE.caller, "game", lock["id"], force=True)
+    assert elsewhere.value.status == 404
+    assert service.list(ADMIN_ELSEWHERE.caller, "game", query(tenant="acme")) == {"locks": [lock]}
+    with pytest.raises(LockError) as unforced:  # another user's lock: only with force, as for anyone
+        service.unlock(ADMIN_ELSEWHERE.caller, "game", lock["id"], tenant="acme")
+    assert unforced.value.status == 403
+    assert service.unlock(ADMIN_ELSEWHERE.caller, "game", lock["id"], force=True, tenant="acme") == created
+    assert service.list(CAROL.caller, "game", query()) == {"locks": []}
+
+
+def test_only_an_admin_names_another_tenant() -> None:
+    service = locks()
+    _, created = service.create(CAROL.caller, "game", "a.bin")
+    assert service.list(ALICE.caller, "game", query(tenant="acme"))["locks"] == [created["lock"]]  # her own
+    for call in (
+        lambda: service.list(BOB.caller, "game", query(tenant="acme")),
+        lambda: service.unlock(BOB.caller, "game", created["lock"]["id"], force=True, tenant="acme"),
+    ):
+        with pytest.raises(LockError) as refused:
+            call()
+        assert refused.value.status == 403 and "acme" not in refused.value.message
+    assert service.list(CAROL.caller, "game", query())["locks"] == [created["lock"]]
 
 
 def test_locks_are_paged() -> None:
     service = locks()
     for i in range(5):
-        service.create(ALICE.caller, "game", {"path": f"f{i}.bin"})
-    first = service.list(ALICE.caller, "game", {"limit": "2"})
+        service.create(ALICE.caller, "game", f"f{i}.bin")
+    first = service.list(ALICE.caller, "game", query(limit="2"))
     assert len(first["locks"]) == 2 and first["next_cursor"]
     seen = [lock["path"] for lock in first["locks"]]
     cursor = first["next_cursor"]
     while cursor:
-        page = service.list(ALICE.caller, "game", {"limit": "2", "cursor": cursor})
+        page = service.list(ALICE.caller, "game", query(limit="2", cursor=cursor))
         seen += [lock["path"] for lock in page["locks"]]
         cursor = page.get("next_cursor")
     assert sorted(seen) == [f"f{i}.bin" for i in range(5)]
+    verified = service.verify(ALICE.caller, "game", lfsrequest.body_page({"limit": 3}))
+    assert len(verified["ours"]) == 3 and verified["next_cursor"]
 
 
+# --------------------------------------------------------------------------- the /lfs request checks
 @pytest.mark.parametrize(
-    "call",
+    "check",
     [
-        lambda s: s.create(ALICE.caller, "game", {"path": ""}),
-        lambda s: s.create(ALICE.caller, "game", []),
-        lambda s: s.list(ALICE.caller, "game", {"limit": "0"}),
-        lambda s: s.list(ALICE.caller, "game", {"cursor": "zz"}),
-        lambda s: s.list(ALICE.caller, "game", {"path": "a.bin", "limit": "true"}),  # a filter moots, not excuses
-        lambda s: s.list(ALICE.caller, "game", {"id": "a" * 64, "cursor": "F"}),
-        lambda s: s.verify(ALICE.caller, "game", {"limit": "many"}),
-        lambda s: s.unlock(ALICE.caller, "game", "a" * 64, {"force": "yes"}),
+        lambda: lfsrequest.lock_path(lfsrequest.body_object({"path": ""})),
+        lambda: lfsrequest.lock_path(lfsrequest.body_object({"path": "a\nb"})),
+        lambda: lfsrequest.lock_path(lfsrequest.body_object({"path": 1})),
+        lambda: lfsrequest.body_object([]),
+        lambda: lfsrequest.body_object(None),  # a body the route requires
+        lambda: lfsrequest.body_object({"path": "a.bin", "ref": None}),
+        lambda: lfsrequest.body_object({"path": "a.bin", "ref": "refs/heads/main"}),
+        lambda: lfsrequest.body_object({"ref": {"name": 5}}, optional=True),
+        lambda: query(limit="0"),
+        lambda: query(limit="1001"),
+        lambda: query(limit="-1"),
+        lambda: query(limit="1.0"),
+        lambda: query(limit="\u0663"),  # a digit to str.isdigit, not to the document
+        lambda: query(cursor="zz"),
+        lambda: query(path="a.bin", limit="true"),  # a filter moots, not excuses
+        lambda: query(id="a" * 64, cursor="F"),
+        lambda: query(tenant="Acme"),
+        lambda: query(tenant="user:"),
+        lambda: query(tenant=""),  # the fuzz seed of 676a301: was the caller's own tenant
+        lambda: query(limit=""),
+        lambda: lfsrequest.body_page({"limit": {}}),  # issue 37: was a 200
+        lambda: lfsrequest.body_page({"limit": "5"}),
+        lambda: lfsrequest.body_page({"limit": True}),
+        lambda: lfsrequest.body_page({"limit": 1.5}),
+        lambda: lfsrequest.body_page({"limit": 0}),
+        lambda: lfsrequest.body_page({"cursor": 5}),
+        lambda: lfsrequest.body_page({"cursor": "F"}),
+        lambda: lfsrequest.force({"force": "yes"}),
+        lambda: lfsrequest.force({"force": None}),
+        lambda: lfsrequest.tenant(5),
+        lambda: lfsrequest.body_tenant({"tenant": None}),  # schemathesis seed 1048715133: was the caller's own
     ],
 )
-def test_malformed_lock_requests_are_422(call: Any) -> None:
-    with pytest.raises(LockError) as refused:
-        call(locks())
+def test_malformed_lfs_request_fields_are_422(check: Any) -> None:
+    with pytest.raises(LfsError) as refused:
+        check()
     assert refused.value.status == 422
+
+
+def test_well_formed_lfs_request_fields() -> None:
+    assert lfsrequest.body_object(None, optional=True) == {}
+    assert lfsrequest.body_object({"path": "a b/ü.bin", "ref": {"name": "refs/heads/main"}, "new": 1})["new"] == 1
+    assert lfsrequest.body_page({}) == FIRST_PAGE
+    assert lfsrequest.body_page({"limit": None, "cursor": None}) == FIRST_PAGE
+    assert lfsrequest.body_page({"limit": 7, "cursor": "a" * 64}) == Page(7, "a" * 64)
+    assert query() == LockQuery(FIRST_PAGE)
+    assert query(path="", id="", cursor="") == LockQuery(FIRST_PAGE)  # empty = absent (git-lfs omits them)
+    assert lfsrequest.body_page({"cursor": ""}) == FIRST_PAGE
+    assert query(limit="1000", tenant="user:0a-b") == LockQuery(Page(1000, None), tenant="user:0a-b")
+    assert lfsrequest.force({}) is False and lfsrequest.force({"force": True}) is True
+    assert lfsrequest.body_tenant({}) is None and lfsrequest.body_tenant({"tenant": "acme"}) == "acme"
+    assert lfsrequest.lock_id("a" * 64) == "a" * 64 and lfsrequest.upload_id("0" * 32) == "0" * 32
+
+
+@pytest.mark.parametrize("ident", ["", "A" * 64, "a" * 63, "a" * 65, "g" * 64, None])
+def test_malformed_path_ids_are_404_like_unknown_ones(ident: Any) -> None:
+    for check in (lfsrequest.lock_id, lfsrequest.upload_id):
+        with pytest.raises(LfsError) as refused:
+            check(ident)
+        assert refused.value.status == 404
 
 
 # ------------------------------------------------------------------------------------------- tokens

@@ -1,9 +1,10 @@
 """LfsFunction: the Git LFS Batch and Locking APIs at /lfs/{repo}/... (dfd.lfs, dfd.locks).
 
-These routes have no API Gateway authorizer: every request's credentials are checked here first
-(dfd.credentials), before anything is read, and a refusal is git-lfs's 401 with ``LFS-Authenticate: Basic
-realm="dfd"`` (git then asks its credential helpers). Every answer is ``application/vnd.git-lfs+json``; every
-error body is ``{"message", "request_id", "documentation_url"}`` (git prints the message).
+These routes have no API Gateway authorizer. Every request's path parameters are checked first (dfd.lfsrequest:
+404 for a malformed one), then its credentials (dfd.credentials), before anything is read; a refusal of those is
+git-lfs's 401 with ``LFS-Authenticate: Basic realm="dfd"`` (git then asks its credential helpers). Every answer
+is ``application/vnd.git-lfs+json``; every error body is ``{"message", "request_id", "documentation_url"}`` (git
+prints the message).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from dfd import aws, deps
+from dfd import aws, deps, lfsrequest
 from dfd.config import settings
 from dfd.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
 from dfd.handlers import init_done
 from dfd.http import lambda_entry, make_app, query_values
-from dfd.lfs import MEDIA_TYPE, LfsError, check_repo
+from dfd.lfs import MEDIA_TYPE
+from dfd.lfsrequest import LfsError
 from dfd.locks import LockError
 from dfd.observability import logger
 
@@ -108,21 +110,17 @@ def _body() -> Any:
         raise LfsError(422, "the request body is not valid JSON") from None
 
 
-def _base_url() -> str:
-    event = app.current_event
-    scheme = event.headers.get("x-forwarded-proto", "https").split(",")[0].strip() or "https"
-    return f"{scheme}://{event.request_context.domain_name}"
-
-
-def _repo(repo: str) -> str:
-    parameters = app.current_event.path_parameters or {}
-    return check_repo(str(parameters.get("repo", repo)))
+def _path(name: str, fallback: str) -> str:
+    """A path parameter as API Gateway decoded it (the router's own match when the event has none)."""
+    return str((app.current_event.path_parameters or {}).get(name, fallback))
 
 
 @app.post("/lfs/<repo>/objects/batch")
 def batch(repo: str) -> Response[str]:
+    name = lfsrequest.repo_name(_path("repo", repo))
     caller = _caller()
-    answer = deps.lfs_service().batch(caller, _repo(repo), _body(), _base_url())
+    api_url = deps.lfs_settings().api_url_for(app.current_event.request_context.api_id)
+    answer = deps.lfs_service().batch(caller, name, _body(), api_url)
     uploads = sum(1 for obj in answer["objects"] if "upload" in obj.get("actions", {}))
     logger.info("lfs batch", extra={"objects": len(answer["objects"]), "to_upload": uploads, "tenant": caller.tenant})
     return lfs_response(200, answer)
@@ -130,16 +128,19 @@ def batch(repo: str) -> Response[str]:
 
 @app.post("/lfs/<repo>/verify/<id>")
 def verify(repo: str, id: str) -> Response[str]:
+    lfsrequest.repo_name(_path("repo", repo))
+    upload_id = lfsrequest.upload_id(_path("id", id))
     caller = _caller()
-    parameters = app.current_event.path_parameters or {}
-    deps.lfs_service().verify(caller, _repo(repo), str(parameters.get("id", id)), _body())
+    deps.lfs_service().verify(caller, upload_id, _body())
     return lfs_response(200, {})
 
 
 @app.post("/lfs/<repo>/locks")
 def create_lock(repo: str) -> Response[str]:
+    name = lfsrequest.repo_name(_path("repo", repo))
     caller = _caller()
-    status, body = deps.lock_service().create(caller, _repo(repo), _body())
+    path = lfsrequest.lock_path(lfsrequest.body_object(_body()))
+    status, body = deps.lock_service().create(caller, name, path)
     if status == 409:  # the lock in the way, with git-lfs's message
         return lfs_response(409, body)
     return lfs_response(201, body)
@@ -147,23 +148,29 @@ def create_lock(repo: str) -> Response[str]:
 
 @app.get("/lfs/<repo>/locks")
 def list_locks(repo: str) -> Response[str]:
+    name = lfsrequest.repo_name(_path("repo", repo))
     caller = _caller()
-    values = query_values(app, "path", "id", "cursor", "limit", "refspec")  # refspec: git-lfs's, not filtered on
-    query = {name: value for name, value in zip(("path", "id", "cursor", "limit"), values, strict=False) if value}
-    return lfs_response(200, deps.lock_service().list(caller, _repo(repo), query))
+    path, ident, cursor, limit, tenant, _ = query_values(app, "path", "id", "cursor", "limit", "tenant", "refspec")
+    query = lfsrequest.lock_query(path, ident, cursor, limit, tenant)  # refspec: git-lfs's, not filtered on
+    return lfs_response(200, deps.lock_service().list(caller, name, query))
 
 
 @app.post("/lfs/<repo>/locks/verify")
 def verify_locks(repo: str) -> Response[str]:
+    name = lfsrequest.repo_name(_path("repo", repo))
     caller = _caller()
-    return lfs_response(200, deps.lock_service().verify(caller, _repo(repo), _body()))
+    page = lfsrequest.body_page(lfsrequest.body_object(_body(), optional=True))
+    return lfs_response(200, deps.lock_service().verify(caller, name, page))
 
 
 @app.post("/lfs/<repo>/locks/<id>/unlock")
 def unlock(repo: str, id: str) -> Response[str]:
+    name = lfsrequest.repo_name(_path("repo", repo))
+    lock_id = lfsrequest.lock_id(_path("id", id))
     caller = _caller()
-    parameters = app.current_event.path_parameters or {}
-    return lfs_response(200, deps.lock_service().unlock(caller, _repo(repo), str(parameters.get("id", id)), _body()))
+    body = lfsrequest.body_object(_body(), optional=True)
+    force, tenant = lfsrequest.force(body), lfsrequest.body_tenant(body)
+    return lfs_response(200, deps.lock_service().unlock(caller, name, lock_id, force=force, tenant=tenant))
 
 
 handler = lambda_entry(app)
