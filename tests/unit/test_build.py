@@ -68,15 +68,20 @@ def _make(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="session")
-def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """IngestFunction's artifact, as `sam build` makes it (ARTIFACTS_DIR is SAM's per-function build directory)."""
-    out = tmp_path_factory.mktemp("IngestFunction")
-    cache = tmp_path_factory.mktemp("wheels")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PIP_CACHE_DIR", str(cache))
-        done = _make("build-IngestFunction", f"ARTIFACTS_DIR={out}")
-    assert done.returncode == 0, done.stderr
-    return out
+def sam_build() -> Path:
+    """`make sam`'s build directory: `sam validate --lint` and `sam build` of template.yaml, the artifacts as `sam
+    deploy` uploads them (make test runs it first; here it is redone only if an input changed)."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "sam"], capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return ROOT / ".aws-sam" / "build"
+
+
+@pytest.fixture(scope="session")
+def artifact(sam_build: Path) -> Path:
+    """IngestFunction's artifact (SAM's per-function build directory)."""
+    return sam_build / "IngestFunction"
 
 
 def test_every_function_is_built_by_the_makefile_for_its_architecture(functions: dict[str, dict[str, Any]]) -> None:
@@ -126,6 +131,16 @@ def test_runtime_pins_are_the_dev_locks_versions() -> None:
     assert {"botocore", "aws-lambda-powertools"} <= set(runtime)
     assert not {"boto3", "s3transfer"} & set(runtime)  # the functions make botocore clients (dfd.aws)
     assert {name: dev.get(name) for name in runtime} == runtime
+
+
+def test_sam_builds_every_function_of_the_template(sam_build: Path, functions: dict[str, dict[str, Any]]) -> None:
+    built = load_template(sam_build / "template.yaml")["Resources"]
+    for name in functions:
+        assert built[name]["Properties"]["CodeUri"] == name, name
+        assert (sam_build / name / "dfd" / "__init__.py").is_file(), name
+    # one set of inputs, one artifact: every function's is the same bytes (13 builds, or copies of one)
+    first = _tree(sam_build / "IngestFunction")
+    assert all(_tree(sam_build / name) == first for name in functions)
 
 
 def test_artifact_holds_the_handlers_and_their_pinned_dependencies_and_nothing_of_dev(
@@ -200,10 +215,13 @@ def _tree(root: Path) -> dict[str, str]:
     }
 
 
-def test_the_same_inputs_build_the_same_bytes(artifact: Path, tmp_path: Path) -> None:
-    """Another build, elsewhere, of the same sources and pins: every file byte for byte the same."""
+def test_the_same_inputs_build_the_same_bytes(artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another build, elsewhere, of the same sources and pins (the wheels `make sam` downloaded, no build cache):
+    every file byte for byte the same."""
     again = tmp_path / "again"
-    done = _make("build-IngestFunction", f"ARTIFACTS_DIR={again}")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(ROOT / ".aws-sam" / "wheels"))
+    done = _make("build-IngestFunction", f"ARTIFACTS_DIR={again}", "BUILD_CACHE=")
     assert done.returncode == 0, done.stderr
     first, second = _tree(artifact), _tree(again)
     assert first.keys() == second.keys()
