@@ -111,8 +111,8 @@ $(SAM_STAMP):
 ## The SAM CLI in its own venv (.venv-sam), created once: its exact pins (click 8.1.8, boto3 1.43.108) conflict with ours.
 sam-cli: $(SAM_STAMP)
 
-## sam validate --lint, then sam build (functions/Makefile) into .aws-sam/build: the artifact the build tests and bench
-## row 7 open. Redone only when the template, the functions' code or their pins change.
+## sam validate --lint, then sam build (functions/Makefile) into .aws-sam/build: the artifact the build tests open
+## (bench row 7 builds the same for this machine). Redone only when the template, the functions' code or pins change.
 sam: $(SAM_BUILD)/template.yaml
 
 # the runtime's wheels for every architecture functions/Makefile names, downloaded once and installed without asking
@@ -131,7 +131,8 @@ $(SAM_BUILD)/template.yaml: $(SAM_STAMP) template.yaml $(wildcard statemachine/*
 		$(SAM) build --template-file template.yaml --build-dir $(SAM_BUILD)
 
 ## Deploys to AWS: the stack and (unless DEPLOY_ARGS='--no-site') the web pages behind CloudFront; guided the
-## first time. Needs the AWS and SAM CLIs and credentials. Options: make deploy DEPLOY_ARGS='--help'
+## first time. Needs the AWS CLI and credentials (the SAM CLI: .venv-sam's when none is on the PATH).
+## Options: make deploy DEPLOY_ARGS='--help'
 deploy: $(STAMP) $(SAM_STAMP)
 	PATH="$$PATH:$(abspath $(SAM_VENV))/bin" $(BIN)/python -m dfdtools.deploy $(DEPLOY_ARGS)
 

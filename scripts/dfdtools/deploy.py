@@ -7,8 +7,9 @@
 What one run does, in order (each step is a command printed before it runs; every step is idempotent):
 1. the site stack ``<stack>-site`` (deploy/site.yaml): a private S3 bucket that only CloudFront reads (origin
    access control), HTTPS, the pages' security headers as a response-headers policy, the optional custom domain;
-2. ``sam build`` and ``sam deploy`` of template.yaml with ``AllowedOrigins`` = the site's own origin (its
-   CloudFront or custom domain), so browsers on the site may call the API and PUT to the bucket;
+2. ``make sam`` (``sam validate --lint``, ``sam build``) and ``sam deploy`` of template.yaml with ``AllowedOrigins``
+   = the site's own origin (its CloudFront or custom domain), so browsers on the site may call the API and PUT to
+   the bucket;
 3. the site stack again with the Content-Security-Policy naming the API's URL (no change once it has it);
 4. the pages: web/'s page files and a ``config.js`` written from the stack's outputs (API URL, user pool
    client, region) are synced to the site bucket, then CloudFront's cache is invalidated.
@@ -216,7 +217,9 @@ def deploy_site_stack(settings: Settings, csp: str, run: Runner) -> None:
 
 
 def deploy_api_stack(settings: Settings, allowed_origins: str | None, guided: bool, run: Runner) -> None:
-    run(["sam", "build", "--template-file", str(ROOT / "template.yaml")])
+    # `make sam`: sam validate --lint and sam build into .aws-sam/build (where sam deploy takes it from), the build
+    # make test checks, redone only when an input changed
+    run(["make", "--no-print-directory", "-C", str(ROOT), "sam"])
     command = ["sam", "deploy", "--stack-name", settings.stack, "--no-fail-on-empty-changeset"]
     if guided:
         command.append("--guided")

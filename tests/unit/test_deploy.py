@@ -73,7 +73,7 @@ def test_a_first_deploy_creates_the_site_then_the_api_allowing_the_sites_origin_
     kinds = [" ".join(c[:3]) for c in aws.commands]
     assert kinds == [
         "aws cloudformation deploy",  # the site first: its origin is what the API must allow
-        "sam build --template-file",
+        "make --no-print-directory -C",  # make sam: sam validate --lint, sam build
         "sam deploy --stack-name",
         "aws cloudformation deploy",  # again, with the API in the CSP
         "aws s3 sync",
@@ -121,7 +121,8 @@ def test_no_site_deploys_the_api_with_the_saved_parameters(monkeypatch: pytest.M
     monkeypatch.setattr(deploy, "SAMCONFIG", samconfig)
     aws = FakeAws()
     report = deploy.deploy(settings(site=False), guided=False, run=aws.run, outputs=aws.outputs)
-    assert [c[:2] for c in aws.commands] == [["sam", "build"], ["sam", "deploy"]]
+    assert [c[:2] for c in aws.commands] == [["make", "--no-print-directory"], ["sam", "deploy"]]
+    assert aws.commands[0][-1] == "sam"
     # a command line's overrides replace samconfig's whole list: the saved ones are repeated
     assert option(aws.commands[1], "--parameter-overrides") == [
         'AllowedOrigins="https://mine.example"',
