@@ -127,6 +127,7 @@ $(SAM_BUILD)/template.yaml: $(SAM_STAMP) template.yaml $(wildcard statemachine/*
 	for platform in $(SAM_PLATFORMS); do $(PYTHON) -m pip download --quiet --disable-pip-version-check \
 		--only-binary=:all: --platform $$platform --implementation cp --python-version 3.12 \
 		-d $(SAM_WHEELS) -r functions/requirements.txt || exit 1; done
+	rm -rf .aws-sam/artifacts  # one build's cache: the first function builds, the other twelve copy it
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(SAM_WHEELS))" BUILD_CACHE="$(abspath .aws-sam/artifacts)" \
 		$(SAM) build --template-file template.yaml --build-dir $(SAM_BUILD)
 
