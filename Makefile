@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # most of the suite waits on subprocesses, sockets and a browser: two workers keep two cores busy
 TEST_WORKERS ?= 2
 
-.PHONY: help venv lock test test-fast test-js web-vendor lint checkov run bench deploy screenshots aws-cli clean
+.PHONY: help venv lock test test-fast test-js web-vendor lint checkov sam sam-cli run bench deploy screenshots aws-cli clean
 
 ## This list: every target and what it does.
 help:
@@ -34,10 +34,11 @@ lock:
 	$(BIN)/pip-compile --quiet --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
 		-c requirements/dev.lock -o functions/requirements.txt pyproject.toml
 
-## The whole suite: lint, types, unit, integration (moto), e2e (local stack over HTTP), on TEST_WORKERS pytest
-## workers (default 2; a test file stays on one worker: its module fixtures, a stack or a browser, start once).
-## Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml [tool.coverage]).
-test: lint test-js aws-cli
+## The whole suite: lint, types, sam validate + build, unit, integration (moto), e2e (local stack over HTTP), on
+## TEST_WORKERS pytest workers (default 2; a test file stays on one worker: its module fixtures, a stack or a
+## browser, start once). Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml
+## [tool.coverage]).
+test: lint sam test-js aws-cli
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --cov --cov-report=term $(PYTEST_ARGS)
 
 ## npm packages, exactly as their lock files say: the Uppy plugin's (clients/uppy) and the pages' (web; it installs a
@@ -97,10 +98,44 @@ checkov: $(CHECKOV_STAMP)
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation \
 		-f template.yaml -f deploy/site.yaml
 
+SAM_VENV := .venv-sam
+SAM_STAMP := $(SAM_VENV)/.installed
+SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
+SAM_BUILD := .aws-sam/build
+
+$(SAM_STAMP):
+	test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet 'aws-sam-cli==1.170.0'
+	touch $(SAM_STAMP)
+
+## The SAM CLI in its own venv (.venv-sam), created once: its exact pins (click 8.1.8, boto3 1.43.108) conflict with ours.
+sam-cli: $(SAM_STAMP)
+
+## sam validate --lint, then sam build (functions/Makefile) into .aws-sam/build: the artifact the build tests open
+## (bench row 7 builds the same for this machine). Redone only when the template, the functions' code or pins change.
+sam: $(SAM_BUILD)/template.yaml
+
+# the runtime's wheels for every architecture functions/Makefile names, downloaded once and installed without asking
+# the index again; SAM builds each makefile function on its own: the first builds, the others copy (BUILD_CACHE)
+SAM_WHEELS := .aws-sam/wheels
+SAM_PLATFORMS := $(sort $(foreach arch,$(shell sed -n 's/^ARCH_[A-Za-z]* := //p' functions/Makefile),\
+	$(shell sed -n 's/^PLATFORM_$(arch) := //p' functions/Makefile)))
+
+$(SAM_BUILD)/template.yaml: $(SAM_STAMP) template.yaml $(wildcard statemachine/*.json) functions/Makefile \
+		functions/requirements.txt $(shell find functions/dfd -name '*.py')
+	$(SAM) validate --lint --template-file template.yaml
+	for platform in $(SAM_PLATFORMS); do $(PYTHON) -m pip download --quiet --disable-pip-version-check \
+		--only-binary=:all: --platform $$platform --implementation cp --python-version 3.12 \
+		-d $(SAM_WHEELS) -r functions/requirements.txt || exit 1; done
+	rm -rf .aws-sam/artifacts  # one build's cache: the first function builds, the other twelve copy it
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(SAM_WHEELS))" BUILD_CACHE="$(abspath .aws-sam/artifacts)" \
+		$(SAM) build --template-file template.yaml --build-dir $(SAM_BUILD)
+
 ## Deploys to AWS: the stack and (unless DEPLOY_ARGS='--no-site') the web pages behind CloudFront; guided the
-## first time. Needs the AWS and SAM CLIs and credentials. Options: make deploy DEPLOY_ARGS='--help'
-deploy: $(STAMP)
-	$(BIN)/python -m dfdtools.deploy $(DEPLOY_ARGS)
+## first time. Needs the AWS CLI and credentials (the SAM CLI: .venv-sam's when none is on the PATH).
+## Options: make deploy DEPLOY_ARGS='--help'
+deploy: $(STAMP) $(SAM_STAMP)
+	PATH="$$PATH:$(abspath $(SAM_VENV))/bin" $(BIN)/python -m dfdtools.deploy $(DEPLOY_ARGS)
 
 ## Regenerates the README's screenshots (docs/screenshots) from the browser test, without the coverage floor.
 screenshots: $(STAMP)
@@ -119,5 +154,5 @@ $(AWS_VENV)/.installed:
 
 ## Removes the virtualenvs and the tools' caches.
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(AWS_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage clients/uppy/node_modules \
+	rm -rf $(VENV) $(CHECKOV_VENV) $(SAM_VENV) $(AWS_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache .coverage clients/uppy/node_modules \
 		web/node_modules

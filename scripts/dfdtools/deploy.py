@@ -7,15 +7,18 @@
 What one run does, in order (each step is a command printed before it runs; every step is idempotent):
 1. the site stack ``<stack>-site`` (deploy/site.yaml): a private S3 bucket that only CloudFront reads (origin
    access control), HTTPS, the pages' security headers as a response-headers policy, the optional custom domain;
-2. ``sam build`` and ``sam deploy`` of template.yaml with ``AllowedOrigins`` = the site's own origin (its
-   CloudFront or custom domain), so browsers on the site may call the API and PUT to the bucket;
+2. ``make sam`` (``sam validate --lint``, ``sam build``) and ``sam deploy`` of template.yaml with ``AllowedOrigins``
+   = the site's own origin (its CloudFront or custom domain), so browsers on the site may call the API and PUT to
+   the bucket;
 3. the site stack again with the Content-Security-Policy naming the API's URL (no change once it has it);
 4. the pages: web/'s page files and a ``config.js`` written from the stack's outputs (API URL, user pool
    client, region) are synced to the site bucket, then CloudFront's cache is invalidated.
 
 The first run (no samconfig.toml) is guided: ``sam deploy --guided`` asks for the stack name, region and
 parameters and saves them in samconfig.toml; the site's questions (pages or not, domain, certificate) are saved
-in .dfd-deploy.json. Later runs ask nothing. Needs the AWS CLI, the SAM CLI and AWS credentials.
+in .dfd-deploy.json. Later runs ask nothing and pass the same arguments. The Region is --region, else the saved
+one, else the AWS configuration's (AWS_REGION, AWS_DEFAULT_REGION, the profile's); without one nothing is
+deployed (the pages' sign-in endpoint and CSP name it). Needs the AWS CLI, the SAM CLI and AWS credentials.
 """
 
 from __future__ import annotations
@@ -33,18 +36,23 @@ from pathlib import Path
 from typing import Any
 
 from dfdlocal.webheaders import hosted_connect_sources, page_csp
+from dfdtools.pages import PageError, page_files
 from dfdtools.tools import interruptible
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE_TEMPLATE = ROOT / "deploy" / "site.yaml"
 SETTINGS = ROOT / ".dfd-deploy.json"
 SAMCONFIG = ROOT / "samconfig.toml"
-# what a browser loads from web/ (the rest — README, package files, node_modules, examples — stays home)
-PAGE_FILES = ("*.html", "js/*", "css/*", "vendor/*/*.js", "vendor/*/*.wasm", "images/*", "favicon.*")
 
 
 class DeployError(Exception):
     """A step failed or a setting is missing (one line for stderr)."""
+
+
+NO_REGION = (
+    "no AWS Region: pass --region (it is saved for the next runs) or configure one (AWS_REGION, or the profile's "
+    "region); the pages' sign-in endpoint and CSP name it"
+)
 
 
 @dataclass
@@ -118,26 +126,55 @@ def config_script(outputs: Mapping[str, str], region: str) -> str:
     )
 
 
+def _saved_deploy_parameters(samconfig: Path) -> dict[str, Any]:
+    """samconfig.toml's [default.deploy.parameters] ({} without one)."""
+    if not samconfig.exists():
+        return {}
+    document = tomllib.loads(samconfig.read_text())
+    parameters = document.get("default", {}).get("deploy", {}).get("parameters", {})
+    return parameters if isinstance(parameters, dict) else {}
+
+
 def sam_parameters(samconfig: Path, allowed_origins: str | None) -> list[str]:
     """samconfig.toml's parameter overrides with AllowedOrigins replaced (a command line's overrides replace the
-    saved ones as a whole, so the saved ones are repeated)."""
+    saved ones as a whole, so the saved ones are repeated), each as `Name="value"`: SAM's parser reads an unquoted
+    value only up to its first space (`ReconcileRate=15 minutes` is '15', which the parameter's pattern refuses)."""
     saved: dict[str, str] = {}
-    if samconfig.exists():
-        document = tomllib.loads(samconfig.read_text())
-        raw = document.get("default", {}).get("deploy", {}).get("parameters", {}).get("parameter_overrides", "")
-        items = raw if isinstance(raw, list) else _split_overrides(str(raw))
-        for item in items:
-            name, _, value = str(item).partition("=")
-            saved[name] = value.strip('"')
+    raw = _saved_deploy_parameters(samconfig).get("parameter_overrides", "")
+    items = raw if isinstance(raw, list) else _split_overrides(str(raw))
+    for item in items:
+        name, _, value = str(item).partition("=")
+        saved[name] = _unquoted(value)
     if allowed_origins is not None:
         saved["AllowedOrigins"] = allowed_origins
-    return [f"{name}={value}" for name, value in saved.items()]
+    return [f"{name}={_sam_quoted(value)}" for name, value in saved.items()]
+
+
+def _sam_quoted(value: str) -> str:
+    """A value as SAM's guided deploy saves it (samcli GuidedConfig.quote_parameter_values, in SAM's own venv):
+    double quotes, `"` escaped; SAM's parser strips them again."""
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def _unquoted(value: str) -> str:
+    """The value a saved `Name="value"` holds, as SAM's parser reads it (samcli.cli.types._unquote_wrapped_quotes)."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return value.replace("\\ ", " ").replace('\\"', '"').replace("\\'", "'")
 
 
 def _split_overrides(raw: str) -> list[str]:
-    """`A="1" B="x y"` -> ['A="1"', 'B="x y"'] (samconfig's string form)."""
-    items, current, quoted = [], "", False
+    """`A="1" B="x y"` -> ['A="1"', 'B="x y"'] (samconfig's string form; a backslash escapes the next character)."""
+    items, current, quoted, escaped = [], "", False, False
     for char in raw:
+        if escaped:
+            current += char
+            escaped = False
+            continue
+        if char == "\\":
+            escaped = True
+            current += char
+            continue
         if char == '"':
             quoted = not quoted
         if char == " " and not quoted:
@@ -180,7 +217,9 @@ def deploy_site_stack(settings: Settings, csp: str, run: Runner) -> None:
 
 
 def deploy_api_stack(settings: Settings, allowed_origins: str | None, guided: bool, run: Runner) -> None:
-    run(["sam", "build", "--template-file", str(ROOT / "template.yaml")])
+    # `make sam`: sam validate --lint and sam build into .aws-sam/build (where sam deploy takes it from), the build
+    # make test checks, redone only when an input changed
+    run(["make", "--no-print-directory", "-C", str(ROOT), "sam"])
     command = ["sam", "deploy", "--stack-name", settings.stack, "--no-fail-on-empty-changeset"]
     if guided:
         command.append("--guided")
@@ -197,17 +236,16 @@ def deploy_api_stack(settings: Settings, allowed_origins: str | None, guided: bo
 
 
 def publish_pages(settings: Settings, site: Mapping[str, str], config_js: str, run: Runner, web: Path) -> int:
-    """web/'s page files and config.js to the site bucket (deleting what is no longer there), then invalidate."""
+    """The pages and every file they reference (dfdtools.pages) and config.js to the site bucket (deleting what is
+    no longer there), then invalidate."""
     with tempfile.TemporaryDirectory(prefix="dfd-pages-") as folder:
         staging = Path(folder)
-        copied = 0
-        for pattern in PAGE_FILES:
-            for source in web.glob(pattern):
-                if source.is_file():
-                    target = staging / source.relative_to(web)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(source, target)
-                    copied += 1
+        files = page_files(web)
+        for site_path, source in files.items():
+            target = staging / site_path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        copied = len(files)
         (staging / "config.js").write_text(config_js)
         bucket = f"s3://{site['SiteBucketName']}/"
         run(aws(settings, "s3", "sync", str(staging), bucket, "--delete", "--cache-control", "no-cache"))
@@ -233,9 +271,15 @@ class Report:
 
 
 def deploy(settings: Settings, *, guided: bool, run: Runner, outputs: Outputs, web: Path = ROOT / "web") -> Report:
-    region = settings.region or "us-east-1"
+    region = settings.region
+    if not region:
+        raise DeployError(NO_REGION)
     site: Mapping[str, str] = {}
     if settings.site:
+        try:
+            page_files(web)  # a page that references an unpublished file stops the deploy before anything changes
+        except PageError as error:
+            raise DeployError(str(error)) from error
         api_before = outputs(settings.stack).get("ApiUrl")
         deploy_site_stack(settings, site_csp(api_before, region), run)
         site = outputs(settings.site_stack)
@@ -269,8 +313,8 @@ def guided_settings(saved: Settings, args: argparse.Namespace, ask: Callable[[st
     if args.stack is None:
         settings.stack = ask(f"Stack name [{settings.stack}]: ").strip() or settings.stack
     if args.region is None:
-        default = settings.region or "us-east-1"
-        settings.region = ask(f"AWS region [{default}]: ").strip() or default
+        default = settings.region
+        settings.region = ask(f"AWS region [{default}]: " if default else "AWS region: ").strip() or default
     if not args.no_site:
         answer = ask("Deploy the web pages too (S3 + CloudFront, HTTPS)? [Y/n]: ").strip().lower()
         settings.site = answer not in ("n", "no")
@@ -279,6 +323,13 @@ def guided_settings(saved: Settings, args: argparse.Namespace, ask: Callable[[st
         if settings.domain and not args.certificate_arn:
             settings.certificate_arn = ask(f"ACM certificate ARN for {settings.domain} (us-east-1): ").strip()
     return settings
+
+
+def configured_region(profile: str) -> str:
+    """The Region the AWS CLI would use: AWS_REGION, AWS_DEFAULT_REGION, else the profile's ('' when none)."""
+    import botocore.session
+
+    return str(botocore.session.Session(profile=profile or None).get_config_variable("region") or "")
 
 
 def load_settings(path: Path) -> Settings | None:
@@ -305,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     saved = load_settings(SETTINGS)
     guided = args.guided or saved is None or not SAMCONFIG.exists()
     settings = Settings(**asdict(saved)) if saved else Settings()
+    settings.region = settings.region or str(_saved_deploy_parameters(SAMCONFIG).get("region", ""))
+    if not settings.region and args.region is None:
+        settings.region = configured_region(args.profile or settings.profile)
     if guided and sys.stdin.isatty():
         settings = guided_settings(settings, args, input)
     for name in ("stack", "region", "profile", "domain", "certificate_arn"):
@@ -315,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.site = False
     if settings.domain and not settings.certificate_arn:
         parser.error("--domain needs --certificate-arn (an ACM certificate in us-east-1)")
+    if not settings.region:
+        print(f"make deploy: {NO_REGION}", file=sys.stderr)
+        return 1
     SETTINGS.write_text(json.dumps(asdict(settings), indent=2) + "\n")
     try:
         sam_guided = guided and not SAMCONFIG.exists()

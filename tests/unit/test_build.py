@@ -1,9 +1,11 @@
 """`sam build` without Docker, from any local Python >= 3.11: every function builds with functions/Makefile
-(BuildMethod: makefile), which installs the runtime's pinned wheels for python3.12 and the function's architecture.
-The artifact is built here (wheels from the package index, cached for the session) and opened."""
+(BuildMethod: makefile), which installs the runtime's pinned wheels for python3.12 and the function's architecture,
+then compiles every module with the runtime's own Python 3.12 (the bytecode Lambda loads from its read-only
+/var/task). The artifact is built here (wheels from the package index) and opened."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -66,15 +68,20 @@ def _make(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="session")
-def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """IngestFunction's artifact, as `sam build` makes it (ARTIFACTS_DIR is SAM's per-function build directory)."""
-    out = tmp_path_factory.mktemp("IngestFunction")
-    cache = tmp_path_factory.mktemp("wheels")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PIP_CACHE_DIR", str(cache))
-        done = _make("build-IngestFunction", f"ARTIFACTS_DIR={out}")
-    assert done.returncode == 0, done.stderr
-    return out
+def sam_build() -> Path:
+    """`make sam`'s build directory: `sam validate --lint` and `sam build` of template.yaml, the artifacts as `sam
+    deploy` uploads them (make test runs it first; here it is redone only if an input changed)."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "sam"], capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return ROOT / ".aws-sam" / "build"
+
+
+@pytest.fixture(scope="session")
+def artifact(sam_build: Path) -> Path:
+    """IngestFunction's artifact (SAM's per-function build directory)."""
+    return sam_build / "IngestFunction"
 
 
 def test_every_function_is_built_by_the_makefile_for_its_architecture(functions: dict[str, dict[str, Any]]) -> None:
@@ -100,11 +107,40 @@ def test_a_build_without_artifacts_dir_or_of_an_unknown_function_fails() -> None
     assert "no architecture for Nope" in _make("build-Nope", "ARTIFACTS_DIR=/build").stderr
 
 
+def test_a_build_without_the_runtimes_python_fails_with_one_line_before_installing_anything(tmp_path: Path) -> None:
+    for exe in (str(tmp_path / "python3.12"), sys.executable if sys.version_info[:2] != (3, 12) else "/bin/false"):
+        done = _make("build-IngestFunction", f"ARTIFACTS_DIR={tmp_path / 'out'}", f"RUNTIME_PYTHON_EXE={exe}")
+        assert done.returncode != 0
+        (line,) = [line for line in done.stderr.splitlines() if not line.startswith("make")]
+        assert line.startswith("no Python 3.12 to compile the bytecode"), line
+        assert not (tmp_path / "out").exists()
+
+
+def test_the_bytecode_is_compiled_by_the_runtimes_python_unchecked_and_deterministic() -> None:
+    plan = _make("-n", "build-IngestFunction", "ARTIFACTS_DIR=/build").stdout
+    (compile_line,) = [line for line in plan.splitlines() if "-m compileall" in line]
+    assert "PYTHONHASHSEED=0 " in compile_line and "--invalidation-mode unchecked-hash" in compile_line
+    assert " -j" not in compile_line  # parallel workers made different bytes for the same sources
+    exe = compile_line.split("PYTHONHASHSEED=0 ", 1)[1].split(" -m compileall", 1)[0].strip('"')
+    version = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    assert version.stdout.strip() == "(3, 12)"
+
+
 def test_runtime_pins_are_the_dev_locks_versions() -> None:
     runtime, dev = _pins(FUNCTIONS / "requirements.txt"), _pins(ROOT / "requirements" / "dev.lock")
     assert {"botocore", "aws-lambda-powertools"} <= set(runtime)
     assert not {"boto3", "s3transfer"} & set(runtime)  # the functions make botocore clients (dfd.aws)
     assert {name: dev.get(name) for name in runtime} == runtime
+
+
+def test_sam_builds_every_function_of_the_template(sam_build: Path, functions: dict[str, dict[str, Any]]) -> None:
+    built = load_template(sam_build / "template.yaml")["Resources"]
+    for name in functions:
+        assert built[name]["Properties"]["CodeUri"] == name, name
+        assert (sam_build / name / "dfd" / "__init__.py").is_file(), name
+    # one set of inputs, one artifact: every function's is the same bytes (13 builds, or copies of one)
+    first = _tree(sam_build / "IngestFunction")
+    assert all(_tree(sam_build / name) == first for name in functions)
 
 
 def test_artifact_holds_the_handlers_and_their_pinned_dependencies_and_nothing_of_dev(
@@ -142,8 +178,51 @@ def test_artifact_holds_the_handlers_and_their_pinned_dependencies_and_nothing_o
     assert dev and not dev & set(installed)
     for absent in ("dfdlocal", "dfdtools", "dfdbench", "tests", "moto", "pytest", "mypy_boto3_s3", "bin"):
         assert not (artifact / absent).exists(), absent
-    assert not list(artifact.rglob("__pycache__")) and not list(artifact.rglob("*.pyc"))
 
     size = sum(path.stat().st_size for path in artifact.rglob("*") if path.is_file())
     print(f"IngestFunction artifact: {size / 2**20:.1f} MiB unzipped, {len(installed)} distributions")
     assert size < 250 * 2**20  # Lambda's limit for an unzipped package
+
+
+def _runtime_magic() -> bytes:
+    plan = _make("-n", "build-IngestFunction", "ARTIFACTS_DIR=/build").stdout
+    exe = plan.split("PYTHONHASHSEED=0 ", 1)[1].split(" -m compileall", 1)[0].strip('"')
+    code = "import importlib.util, sys; sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"
+    return bytes.fromhex(subprocess.run([exe, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def test_every_module_ships_the_bytecode_lambdas_python312_loads(artifact: Path) -> None:
+    """Each .py has __pycache__/<name>.cpython-312.pyc: 3.12's magic number, hash-based and unchecked (flags 0b01:
+    never compared with the source, whose mtime SAM's zip sets to 1980), compiled under /var/task's paths."""
+    magic = _runtime_magic()
+    sources = [path for path in artifact.rglob("*.py") if "__pycache__" not in path.parts]
+    assert len(sources) > 500
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc"
+        header = pyc.read_bytes()[:16]
+        assert header[:4] == magic and int.from_bytes(header[4:8], "little") == 0b01, pyc
+        relative = source.relative_to(artifact).as_posix()
+        assert f"/var/task/{relative}".encode() in pyc.read_bytes(), pyc  # its co_filename
+    compiled = {path.name.split(".")[1] for path in artifact.rglob("*.pyc")}
+    assert compiled == {"cpython-312"}  # nothing for another interpreter, no optimised (opt-1) copies
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_the_same_inputs_build_the_same_bytes(artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another build, elsewhere, of the same sources and pins (the wheels `make sam` downloaded, no build cache):
+    every file byte for byte the same."""
+    again = tmp_path / "again"
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(ROOT / ".aws-sam" / "wheels"))
+    done = _make("build-IngestFunction", f"ARTIFACTS_DIR={again}", "BUILD_CACHE=")
+    assert done.returncode == 0, done.stderr
+    first, second = _tree(artifact), _tree(again)
+    assert first.keys() == second.keys()
+    assert [name for name in first if first[name] != second[name]] == []

@@ -46,3 +46,30 @@ def test_read_functions_load_nothing_of_the_write_side(handler: str) -> None:
     modules = loaded(handler)
     assert "dfd.ports.objects" in modules
     assert not modules & WRITE_SIDE
+
+
+def test_bench_row_7_runs_the_runtimes_python_with_the_code_directory_read_only(tmp_path: Path) -> None:
+    """The harness of bench row 7 (dfdbench.rows_cold): a child of the runtime's version (3.12) finds its code
+    directory read-only, as Lambda's /var/task, and writes no bytecode."""
+    from dfdbench.rows_cold import MARK, Spawner, runtime_python
+
+    code = tmp_path / "task"
+    code.mkdir()
+    (code / "probe.py").write_text("import sys\nVERSION = sys.version_info[:2]\n")
+    child = (
+        "import os, sys, probe\n"
+        "try:\n    open(os.path.join(os.environ['LAMBDA_TASK_ROOT'], 'x'), 'w').close(); wrote = 1\n"
+        "except OSError:\n    wrote = 0\n"
+        f"print('{MARK}', wrote, int(probe.VERSION == (3, 12) and sys.flags.dont_write_bytecode))\n"
+    )
+    spawner = Spawner(runtime_python(), [code])
+    try:
+        env = {"PATH": os.environ["PATH"], "LAMBDA_TASK_ROOT": str(code), "PYTHONPATH": str(code)}
+        _, wrote, as_lambda = spawner.spawn(["-c", child], env | {"PYTHONDONTWRITEBYTECODE": "1"})
+    finally:
+        spawner.close()
+        subprocess.run(["chmod", "-R", "u+w", str(code)], check=False)
+    assert as_lambda == 1
+    if spawner.read_only == "read-only bind mounts" or os.geteuid() != 0:
+        assert wrote == 0
+    assert sorted(p.name for p in code.iterdir()) == ["probe.py"]  # no __pycache__, nothing written
