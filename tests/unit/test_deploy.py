@@ -405,6 +405,17 @@ def test_the_distribution_is_https_with_the_pages_security_headers(site: dict[st
     assert "DomainNeedsCertificate" in site["Rules"]
 
 
+def test_every_page_has_its_short_path_on_cloudfront_as_on_the_local_stack(site: dict[str, Any]) -> None:
+    # the local stack serves /NAME as web/NAME.html; CloudFront's viewer-request function must map the same paths
+    (function,) = resources(site, "AWS::CloudFront::Function")
+    code = function["FunctionCode"]
+    pages = sorted(p.stem for p in (deploy.ROOT / "web").glob("*.html") if p.stem != "index")
+    assert pages == ["admin", "docs"]
+    for page in pages:
+        for path in (f"/{page}", f"/{page}/"):
+            assert f'"{path}": "/{page}.html"' in code, path
+
+
 def test_the_site_template_passes_cfn_lint() -> None:
     from cfnlint.api import ManualArgs, lint
 
