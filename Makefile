@@ -112,7 +112,7 @@ DOCS_ADDR ?= 127.0.0.1:8000
 
 ## Previews the site at http://$(DOCS_ADDR)/, rebuilt on every edit. Options: make docs-serve DOCS_ADDR=host:port
 docs-serve: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
 
 ## Regenerates the site's screenshots (docs/screenshots) from the browser test, without the coverage floor.
 screenshots: $(STAMP)
