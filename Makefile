@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 # most of the suite waits on subprocesses, sockets and a browser: two workers keep two cores busy
 TEST_WORKERS ?= 2
 
-.PHONY: help venv lock test test-fast test-js web-vendor lint checkov sam sam-cli run bench deploy screenshots aws-cli clean
+.PHONY: help venv lock test test-fast test-js web-vendor lint checkov sam sam-cli run bench deploy screenshots aws-cli \
+	clean docs docs-serve
 
 ## This list: every target and what it does.
 help:
@@ -137,7 +138,18 @@ $(SAM_BUILD)/template.yaml: $(SAM_STAMP) template.yaml $(wildcard statemachine/*
 deploy: $(STAMP) $(SAM_STAMP)
 	PATH="$$PATH:$(abspath $(SAM_VENV))/bin" $(BIN)/python -m dfdtools.deploy $(DEPLOY_ARGS)
 
-## Regenerates the README's screenshots (docs/screenshots) from the browser test, without the coverage floor.
+## The documentation site (mkdocs-material, mkdocs.yml) from docs/ into site/, --strict: a broken link or anchor, a
+## missing page or one the nav leaves out fails (make test runs the same build: tests/unit/test_docs_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+DOCS_ADDR ?= 127.0.0.1:8000
+
+## Previews the site at http://$(DOCS_ADDR)/, rebuilt on every edit. Options: make docs-serve DOCS_ADDR=host:port
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
+
+## Regenerates the site's screenshots (docs/screenshots) from the browser test, without the coverage floor.
 screenshots: $(STAMP)
 	DFD_SCREENSHOTS=docs/screenshots $(BIN)/pytest -p no:cacheprovider -q \
 		tests/e2e/test_browser.py::test_upload_dedup_download_and_dashboard

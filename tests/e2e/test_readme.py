@@ -1,11 +1,12 @@
-"""The README is executable: every shell block runs as written against a local stack, and the first command that
-fails fails the test with its README line.
+"""The README and the documentation site are executable: every shell block of README.md and of every page under
+docs/ runs as written against a local stack, page by page, and the first command that fails fails the page's
+test with its file and line.
 
 How the blocks run (tests/e2e/readme_blocks.py parses them):
 - in a temporary directory holding links to the checkout's top-level entries, so relative paths (``scripts/``,
   ``events/``, ``make``) work and every file a block writes lands outside the repository;
-- one ``bash`` session per stack, ``set -Eeuo pipefail``: variables and files carry over between blocks as in a
-  reader's terminal;
+- one ``bash`` session per stack, per document, ``set -Eeuo pipefail``: variables and files carry over between
+  a page's blocks as in a reader's terminal (each page starts with the block that sets what its others use);
 - a block starting the stack (``make run ...``) runs as written, in the background, on free ports given through
   ``DFD_API_PORT``/``DFD_AWS_PORT``/``DFD_LAMBDA_PORT`` (the variables the README tells readers to export for a
   stack on other ports); blocks before the first one run against the session's stack fixture;
@@ -33,6 +34,12 @@ pytestmark = pytest.mark.e2e
 
 README = ROOT / "README.md"
 SCRIPT_TIMEOUT = 900.0
+
+
+def documents() -> list[Path]:
+    """README.md, then every page of the site that has a shell block (pages included from README have none)."""
+    pages = sorted(path for path in (ROOT / "docs").rglob("*.md") if shell_blocks(path))
+    return [README, *pages]
 
 
 @dataclass
@@ -104,20 +111,24 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
 
 
-def test_every_shell_block_of_the_readme_runs_as_written(
-    workdir: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("document", [str(path.relative_to(ROOT)) for path in documents()])
+def test_every_shell_block_runs_as_written(
+    document: str, workdir: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocks = shell_blocks(README)
-    assert blocks, "README.md has no shell blocks"
+    blocks = shell_blocks(ROOT / document)
+    assert blocks, f"{document} has no shell blocks"
     before = checkout_status()
     skipped = [block for block in blocks if block.skip_reason is not None]
     with capsys.disabled():
         for block in skipped:
-            print(f"\nREADME.md:{block.line}: skipped, {block.skip_reason}", file=sys.stderr)
-    for number, segment in enumerate(segments(blocks)):
+            print(f"\n{document}:{block.line}: skipped, {block.skip_reason}", file=sys.stderr)
+    runnable = segments(blocks)
+    if not runnable:
+        pytest.skip(f"every block of {document} needs AWS")
+    for number, segment in enumerate(runnable):
         if segment.starter is None:
             fixture: RunningStack = request.getfixturevalue("stack")
-            run_segment(segment, workdir, session_env(workdir, ports_of(fixture)), fixture, number)
+            run_segment(segment, workdir, session_env(workdir, ports_of(fixture)), fixture, number, document)
             continue
         ports = {"DFD_API_PORT": free_port(), "DFD_AWS_PORT": free_port(), "DFD_LAMBDA_PORT": free_port()}
         env = session_env(workdir, ports)
@@ -128,11 +139,11 @@ def test_every_shell_block_of_the_readme_runs_as_written(
             starter, cwd=workdir, env=env | {"DFD_READY_FILE": str(stack_dir / "ready.json")}, workdir=stack_dir
         )
         try:
-            run_segment(segment, workdir, env, running, number)
+            run_segment(segment, workdir, env, running, number, document)
         finally:
             # make passes Ctrl-C on by dying of it once the stack has exited 0
             stop_stack(running, ok=(0, 130, -signal.SIGINT))
-    assert checkout_status() == before, "the README's blocks wrote into the repository"
+    assert checkout_status() == before, f"the blocks of {document} wrote into the repository"
 
 
 def checkout_status() -> str:
@@ -143,9 +154,11 @@ def checkout_status() -> str:
     return result.stdout if result.returncode == 0 else ""  # not a git checkout: nothing to compare
 
 
-def run_segment(segment: Segment, workdir: Path, env: dict[str, str], stack: RunningStack, number: int) -> None:
+def run_segment(
+    segment: Segment, workdir: Path, env: dict[str, str], stack: RunningStack, number: int, document: str
+) -> None:
     script = workdir / f".readme-{number}.sh"
-    script.write_text(session_script(segment.blocks, README.name))
+    script.write_text(session_script(segment.blocks, document))
     try:
         result = subprocess.run(
             ["bash", str(script)],
@@ -157,10 +170,10 @@ def run_segment(segment: Segment, workdir: Path, env: dict[str, str], stack: Run
             timeout=SCRIPT_TIMEOUT,
         )
     except subprocess.TimeoutExpired as timeout:
-        pytest.fail(f"README blocks did not finish in {SCRIPT_TIMEOUT} s:\n{_tail(str(timeout.stderr or ''))}")
+        pytest.fail(f"{document}'s blocks did not finish in {SCRIPT_TIMEOUT} s:\n{_tail(str(timeout.stderr or ''))}")
     if result.returncode != 0:
         pytest.fail(
-            f"README block failed (exit {result.returncode}):\n--- stderr\n{_tail(result.stderr)}\n"
+            f"{document}: a block failed (exit {result.returncode}):\n--- stderr\n{_tail(result.stderr)}\n"
             f"--- stdout\n{_tail(result.stdout)}\n--- stack log\n{stack.logs(40)}"
         )
 

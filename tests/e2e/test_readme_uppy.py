@@ -1,7 +1,7 @@
-"""README "Upload from your own page with Uppy": its HTML block, as written, in headless Chromium against the
-local stack.
+"""The site's page "Uploading with Uppy" (docs/uploading/uppy.md): its HTML block, as written, in headless Chromium
+against the local stack.
 
-The block is taken from README.md, saved with the bundle the README says to copy (web/vendor/uppy) in a folder
+The block is taken from the page, saved with the bundle the page says to copy (web/vendor/uppy) in a folder
 served on its own origin (as `python3 -m http.server` would), and opened; the only change is the API address (the
 test's stack listens on a free port, not 3000). A token is pasted, a new file is stored, and the same content
 again is reported already stored with no byte sent.
@@ -26,16 +26,13 @@ from tests.e2e.e2e_helpers import ROOT, RunningStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-HEADING = "### Upload from your own page with Uppy"
+PAGE = ROOT / "docs" / "uploading" / "uppy.md"
 README_API = "http://127.0.0.1:3000"
 
 
 def readme_page() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(HEADING) :]
-    section = section[: section.index("\n## ")]
-    blocks = re.findall(r"```html\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1, "the section has exactly one html block"
+    blocks = re.findall(r"```html\n(.*?)```", PAGE.read_text(), flags=re.S)
+    assert len(blocks) == 1, "the page has exactly one html block"
     assert README_API in blocks[0]
     return blocks[0]
 

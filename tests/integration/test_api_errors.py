@@ -17,7 +17,7 @@ GIB = 1024**3
 
 @pytest.fixture(autouse=True)
 def bad_input_changes_nothing(aws: Aws) -> Iterator[None]:
-    """After every test of refused requests, the invariants of docs/design.md still hold."""
+    """After every test of refused requests, the invariants of docs/design/invariants.md still hold."""
     yield
     aws.assert_invariants()
 

@@ -342,7 +342,7 @@ def _crash(_: object) -> None:
 
 # ---------------------------------------------------------------------------------------------- quota usage
 def _usage_is_exact(repo: FakeRepository) -> None:
-    """docs/design.md, "Quotas": stored_bytes = the sizes of the tenant's reference items (at any count, 0
+    """docs/design/choices.md, "Quotas": stored_bytes = the sizes of the tenant's reference items (at any count, 0
     included), pending = its uploads still holding `quota_bytes`, used = pending + stored (scripts/audit's rule)."""
     tenants = {t for t, _ in repo.tenant_refs} | set(repo.usage)
     for tenant in tenants:

@@ -251,7 +251,7 @@ def test_abort(world: Any) -> None:
         service.abort(CAROL, upload_id)
     assert service.abort(ALICE, upload_id) == {"upload_id": upload_id, "status": "deleted"}
     assert not objects.multiparts and repo.uploads[upload_id]["status"] == "deleted"
-    # its bytes held against the tenant's quota are released with the status (docs/design.md, "Quotas")
+    # its bytes held against the tenant's quota are released with the status (docs/design/choices.md, "Quotas")
     assert "quota_bytes" not in repo.uploads[upload_id] and repo.tenant_usage("acme").pending_count == 0
     assert repo.tenant_usage("acme").used_bytes == 0
     with pytest.raises(Conflict) as again:

@@ -1,0 +1,136 @@
+"""The documentation site (mkdocs.yml, docs/) builds with --strict, as `make docs` builds it, and what it shows
+comes from the one copy of each thing: README's sections, docs/openapi.yaml, docs/bench.json.
+
+A page the nav leaves out, a broken link or a missing anchor fails the strict build (mkdocs.yml `validation`);
+the test shows it for a page left out of the nav."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dfdbench import mkdocs_hook
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build(tmp_path: Path, config: Path) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"NO_MKDOCS_2_WARNING": "1"}
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(tmp_path / "site")]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def text_of(page: Path) -> str:
+    body = page.read_text(encoding="utf-8")
+    body = body[body.index("<article") : body.index("</article>")]
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("docs")
+    result = build(tmp_path, ROOT / "mkdocs.yml")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return tmp_path / "site"
+
+
+def test_every_page_of_the_nav_is_built_and_no_file_outside_it(site: Path) -> None:
+    pages = sorted(str(path.relative_to(ROOT / "docs")) for path in (ROOT / "docs").rglob("*.md"))
+    nav = yaml.safe_load(re.sub(r"!!python/name:\S+", "''", (ROOT / "mkdocs.yml").read_text()))["nav"]
+
+    def listed(entries: list[object]) -> list[str]:
+        out: list[str] = []
+        for entry in entries:
+            value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            out += listed(value) if isinstance(value, list) else [str(value)]
+        return out
+
+    assert sorted(listed(nav)) == pages
+    for page in pages:
+        built = page.removesuffix("README.md").removesuffix("index.md").removesuffix(".md")
+        assert (site / built / "index.html").exists() or (site / built.rstrip("/") / "index.html").exists(), page
+
+
+def test_the_api_reference_renders_every_operation_of_the_document(site: Path) -> None:
+    document = yaml.safe_load((ROOT / "docs" / "openapi.yaml").read_text())
+    page = (site / "api" / "index.html").read_text(encoding="utf-8")
+    found = re.findall(r"<h3[^>]*>(.*?)</h3>", page)
+    headings = {re.sub(r"<[^>]+>|¶|&para;", "", heading).strip() for heading in found}
+    operations = {
+        f"{method.upper()} {path}"
+        for path, item in document["paths"].items()
+        for method in item
+        if method in {"get", "put", "post", "delete", "patch", "head", "options"}
+    }
+    assert operations and operations <= headings, sorted(operations - headings)
+
+
+def test_the_performance_table_is_the_bench_runs(site: Path) -> None:
+    document = json.loads((ROOT / "docs" / "bench.json").read_text())
+    page = text_of(site / "performance" / "index.html")
+    assert "bench:table" not in page and "bench:summary" not in page
+    assert mkdocs_hook.summary(document) in page
+    for row in document["rows"]:
+        assert html.unescape(row["name"]) in page, row["name"]
+
+
+def test_the_home_page_and_getting_started_are_the_readme_sections(site: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    home = (site / "index.html").read_text()
+    assert 'class="mermaid"' in home, "the architecture diagram"
+    assert "dfd stores every distinct file content once" in text_of(site / "index.html")
+    quickstart = text_of(site / "getting-started" / "index.html")
+    assert "scripts/replay --prefix uploads/ -n 10" in readme and "scripts/replay --prefix uploads/ -n 10" in quickstart
+
+
+def test_nothing_is_fetched_from_outside_at_build_or_read_time_but_the_theme_scripts(site: Path) -> None:
+    for page in site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "fonts.googleapis.com" not in text and "fonts.gstatic.com" not in text, page
+
+
+def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    (docs / "orphan.md").write_text("# Nobody links here\n")
+    config = (ROOT / "mkdocs.yml").read_text()
+    for relative in ("docs_dir: docs", "- README.md", "- scripts/dfdbench/"):
+        assert relative in config
+        config = config.replace(relative, relative.replace(" ", f" {ROOT}/", 1).replace(f"{ROOT}/docs", str(docs)))
+    (tmp_path / "mkdocs.yml").write_text(config)
+    result = build(tmp_path, tmp_path / "mkdocs.yml")
+    assert result.returncode != 0
+    assert "orphan.md" in result.stderr
+
+
+def test_the_bench_markers_render_the_table_and_the_summary() -> None:
+    document = {
+        "machine": {"cpus": 2, "python": "3.12.1"},
+        "seconds": 12.4,
+        "rows": [
+            {"target": "3", "name": "a row", "value": 1.5, "unit": "ms", "met": True, "goal": "≤ 2"},
+            {"target": "7", "name": "another", "value": 3.25, "unit": "ms", "met": False, "details": {"x": 1}},
+        ],
+    }
+    page = "# P\n\n<!-- bench:summary -->\n\n<!-- bench:table -->\n\nafter\n"
+    rendered = mkdocs_hook.render(page, document)
+    assert "2 rows in 12 s on 2 CPUs (Python 3.12.1): 1 targets met, 1 missed." in rendered
+    assert "| 3 | a row | 1.50 ms | — | — | ≤ 2 | ✅ |  |" in rendered
+    assert "| 7 | another | 3.25 ms |" in rendered and rendered.endswith("after\n")
+    assert mkdocs_hook.render("no marker\n", document) == "no marker\n"
+
+
+def test_the_readme_stays_a_five_minute_read() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) <= 12 * 1024, "README.md over 12 KB: the detail belongs in the site (docs/)"
+    for section in ("about", "quickstart"):  # what the site includes from it
+        assert f"<!-- --8<-- [start:{section}] -->" in readme and f"<!-- --8<-- [end:{section}] -->" in readme
