@@ -137,12 +137,10 @@ def grants(resolver: Resolver) -> dict[str, set[tuple[str, str]]]:
     result: dict[str, set[tuple[str, str]]] = {}
     for function in MODULES.values():
         pairs: set[tuple[str, str]] = set()
-        props = template["Resources"][function]["Properties"]
-        policies = props.get("Policies", [])
-        if "Role" in props:  # its own role (IngestFunctionRole): that role's policy documents
-            role = template["Resources"][f"{function}Role"]["Properties"]
-            policies = [policy["PolicyDocument"] for policy in role["Policies"]]
-        for policy in policies:
+        # every function has its own role (<function>Role): that role's policy documents
+        assert template["Resources"][function]["Properties"]["Role"] == {"Fn::GetAtt": [f"{function}Role", "Arn"]}
+        role = template["Resources"][f"{function}Role"]["Properties"]
+        for policy in (policy["PolicyDocument"] for policy in role["Policies"]):
             for statement in policy["Statement"]:
                 if all(str(action).startswith(("logs:", "xray:")) for action in _listed(statement["Action"])):
                     continue  # the runtime's (its log group, traces), not requests of the code

@@ -12,9 +12,35 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 OBJECTS = "${FilesBucket.Arn}/${UploadPrefix}*"
 
 
+# X-Ray's two write actions take no resource ARN: the only grants on Resource "*" a function's role may carry
+TRACING = {("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*")}
+
+
+# what Step Functions needs to deliver the workflow's logs: these actions take no resource ARN either
+LOG_DELIVERY = [
+    f"logs:{action}"
+    for action in (
+        "CreateLogDelivery",
+        "GetLogDelivery",
+        "UpdateLogDelivery",
+        "DeleteLogDelivery",
+        "ListLogDeliveries",
+        "PutResourcePolicy",
+        "DescribeResourcePolicies",
+        "DescribeLogGroups",
+    )
+]
+
+
+def runtime(function: str) -> set[tuple[str, str]]:
+    """What every function's own role grants Lambda's runtime: its own log group's streams and events, X-Ray."""
+    return {(f"logs:{action}", f"{function}LogGroup.Arn") for action in ("CreateLogStream", "PutLogEvents")} | TRACING
+
+
 # Exactly what each function may do, as (action, resource) pairs; resources are shown by _describe().
 PERMISSIONS: dict[str, set[tuple[str, str]]] = {
     "UploadFunction": {
+        *runtime("UploadFunction"),
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
@@ -25,12 +51,14 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:PutObject", OBJECTS),
     },
     "MetadataFunction": {
+        *runtime("MetadataFunction"),
         ("dynamodb:GetItem", "FilesTable.Arn"),
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
     },
     "DownloadFunction": {
+        *runtime("DownloadFunction"),
         ("dynamodb:GetItem", "FilesTable.Arn"),
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
@@ -38,6 +66,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:GetObject", OBJECTS),
     },
     "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes)
+        *runtime("UploadsFunction"),
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
@@ -46,18 +75,15 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:AbortMultipartUpload", OBJECTS),
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
-    "AdminStatsFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "MeFunction": {("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "AdminHashesFunction": {("dynamodb:Scan", "FilesTable.Arn")},
+    "AdminStatsFunction": {*runtime("AdminStatsFunction"), ("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "MeFunction": {*runtime("MeFunction"), ("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "AdminHashesFunction": {*runtime("AdminHashesFunction"), ("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
-        # its own role (IngestFunctionRole): the SQS event source's polling, its log group, X-Ray
+        *runtime("IngestFunction"),
+        # the SQS event source's polling (SAM's AWSLambdaSQSQueueExecutionRole allows it on every queue)
         ("sqs:ReceiveMessage", "IngestQueue.Arn"),
         ("sqs:DeleteMessage", "IngestQueue.Arn"),
         ("sqs:GetQueueAttributes", "IngestQueue.Arn"),
-        ("logs:CreateLogStream", "IngestFunctionLogGroup.Arn"),
-        ("logs:PutLogEvents", "IngestFunctionLogGroup.Arn"),
-        ("xray:PutTraceSegments", "*"),
-        ("xray:PutTelemetryRecords", "*"),
         ("s3:GetObject", OBJECTS),
         ("s3:DeleteObject", OBJECTS),
         ("s3:ListBucket", "FilesBucket.Arn"),
@@ -75,8 +101,9 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
-    # its own role (PublisherFunctionRole): the two stream event sources' reads, its log group, X-Ray
+    # the two stream event sources' reads (SAM's AWSLambdaDynamoDBExecutionRole allows them on every stream)
     "PublisherFunction": {
+        *runtime("PublisherFunction"),
         *{
             (f"dynamodb:{action}", f"{table}.StreamArn")
             for action in ("DescribeStream", "GetShardIterator", "GetRecords")
@@ -84,10 +111,6 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         },
         ("dynamodb:ListStreams", "${UploadsTable.Arn}/stream/*"),
         ("dynamodb:ListStreams", "${FilesTable.Arn}/stream/*"),
-        ("logs:CreateLogStream", "PublisherFunctionLogGroup.Arn"),
-        ("logs:PutLogEvents", "PublisherFunctionLogGroup.Arn"),
-        ("xray:PutTraceSegments", "*"),
-        ("xray:PutTelemetryRecords", "*"),
         ("events:PutEvents", "EventBus.Arn"),
         ("sqs:SendMessage", "PublisherDLQ.Arn"),
     },
@@ -99,23 +122,12 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
             "states:StartExecution",
             "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
         ),
-        *{
-            (f"logs:{action}", "*")
-            for action in (
-                "CreateLogDelivery",
-                "GetLogDelivery",
-                "UpdateLogDelivery",
-                "DeleteLogDelivery",
-                "ListLogDeliveries",
-                "PutResourcePolicy",
-                "DescribeResourcePolicies",
-                "DescribeLogGroups",
-            )
-        },
+        *{(action, "*") for action in LOG_DELIVERY},
     },
     # the reconcile's rules (dfd.reconcile); its writes to CountersTable are limited to the shards, the tenants'
     # usage items and its lease, the claims it deletes to claim#* (Conditions, checked in tests/unit/test_asl.py)
     "ReconcileFunction": {
+        *runtime("ReconcileFunction"),
         ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
         ("dynamodb:Query", "${FilesTable.Arn}/index/ReapIndex"),
         ("dynamodb:Query", "${TenantFilesTable.Arn}/index/ReapIndex"),
@@ -178,11 +190,15 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def function_policies(template: dict[str, Any], logical_id: str) -> list[Any]:
-    """The policies that grant a function (or state machine) its permissions: SAM's Policies, or, for one given its
-    own role (``Role: !GetAtt <X>Role.Arn``), that role's policy documents."""
-    props = template["Resources"][logical_id]["Properties"]
+    """The policies that grant a function (or state machine) its permissions: the policy documents of the function's
+    own role (``Role: !GetAtt <X>Role.Arn``; every function has one), or a state machine's Policies, from which SAM
+    generates its role."""
+    resource = template["Resources"][logical_id]
+    props = resource["Properties"]
     role = _intrinsic(props.get("Role"))
     if role is None:
+        # SAM's generated role of a function carries AWSLambdaBasicExecutionRole (logs actions on Resource "*")
+        assert resource["Type"] != "AWS::Serverless::Function", f"{logical_id}: no Role, SAM would generate one"
         return _as_list(props.get("Policies", []))
     assert role[0] == "GetAtt" and _describe(props["Role"]) == f"{logical_id}Role.Arn", (logical_id, props["Role"])
     resource = template["Resources"][f"{logical_id}Role"]

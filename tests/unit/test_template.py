@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from tests.unit.template_support import (
+    LOG_DELIVERY,
     PERMISSIONS,
     TEMPLATE,
+    TRACING,
     _as_list,
     _describe,
     _intrinsic,
@@ -64,23 +66,13 @@ HANDLERS = {
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
-# Actions AWS only authorizes on Resource "*" (X-Ray comes from `Tracing: Active` as a managed policy; the
-# log-delivery actions are what Step Functions logging needs; PutMetricData has no resource ARN). Nothing
-# else may use "*".
+# Actions AWS only authorizes on Resource "*", and where (a pattern of the policy's path): X-Ray's two write
+# actions (active tracing) in every function's own role; the log-delivery actions Step Functions logging needs in
+# the workflow's role (SAM generates it from the state machine's Policies, and attaches nothing else: no Tracing).
+# Nothing else may use "*".
 STAR_RESOURCE_ONLY = {
-    "xray:PutTraceSegments",
-    "xray:PutTelemetryRecords",
-    "xray:GetSamplingRules",
-    "xray:GetSamplingTargets",
-    "logs:CreateLogDelivery",
-    "logs:GetLogDelivery",
-    "logs:UpdateLogDelivery",
-    "logs:DeleteLogDelivery",
-    "logs:ListLogDeliveries",
-    "logs:PutResourcePolicy",
-    "logs:DescribeResourcePolicies",
-    "logs:DescribeLogGroups",
-    "cloudwatch:PutMetricData",  # granted with a cloudwatch:namespace condition (tests/unit/test_asl.py)
+    **{action: r"/\w+FunctionRole/Properties/Policies/PolicyDocument" for action, _ in TRACING},
+    **{action: "/ReconcileStateMachine/Properties/Policies" for action in LOG_DELIVERY},
 }
 # (logical id, hash key, TTL attribute or None)
 TABLES = [
@@ -341,7 +333,8 @@ def test_no_allow_statement_uses_wildcards(template: dict[str, Any]) -> None:
         for action in actions:
             assert "*" not in action, f"{where}: Allow of wildcard action {action!r}"
         if "*" in _as_list(statement.get("Resource", [])):
-            assert set(actions) <= STAR_RESOURCE_ONLY, f"{where}: Resource '*' for {actions}"
+            for action in actions:
+                assert re.fullmatch(STAR_RESOURCE_ONLY.get(action, "-"), where), f"{where}: Resource '*' for {action}"
 
 
 # --------------------------------------------------------------------------------------------------------

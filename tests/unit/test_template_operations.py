@@ -1,6 +1,6 @@
 """What template.yaml gives an operator: an alarm on every queue, stream consumer, function and the API, all to
-one optional SNS topic; the dashboard; the user pool kept; no partition or URL suffix written out; the roles of
-event-source functions written out (SAM's managed policies for them allow Resource "*").
+one optional SNS topic; the dashboard; the user pool kept; no partition or URL suffix written out; every function's
+role written out (SAM's generated roles carry managed policies that allow Resource "*").
 
 The template is read as the local stack reads it (cfn-lint's decoder, intrinsics in long form); what depends on
 parameters is evaluated with the local stack's resolver (dfdlocal.template), as ``make run`` does.
@@ -279,13 +279,34 @@ def test_the_user_pool_survives_the_stack_and_is_protected(template: dict[str, A
     assert parameter["Default"] == "ACTIVE" and parameter["AllowedValues"] == ["ACTIVE", "INACTIVE"]
 
 
-def test_event_source_functions_have_their_own_roles(template: dict[str, Any]) -> None:
-    """For SQS, DynamoDB and Kinesis event sources SAM attaches a managed policy allowing Resource "*"
-    (AWSLambdaSQSQueueExecutionRole, AWSLambdaDynamoDBExecutionRole, ...) to the role it generates."""
-    for logical_id, resource in _of_type(template, "AWS::Serverless::Function").items():
-        kinds = {event["Type"] for event in (resource["Properties"].get("Events") or {}).values()}
-        if kinds & {"SQS", "DynamoDB", "Kinesis", "MQ", "MSK", "SelfManagedKafka", "DocumentDB"}:
-            assert _describe(resource["Properties"].get("Role")) == f"{logical_id}Role.Arn", logical_id
+def test_every_function_has_its_own_role_naming_its_own_log_group(template: dict[str, Any]) -> None:
+    """SAM's generated role of a function always carries AWSLambdaBasicExecutionRole (logs actions on Resource "*"),
+    and for SQS or DynamoDB stream event sources AWSLambdaSQSQueueExecutionRole or AWSLambdaDynamoDBExecutionRole (on
+    every queue or stream), for Tracing AWSXrayWriteOnlyAccess: every function has its role written out instead."""
+    assert not {"Role", "Policies"} & set(template["Globals"]["Function"])
+    functions = _of_type(template, *FUNCTION_TYPES)
+    assert len(functions) == 13
+    for logical_id, resource in functions.items():
+        props = resource["Properties"]
+        assert _describe(props.get("Role")) == f"{logical_id}Role.Arn", logical_id
+        assert "Policies" not in props, f"{logical_id}: SAM ignores Policies beside Role"
+        role = template["Resources"][f"{logical_id}Role"]
+        assert role["Type"] == "AWS::IAM::Role" and "Condition" not in role, logical_id
+        assert set(role["Properties"]) == {"AssumeRolePolicyDocument", "Policies"}, logical_id  # no managed policy
+        (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert trust == {
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+        runtime, *_ = role["Properties"]["Policies"]
+        log_group = _describe(props["LoggingConfig"]["LogGroup"])
+        assert runtime["PolicyName"] == "lambda-runtime" and log_group == f"Ref({logical_id}LogGroup)", logical_id
+        logs = [s for s in runtime["PolicyDocument"]["Statement"] if s["Sid"] == "OwnLogGroup"]
+        assert [_describe(s["Resource"]) for s in logs] == [f"{logical_id}LogGroup.Arn"], logical_id
+    # SAM generates the state machine's role from its Policies alone (AWSXrayWriteOnlyAccess only with Tracing)
+    for logical_id, resource in _of_type(template, "AWS::Serverless::StateMachine").items():
+        assert not {"Tracing", "Role"} & set(resource["Properties"]), logical_id
 
 
 def _strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -253,7 +253,7 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 ((operator, keys),) = statement["Condition"].items()
                 assert operator in ("StringLike", "StringLikeIfExists"), logical_id
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    assert sorted(found) == ["IngestFunctionRole", "LfsFunction", "ReconcileFunction", "UploadPartsFunction"]
+    assert sorted(found) == [f"{name}FunctionRole" for name in ("Ingest", "Lfs", "Reconcile", "UploadParts")]
 
 
 # --------------------------------------------------------------------------------------------------------
