@@ -24,7 +24,11 @@ export async function startFakeDfd(options = {}) {
   }
   const server = createServer(async (req, res) => {
     const chunks = []
-    for await (const chunk of req) chunks.push(chunk)
+    try {
+      for await (const chunk of req) chunks.push(chunk)
+    } catch {
+      return // the client aborted mid-body (a cancelled upload): nobody is left to answer, as with a real server
+    }
     const raw = Buffer.concat(chunks)
     const url = new URL(req.url, 'http://x')
     dfd.requests.push({ method: req.method, path: url.pathname, headers: req.headers, size: raw.length })
