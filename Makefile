@@ -55,15 +55,21 @@ $(WEB_STAMP): web/package.json web/package-lock.json clients/uppy/package.json $
 	cd web && npm ci --no-audit --no-fund
 	touch $@
 
-## Rebuilds web/vendor/uppy (Uppy, its Dashboard and Golden Retriever, and @dfd/uppy, bundled by esbuild).
-web-vendor: $(WEB_STAMP)
-	cd web && npm run vendor && npm run vendor-swagger-ui
+# what web-vendor writes, all of it committed
+VENDORED := web/vendor docs/assets/vendor
 
-## The plugin's tests (node's test runner with the real @uppy/core), then: the committed web/vendor is what
-## `make web-vendor` makes from the locked packages.
+## Rebuilds web/vendor/uppy (Uppy, its Dashboard and Golden Retriever, and @dfd/uppy, bundled by esbuild), copies
+## Swagger UI's files into web/vendor/swagger-ui and mermaid's (the site's diagrams) into docs/assets/vendor/mermaid.
+web-vendor: $(WEB_STAMP)
+	cd web && npm run vendor && npm run vendor-swagger-ui && npm run vendor-mermaid
+
+## The plugin's tests (node's test runner with the real @uppy/core), then: the committed web/vendor and
+## docs/assets/vendor are what `make web-vendor` makes from the locked packages (no file changed, none left out).
 test-js: $(UPPY_STAMP) web-vendor
 	cd clients/uppy && npm test
-	git diff --exit-code --stat -- web/vendor || { echo "web/vendor is not what make web-vendor makes: commit it" >&2; exit 1; }
+	git diff --exit-code --stat -- $(VENDORED) || { echo "$(VENDORED): not what make web-vendor makes: commit it" >&2; exit 1; }
+	test -z "$$(git ls-files --others --exclude-standard -- $(VENDORED))" || \
+		{ echo "make web-vendor wrote files not committed:" >&2; git ls-files --others --exclude-standard -- $(VENDORED) >&2; exit 1; }
 
 ## The local stack in the foreground until Ctrl-C: moto on :4566, HTTP API + web pages on :3000, Lambda Invoke
 ## API on :3001, the SQS poller; all from template.yaml, state in memory. Options: make run RUN_ARGS='--help'

@@ -7,14 +7,18 @@ The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -241,3 +245,22 @@ def run_audit(stack: RunningStack) -> subprocess.CompletedProcess[str]:
         timeout=120,
         env={"PATH": "/usr/bin:/bin", "DDB_TABLE": stack.files_table, "S3_BUCKET": stack.bucket},
     )
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # nothing printed per request
+        pass
+
+
+@contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """`directory` served over HTTP on 127.0.0.1 (a free port) until the block ends; yields its URL, with a
+    trailing slash."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

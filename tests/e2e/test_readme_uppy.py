@@ -9,20 +9,17 @@ again is reported already stored with no byte sent.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.e2e.browser_support import browser_session
-from tests.e2e.e2e_helpers import ROOT, RunningStack
+from tests.e2e.e2e_helpers import ROOT, RunningStack, serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -37,24 +34,13 @@ def readme_page() -> str:
     return blocks[0]
 
 
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def served_page(tmp_path: Path, stack: RunningStack) -> Iterator[str]:
     for name in ("uppy.js", "uppy.css"):
         shutil.copy(ROOT / "web" / "vendor" / "uppy" / name, tmp_path / name)
     (tmp_path / "index.html").write_text(readme_page().replace(README_API, stack.api_url))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(tmp_path)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(tmp_path) as url:
+        yield url
 
 
 def test_the_readme_page_uploads_new_and_known_files(

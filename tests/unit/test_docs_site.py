@@ -98,6 +98,16 @@ def test_nothing_is_fetched_from_outside_at_build_or_read_time_but_the_theme_scr
         assert "fonts.googleapis.com" not in text and "fonts.gstatic.com" not in text, page
 
 
+def test_the_scripts_the_pages_load_are_in_the_site(site: Path) -> None:
+    """mkdocs builds without a file extra_javascript names; the page would then load mermaid from unpkg.com."""
+    config = yaml.safe_load(re.sub(r"!!python/name:\S+", "''", (ROOT / "mkdocs.yml").read_text()))
+    assert "assets/vendor/mermaid/mermaid.min.js" in config["extra_javascript"]
+    home = (site / "index.html").read_text(encoding="utf-8")
+    for script in config["extra_javascript"]:
+        assert (site / script).is_file(), f"{script}: not in docs/ (make web-vendor)"
+        assert f'<script src="{script}"></script>' in home, script
+
+
 def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     shutil.copytree(ROOT / "docs", docs)
