@@ -107,6 +107,7 @@ class Driver:
         USER["sub"] = next(a["Value"] for a in found if a["Name"] == "sub")
         issuer = f"https://cognito-idp.us-east-1.amazonaws.com/{pool}"
         os.environ.update(JWT_ISSUER=issuer, JWT_AUDIENCE="costclient0000000000000000", USER_POOL_ID=pool)
+        os.environ["LFS_API_URL"] = "https://api.example.com"  # the verify links' API: the one the events name
 
     def close(self) -> None:
         self.meter.detach()
