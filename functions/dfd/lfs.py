@@ -2,12 +2,13 @@
 
 ``POST /lfs/<repo>/objects/batch``. Objects belong to the caller's TENANT, shared by all its repositories:
 
-* upload — an oid the tenant holds with that size: the object without ``actions`` (nothing to send), recorded as
-  a duplicate avoided exactly like ``POST /upload``'s 409 (UploadService's precheck). Anything else — content
-  only other tenants hold included, answered exactly like unknown content — is an ordinary dfd upload registered
-  by UploadService (same record, quota, ingest, dedup, reaper): ``actions.upload`` is its presigned PUT, whose
-  ``header`` carries every signed header (Content-Type above all: git-lfs would sniff one) and ``actions.verify``
-  points at ``/lfs/<repo>/verify/<upload id>``.
+* upload — an oid the tenant holds with that size: the object without ``actions`` (nothing to send), and nothing
+  written: no upload record, no duplicate avoided counted, no reference taken (a push that sends nothing is no
+  upload: re-pushing a branch leaves My uploads, the counters and the quota as they were). Anything else —
+  content only other tenants hold included, answered exactly like unknown content — is an ordinary dfd upload
+  registered by UploadService (same record, quota, ingest, dedup, reaper): ``actions.upload`` is its presigned
+  PUT, whose ``header`` carries every signed header (Content-Type above all: git-lfs would sniff one) and
+  ``actions.verify`` points at ``/lfs/<repo>/verify/<upload id>``.
 * verify — 200 once the upload is processed: if the S3 event has not been ingested yet, the verify runs the
   same idempotent ingest on the object itself, so the oid is the tenant's from the 200 on.
 * download — a presigned GET for every oid the tenant holds; any other → per-object 404, the same answer
@@ -170,8 +171,7 @@ class LfsService:
         base_url: str,
     ) -> None:
         limit = min(self._s.max_upload_bytes, S3_MAX_PUT)
-        held: list[tuple[int, LfsObject]] = []
-        needed: list[tuple[int, LfsObject]] = []
+        needed: list[tuple[int, LfsObject]] = []  # held objects keep their answer without actions: nothing written
         seen: dict[str, int] = {}  # oid -> the index answering it (an oid named twice is registered once)
         for index, obj in valid:
             stored = self._held(caller, obj.oid)
@@ -192,19 +192,19 @@ class LfsService:
                 )
             else:
                 seen[obj.oid] = index
-                (held if stored is not None else needed).append((index, obj))
+                if stored is None:
+                    needed.append((index, obj))
         self._check_quota(caller, [obj for _, obj in needed])
         registered: list[tuple[str, int]] = []
-        for index, obj in held + needed:
+        for index, obj in needed:
             request = UploadRequest(f"{repo}@{obj.oid[:12]}", obj.size, DEFAULT_CONTENT_TYPE, obj.oid)
             try:
                 answer = self._uploads.create_single(request, caller)
             except Forbidden as refused:  # the quota, reached meanwhile by a concurrent upload
                 self._release(caller, registered)
                 raise LfsError(507, refused.message) from None
-            if answer.status == 201:
-                registered.append((answer.body["upload_id"], obj.size))
-                answers[index]["actions"] = self._actions(answer.body, repo, base_url)
+            registered.append((answer.body["upload_id"], obj.size))
+            answers[index]["actions"] = self._actions(answer.body, repo, base_url)
 
     def _actions(self, issued: Mapping[str, Any], repo: str, base_url: str) -> dict[str, Any]:
         expires_in = int(issued["expires_in"])

@@ -272,11 +272,9 @@ class UploadService:
         )
 
     def create_single(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
-        """The same registration as `create`, always as one presigned PUT (Git LFS's `basic` transfer cannot send
-        parts): the caller keeps the request at or under S3's largest PUT."""
+        """The registration `create` makes for content to send, always as one presigned PUT (Git LFS's `basic`
+        transfer cannot send parts), without the precheck: the caller answers content the tenant holds itself and
+        keeps the request at or under S3's largest PUT. Content held meanwhile is sent and deduplicated by the
+        ingest, as after any upload."""
         assert not request.multipart
-        if request.sha256:
-            duplicate = self._precheck(request, request.sha256, caller)
-            if duplicate is not None:
-                return duplicate
         return self._issue(request, caller)

@@ -208,7 +208,7 @@ def test_a_wrong_accept_is_406_and_throttling_429_with_retry_after(
 
     class Limited:
         def batch(self, *args: Any) -> Any:
-            raise Bounded("too many prechecks", details={"retry_after": 17})
+            raise Bounded("slow down", details={"retry_after": 17})
 
     monkeypatch.setattr(deps, "lfs_service", Limited)
     response = invoke(ROUTES[0], {"authorization": basic(pat)})

@@ -3,6 +3,7 @@ ports: every answer the issue lists, per object and for the whole request."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import random
 from dataclasses import replace
@@ -86,7 +87,29 @@ def test_verify_ingests_so_the_oid_is_the_tenants_at_once(world: Lfs) -> None:
     again = world.push(data, repo="other-repo")  # another repo of the tenant: nothing to send
     assert "actions" not in again and "error" not in again
     uploads = [u for u in world.repo.uploads.values() if u.get("hash") == oid]
-    assert sorted(u["status"] for u in uploads) == ["duplicate", "stored"]
+    assert [u["status"] for u in uploads] == ["stored"]
+
+
+def test_an_object_the_tenant_holds_pushed_again_writes_nothing(world: Lfs) -> None:
+    """issue 32: a re-push — the same branch again, another repository, another user of the tenant — sends nothing
+    and writes nothing: no upload record (My uploads), no duplicate avoided, no reference, no precheck counted;
+    the objects it does not hold beside them are registered as ever."""
+    held = [b"level one", b"level two"]
+    for data in held:
+        world.push(data)
+    repo = world.repo
+    before = copy.deepcopy((repo.uploads, repo.files, repo.tenant_refs, repo.counters, repo.usage, repo.prechecks))
+    transactions = repo.transactions
+    objects = [{"oid": hashlib.sha256(data).hexdigest(), "size": len(data)} for data in held]
+    for user, name in ((ALICE, "game"), (ALICE, "other-repo"), (CAROL, "game")):
+        answer = world.batch("upload", objects, user, name)["objects"]
+        assert answer == objects  # each: no actions, no error
+    after = (repo.uploads, repo.files, repo.tenant_refs, repo.counters, repo.usage, repo.prechecks)
+    assert after == before and repo.transactions == transactions
+    new = {"oid": "d" * 64, "size": 7}
+    mixed = world.batch("upload", [*objects, new])["objects"]
+    assert mixed[:2] == objects and set(mixed[2]["actions"]) == {"upload", "verify"}
+    assert [u["status"] for key, u in repo.uploads.items() if key not in before[0]] == ["pending"]
 
 
 def test_verify_is_idempotent_after_the_event_was_ingested(world: Lfs) -> None:
