@@ -344,6 +344,7 @@ class _Timer:
     timeout: float = 300.0
     runs: int = 0
     last: dict[str, Any] | None = None
+    first: float | None = None  # seconds to the first run (default: interval)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -354,7 +355,9 @@ class _Timer:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval if self.first is None else self.first
+        while not self._stop.wait(wait):
+            wait = self.interval
             try:
                 summary = run_reconcile(self.client, self.state_machine_arn, self.timeout)
             except Exception as error:  # the timer must outlive a failed run (it is logged, like AWS's alarm)
@@ -389,7 +392,9 @@ def interval_from_env() -> float:
         raise ReconcileError(f"{INTERVAL_VARIABLE}={raw!r} is not a number of seconds") from None
 
 
-def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -> ReconcileSchedule | None:
+def start_reconcile_schedule(
+    stack: LocalStack, interval: float | None = None, first: float | None = None
+) -> ReconcileSchedule | None:
     """Create the template's reconcile state machine in the emulator and run it every ``interval`` seconds.
 
     Called by ``LocalStack.start`` once the resources exist; ``stop()`` on the result ends the timer. None
@@ -405,7 +410,7 @@ def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -
     name, path, substitutions = state_machine_from_model(model)
     client = stack.client("stepfunctions")
     arn = create_state_machine(client, substitutions, name=name, definition_path=path)
-    timer = _Timer(client, arn, name, interval_from_env() if interval is None else interval)
+    timer = _Timer(client, arn, name, interval_from_env() if interval is None else interval, first=first)
     timer.start()
     log.debug("reconcile state machine %s created (%s)", name, arn)
     return timer

@@ -174,6 +174,7 @@ def launch_stack(command: list[str], *, cwd: Path, env: dict[str, str], workdir:
     own process group, and wait for its ready file: ``--ready-file`` or ``DFD_READY_FILE`` = workdir/ready.json."""
     ready = workdir / "ready.json"
     log_path = workdir / "stack.log"
+    env = {"DFD_DATA_DIR": str(workdir / "data")} | env  # never the repository's .dfd/
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
