@@ -392,6 +392,30 @@ def interval_from_env() -> float:
         raise ReconcileError(f"{INTERVAL_VARIABLE}={raw!r} is not a number of seconds") from None
 
 
+def free_orphaned_lease(dynamodb: Any, counters_table: str) -> str | None:
+    """Release the reconcile's lease (dfd.adapters.dynamo.lease) held by a run of an earlier start of this stack:
+    the emulator keeps no Step Functions execution across a restart, so that run is over and would otherwise
+    keep every run out until its lease expired (15 minutes). The holder freed, or None."""
+    from dfd.adapters.dynamo import codec
+    from dfd.adapters.dynamo.base import to_item
+
+    key = to_item(codec.lease_key())
+    holder = dynamodb.get_item(TableName=counters_table, Key=key, ConsistentRead=True).get("Item", {}).get("holder")
+    if not holder:
+        return None
+    try:
+        dynamodb.update_item(
+            TableName=counters_table,
+            Key=key,
+            UpdateExpression="REMOVE holder, expires_at",
+            ConditionExpression="holder = :me",
+            ExpressionAttributeValues={":me": holder},
+        )
+    except dynamodb.exceptions.ConditionalCheckFailedException:
+        return None  # taken over meanwhile
+    return str(holder.get("S"))
+
+
 def start_reconcile_schedule(
     stack: LocalStack, interval: float | None = None, first: float | None = None
 ) -> ReconcileSchedule | None:

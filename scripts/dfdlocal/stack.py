@@ -61,7 +61,7 @@ from dfdlocal.names import (
     TABLES,
 )
 from dfdlocal.poller import SqsPoller
-from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
+from dfdlocal.reconcile import ReconcileSchedule, free_orphaned_lease, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
 from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
@@ -414,6 +414,11 @@ class LocalStack:
             stream_poller.start()
             self.stream_pollers.append(stream_poller)
 
+        counters = self.environment.get("DDB_COUNTERS_TABLE")
+        if data is not None and counters:
+            freed = free_orphaned_lease(self.client("dynamodb"), counters)
+            if freed:
+                log.info("reconcile lease of a run of the last start (%s) released", freed)
         # a restart finishes what was in flight: the reconcile runs at once (then on its timer)
         self.reconcile = start_reconcile_schedule(self, first=1.0 if restored else None)
 
