@@ -97,6 +97,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds: local VisibilityTimeout of polled queues, i.e. the retry delay (DFD_VISIBILITY_TIMEOUT)",
     )
     parser.add_argument(
+        "--batching-window",
+        type=int,
+        default=_env_int("DFD_BATCHING_WINDOW", 0),
+        help="seconds the SQS event source mapping fills a batch, instead of the template's "
+        "MaximumBatchingWindowInSeconds (which saves invocations on AWS; locally it delays every ingest) "
+        "(DFD_BATCHING_WINDOW)",
+    )
+    parser.add_argument(
         "--ingest-concurrency",
         type=int,
         default=_env_int("DFD_INGEST_CONCURRENCY", 2),
@@ -333,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         aws_port=args.aws_port,
         visibility_timeout=args.visibility_timeout,
         ingest_concurrency=args.ingest_concurrency,
+        batching_window=args.batching_window,
         parameters=dict(item.split("=", 1) for item in (*LOCAL_PARAMETERS, *args.param)),
         log_level=args.log_level,
         json_logs=args.json_logs,

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,13 +160,16 @@ def tool(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedPr
 
 
 def clean_env() -> dict[str, str]:
-    """This process's environment without the test suites' AWS/dfd settings (the stack sets its own)."""
+    """This process's environment without the test suites' AWS/dfd settings (the stack sets its own), with a new
+    empty data directory."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("DFD_", "AWS_", "MOTO_", "POWERTOOLS_")) and k not in TEST_ENV
     }
     env["PYTHONUNBUFFERED"] = "1"
+    # a stack started with it keeps its state in a directory of its own, never the repository's .dfd/
+    env["DFD_DATA_DIR"] = tempfile.mkdtemp(prefix="dfd-e2e-")
     return env
 
 
@@ -174,7 +178,6 @@ def launch_stack(command: list[str], *, cwd: Path, env: dict[str, str], workdir:
     own process group, and wait for its ready file: ``--ready-file`` or ``DFD_READY_FILE`` = workdir/ready.json."""
     ready = workdir / "ready.json"
     log_path = workdir / "stack.log"
-    env = {"DFD_DATA_DIR": str(workdir / "data")} | env  # never the repository's .dfd/
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
