@@ -227,7 +227,8 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         )
         if done.returncode != 0:
             raise RuntimeError(f"e2e {name} failed: {done.stderr[-3000:]}")
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+        # its summary: the last line that is one (a function's metrics line may come after it)
+        results[name] = next(json.loads(line) for line in reversed(done.stdout.splitlines()) if '"mode"' in line)
     stack, seeded, inproc = results["stack"], results["stack_seeded"], results["inprocess"]
     workload = f"{uploads} uploads, 30% duplicates, {stack['bytes'] / 1e6:.0f} MB"
     flat = stack["uploads_per_s"] / seeded["uploads_per_s"]

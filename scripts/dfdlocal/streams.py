@@ -155,6 +155,7 @@ class StreamPoller:
         self._shards: list[str] = []  # shards still to read after the current one, oldest first
         self._positions: dict[str, str] = {}  # shard -> sequence number of its last record done, or CLOSED
         self._stop = threading.Event()
+        self._skip_asked, self._skip = threading.Event(), threading.Event()
         self._sleep = sleep or self._stop.wait
         self._thread: threading.Thread | None = None
         self._streams: Any = None
@@ -256,8 +257,27 @@ class StreamPoller:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def skip_to_latest(self, timeout: float = 30.0) -> bool:
+        """Deliver nothing written so far: the mapping reads on from the stream's end (for a bench that writes a
+        stack's history as items, whose events a real stack published long ago). True once done."""
+        self._skip.clear()
+        self._skip_asked.set()
+        return self._skip.wait(timeout)
+
+    def _skip_now(self) -> None:
+        self._pending.clear()
+        self._shards = []
+        shards = self._all_shards()
+        self.shard_id = shards[-1]["ShardId"]
+        self._positions = {s["ShardId"]: CLOSED for s in shards[:-1]}
+        self._iterator = self._iterator_after(None, "LATEST")
+        self._skip_asked.clear()
+        self._skip.set()
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self._skip_asked.is_set():
+                self._skip_now()
             try:
                 if self.poll_once() == 0 and not self._pending:
                     self._stop.wait(IDLE_SECONDS)
