@@ -107,7 +107,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--ingest-concurrency",
         type=int,
-        default=_env_int("DFD_INGEST_CONCURRENCY", 2),
+        default=_env_int("DFD_INGEST_CONCURRENCY", 4),
         help="concurrent batches per SQS event source (DFD_INGEST_CONCURRENCY)",
     )
     parser.add_argument(

@@ -111,7 +111,7 @@ class StackOptions:
     lambda_port: int = LAMBDA_PORT[1]
     aws_port: int = AWS_PORT[1]
     visibility_timeout: int = 2  # seconds, for queues read by an event source mapping
-    ingest_concurrency: int = 2  # pollers per event source mapping
+    ingest_concurrency: int = 4  # pollers per event source mapping (row 8: 2 held the ingest back, docs/performance.md)
     # seconds an SQS event source mapping fills a batch (MaximumBatchingWindowInSeconds); None: the template's. On
     # AWS the window saves invocations; locally it only delays every ingest (make run sets 0)
     batching_window: int | None = None
