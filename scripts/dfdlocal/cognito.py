@@ -160,13 +160,17 @@ class LocalPool:
 MOTO_KID = "dummy"  # moto writes this kid into every token header
 
 
-def install_signing_key() -> dict[str, Any]:
-    """Make every user pool of this process's emulator sign with a key generated now (call before the first
-    pool is created) and serve its public half as the pools' JWKS; return that JWKS (the authorizer's)."""
+def install_signing_key(kept: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Make every user pool of this process's emulator sign with ``kept`` (a private JWK, from the data directory)
+    or a key generated now (call before the first pool is created) and serve its public half as the pools' JWKS;
+    return that JWKS (the authorizer's) and the private JWK (to keep)."""
     from joserfc.jwk import RSAKey
     from moto.cognitoidp import models, responses
 
-    key = RSAKey.generate_key(2048, parameters={"kid": MOTO_KID, "alg": "RS256", "use": "sig"}, private=True)
+    if kept is not None:
+        key = RSAKey.import_key(dict(kept))
+    else:
+        key = RSAKey.generate_key(2048, parameters={"kid": MOTO_KID, "alg": "RS256", "use": "sig"}, private=True)
     private, jwks = key.as_dict(private=True), {"keys": [key.as_dict(private=False)]}
     shipped = getattr(models, "load_resource")  # noqa: B009 - moto's module imports it, without re-exporting
 
@@ -175,7 +179,7 @@ def install_signing_key() -> dict[str, Any]:
 
     setattr(models, "load_resource", load_resource)  # noqa: B010 - read by each CognitoIdpUserPool as it is created
     responses.CognitoIdpJsonWebKeyResponse.json_web_key = json.dumps(jwks).encode()
-    return jwks
+    return jwks, private
 
 
 def local_password(environ: Mapping[str, str] | None = None) -> str:
@@ -267,6 +271,22 @@ def bootstrap(
         idp.admin_set_user_password(UserPoolId=user_pool_id, Username=username, Password=password, Permanent=True)
         idp.admin_add_user_to_group(UserPoolId=user_pool_id, Username=username, GroupName=group_name)
 
+    return local_pool(user_pool_id, client_id, region=region, endpoint=endpoint, password=password)
+
+
+def adopt(
+    idp: CognitoIdentityProviderClient, user_pool_id: str, *, endpoint: str, password: str | None = None
+) -> LocalPool:
+    """The pool kept from the last run (dfdlocal.persist): its app client, its users as they were (their ``sub``
+    too); the local users' password is set to this run's (the banner's)."""
+    password = password or local_password()
+    client_id = idp.list_user_pool_clients(UserPoolId=user_pool_id, MaxResults=1)["UserPoolClients"][0]["ClientId"]
+    for username in LOCAL_USERS:
+        idp.admin_set_user_password(UserPoolId=user_pool_id, Username=username, Password=password, Permanent=True)
+    return local_pool(user_pool_id, client_id, region=idp.meta.region_name, endpoint=endpoint, password=password)
+
+
+def local_pool(user_pool_id: str, client_id: str, *, region: str, endpoint: str, password: str) -> LocalPool:
     return LocalPool(
         user_pool_id=user_pool_id,
         client_id=client_id,

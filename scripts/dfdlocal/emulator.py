@@ -19,13 +19,16 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from dfdlocal import s3store
 from dfdlocal.cognito import COGNITO_TARGET_PREFIX, CognitoCors
+from dfdlocal.ddblocal import ForwardDynamoDB
 from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
+from dfdlocal.persist import PersistCognito, PersistS3
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
 
@@ -203,8 +206,13 @@ def _cache_module_listing() -> None:
     backends.list_of_moto_modules = lambda: listed
 
 
-def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
-    """moto's server app on an already bound socket (call after :func:`prepare_environment`)."""
+def make_emulator_server(
+    sock: socket.socket, dynamodb: tuple[str, int] | None = None, data_dir: Path | None = None
+) -> BaseWSGIServer:
+    """moto's server app on an already bound socket (call after :func:`prepare_environment`); with ``dynamodb``
+    (host, port of DynamoDB Local) its DynamoDB and DynamoDB Streams requests go there, else to moto (serialized);
+    with ``data_dir`` every change to S3 objects and to the user pools is kept there before it is answered
+    (dfdlocal.persist)."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -224,7 +232,11 @@ def make_emulator_server(sock: socket.socket) -> BaseWSGIServer:
     s3store.install()
     _cache_module_listing()
     dispatcher = DomainDispatcherApplication(create_backend_app)
-    app = LoopbackApi(CognitoCors(SerializeDynamoDB(VerifyPresigned(dispatcher))))
+    store: WSGIApplication = dispatcher if data_dir is None else PersistS3(dispatcher, data_dir)
+    verified = VerifyPresigned(store)
+    tables: WSGIApplication = SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
+    users = tables if data_dir is None else PersistCognito(tables, data_dir, COGNITO_TARGET_PREFIX)
+    app = LoopbackApi(CognitoCors(users))
     host, port = sock.getsockname()[:2]
     return make_server(host, port, app, threaded=True, request_handler=QuietMotoRequestHandler, fd=sock.fileno())
 
@@ -308,9 +320,13 @@ def create_resources(
             _set_redrive(sqs, queue, resources, by_arn)
 
     dynamodb = client("dynamodb")
+    existing = set(dynamodb.get_paginator("list_tables").paginate().build_full_result().get("TableNames", []))
     for table in model.tables.values():
-        with _creating(table.logical_id):
-            _create_table(dynamodb, table, resources)
+        if table.name in existing:  # kept from the last run (DynamoDB Local's -dbPath)
+            log.debug("table %s (%s) kept", table.name, table.logical_id)
+        else:
+            with _creating(table.logical_id):
+                _create_table(dynamodb, table, resources)
         resources.tables[table.logical_id] = table.name
 
     s3 = client("s3")
@@ -388,7 +404,7 @@ def _create_table(dynamodb: Any, table: TableDef, resources: Resources) -> None:
             TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
         )
         resources.notes.append(
-            f"{table.name}: TTL on '{ttl['AttributeName']}' is recorded but moto never deletes expired items"
+            f"{table.name}: TTL on '{ttl['AttributeName']}' is recorded but the emulator never deletes expired items"
         )
     log.debug("table %s (%s) created", table.name, table.logical_id)
 

@@ -344,6 +344,7 @@ class _Timer:
     timeout: float = 300.0
     runs: int = 0
     last: dict[str, Any] | None = None
+    first: float | None = None  # seconds to the first run (default: interval)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -354,7 +355,9 @@ class _Timer:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval if self.first is None else self.first
+        while not self._stop.wait(wait):
+            wait = self.interval
             try:
                 summary = run_reconcile(self.client, self.state_machine_arn, self.timeout)
             except Exception as error:  # the timer must outlive a failed run (it is logged, like AWS's alarm)
@@ -389,7 +392,33 @@ def interval_from_env() -> float:
         raise ReconcileError(f"{INTERVAL_VARIABLE}={raw!r} is not a number of seconds") from None
 
 
-def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -> ReconcileSchedule | None:
+def free_orphaned_lease(dynamodb: Any, counters_table: str) -> str | None:
+    """Release the reconcile's lease (dfd.adapters.dynamo.lease) held by a run of an earlier start of this stack:
+    the emulator keeps no Step Functions execution across a restart, so that run is over and would otherwise
+    keep every run out until its lease expired (15 minutes). The holder freed, or None."""
+    from dfd.adapters.dynamo import codec
+    from dfd.adapters.dynamo.base import to_item
+
+    key = to_item(codec.lease_key())
+    holder = dynamodb.get_item(TableName=counters_table, Key=key, ConsistentRead=True).get("Item", {}).get("holder")
+    if not holder:
+        return None
+    try:
+        dynamodb.update_item(
+            TableName=counters_table,
+            Key=key,
+            UpdateExpression="REMOVE holder, expires_at",
+            ConditionExpression="holder = :me",
+            ExpressionAttributeValues={":me": holder},
+        )
+    except dynamodb.exceptions.ConditionalCheckFailedException:
+        return None  # taken over meanwhile
+    return str(holder.get("S"))
+
+
+def start_reconcile_schedule(
+    stack: LocalStack, interval: float | None = None, first: float | None = None
+) -> ReconcileSchedule | None:
     """Create the template's reconcile state machine in the emulator and run it every ``interval`` seconds.
 
     Called by ``LocalStack.start`` once the resources exist; ``stop()`` on the result ends the timer. None
@@ -405,7 +434,7 @@ def start_reconcile_schedule(stack: LocalStack, interval: float | None = None) -
     name, path, substitutions = state_machine_from_model(model)
     client = stack.client("stepfunctions")
     arn = create_state_machine(client, substitutions, name=name, definition_path=path)
-    timer = _Timer(client, arn, name, interval_from_env() if interval is None else interval)
+    timer = _Timer(client, arn, name, interval_from_env() if interval is None else interval, first=first)
     timer.start()
     log.debug("reconcile state machine %s created (%s)", name, arn)
     return timer

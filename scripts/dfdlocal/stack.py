@@ -3,15 +3,16 @@
 ``LocalStack(options).start()`` binds every port first (a port in use fails before anything starts), points
 this process's AWS SDK at the emulator (os.environ: endpoint, dummy credentials, region, MOTO_PORT), creates
 the template's resources, sets the functions' environment from them, imports the handlers and starts
-serving. ``stop()`` stops everything. State lives in memory only: every start is empty.
+serving. ``stop()`` stops everything. The tables live in DynamoDB Local (a child process); with ``data_dir`` the
+state survives a restart (dfdlocal.persist), without it every start is empty.
 
 One stack per process: the handlers, moto's backends and os.environ are process-wide.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
-import functools
 import ipaddress
 import logging
 import os
@@ -27,21 +28,23 @@ import boto3
 from botocore.config import Config
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from dfdlocal import persist
 from dfdlocal.apigw import HttpApi, RouteAuthorizer, config_js
 from dfdlocal.cognito import (
     ADMIN_GROUP,
     DEFAULT_PASSWORD,
     CognitoTemplateError,
     LocalPool,
+    adopt,
     bootstrap,
     cognito_definitions,
     install_signing_key,
     local_password,
 )
+from dfdlocal.ddblocal import DynamoDBLocal, DynamoDBLocalError
 from dfdlocal.emulator import (
     ResourceError,
     Resources,
-    SerializeDynamoDB,
     create_resources,
     make_emulator_server,
     prepare_environment,
@@ -59,9 +62,9 @@ from dfdlocal.names import (
     TABLES,
 )
 from dfdlocal.poller import SqsPoller
-from dfdlocal.reconcile import ReconcileSchedule, start_reconcile_schedule
+from dfdlocal.reconcile import ReconcileSchedule, free_orphaned_lease, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
-from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events, trim_stream
+from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
 from dfdlocal.webheaders import page_headers
 
@@ -73,6 +76,13 @@ PORT_OPTIONS = {
     "api": ("HTTP API", "--api-port", "DFD_API_PORT"),
     "lambda": ("Lambda Invoke API", "--lambda-port", "DFD_LAMBDA_PORT"),
 }
+
+
+# what a stack keeps in its data directory (--reset deletes these, nothing else)
+DATA_ENTRIES = frozenset(
+    {"dynamodb", "dynamodb.log", persist.SIGNING_KEY, persist.COGNITO, persist.S3_DIR, persist.SQS}
+)
+DATA_PREFIXES = ("stream-",)
 
 
 class StartupError(RuntimeError):
@@ -101,7 +111,10 @@ class StackOptions:
     lambda_port: int = LAMBDA_PORT[1]
     aws_port: int = AWS_PORT[1]
     visibility_timeout: int = 2  # seconds, for queues read by an event source mapping
-    ingest_concurrency: int = 2  # pollers per event source mapping
+    ingest_concurrency: int = 4  # pollers per event source mapping (row 8: 2 held the ingest back, docs/performance.md)
+    # seconds an SQS event source mapping fills a batch (MaximumBatchingWindowInSeconds); None: the template's. On
+    # AWS the window saves invocations; locally it only delays every ingest (make run sets 0)
+    batching_window: int | None = None
     parameters: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
     # the handlers' full Powertools records (JSON, with the EMF metrics lines) rather than one readable line each
@@ -110,6 +123,8 @@ class StackOptions:
     # binding `host` beyond loopback must be asked for: the HTTP API and the emulator's public surface (presigned
     # S3 requests, sign-in) are then reachable from other machines; the Lambda Invoke API never is
     allow_remote: bool = False
+    # where the state lives across restarts (DynamoDB Local's tables, ...); None: in memory, every start empty
+    data_dir: Path | None = None
 
     @property
     def template_path(self) -> Path:
@@ -201,18 +216,6 @@ class _Server:
         self.server.server_close()
 
 
-def dynamodb_lock(app: Any) -> Any:
-    """The emulator's DynamoDB serialization lock (SerializeDynamoDB), wherever it sits in the middleware chain."""
-    while not isinstance(app, SerializeDynamoDB):
-        app = app.app
-    return app.lock
-
-
-def _trim_locked(lock: Any, table: str, upto: int) -> None:
-    with lock:
-        trim_stream(table, upto)
-
-
 class LocalStack:
     def __init__(self, options: StackOptions) -> None:
         self.options = options
@@ -228,6 +231,8 @@ class LocalStack:
         self.pool: LocalPool | None = None
         self.signing_jwks: dict[str, Any] = {"keys": []}
         self.ports: dict[str, int] = {}
+        self.dynamodb: DynamoDBLocal | None = None
+        self.queue_snapshots: persist.QueueSnapshots | None = None
         self._servers: list[_Server] = []
         self._started = False
 
@@ -299,11 +304,33 @@ class LocalStack:
         for warning in model.warnings:
             log.warning("%s", warning)
 
+        data = options.data_dir
+        if data is not None:
+            data.mkdir(parents=True, exist_ok=True)
+        self.dynamodb = DynamoDBLocal(
+            data / "dynamodb" if data is not None else None,
+            log_file=data / "dynamodb.log" if data is not None else None,
+        )
+        try:
+            self.dynamodb.launch()  # the JVM starts while the rest is set up
+        except DynamoDBLocalError as exc:
+            raise StartupError(str(exc)) from None
         prepare_environment(self.aws_url, self.ports["aws"])
-        self.signing_jwks = install_signing_key()  # before any pool: tokens are signed with this stack's key
+        # the functions (this process) call DynamoDB Local directly; other clients reach it on the emulator's port
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = self.dynamodb.url
+        os.environ["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"] = self.dynamodb.url
+        # before any pool: tokens are signed with this stack's key, the one kept in the data directory if any
+        self.signing_jwks, private = install_signing_key(persist.signing_key(data))
+        persist.keep_signing_key(data, private)
         patch_moto_streams()
-        emulator = make_emulator_server(sockets["aws"])
+        emulator = make_emulator_server(
+            sockets["aws"], dynamodb=(self.dynamodb.host, self.dynamodb.port), data_dir=data
+        )
         self._serve("aws", emulator)
+        try:
+            self.dynamodb.wait_ready()
+        except DynamoDBLocalError as exc:
+            raise StartupError(str(exc)) from None
         try:
             self.resources = resources = create_resources(
                 model, self.client, local_visibility_timeout=options.visibility_timeout
@@ -312,6 +339,20 @@ class LocalStack:
             raise StartupError(str(exc)) from exc
         if model.event_buses:
             self.events_queue = route_events(model.event_buses, self.client)
+        restored = False
+        if data is not None:
+            objects, uploads = persist.restore_s3(data)
+            messages = persist.restore_queues(data)
+            restored = bool(objects or uploads or messages or persist.kept_pools(data))
+            log.info(
+                "state from %s: %d object(s), %d multipart upload(s), %d queued message(s)",
+                data,
+                objects,
+                uploads,
+                messages,
+            )
+            self.queue_snapshots = persist.QueueSnapshots(data)
+            self.queue_snapshots.start()
         self.pool = self._create_pool(model)
         authorizers = self._authorizers(model)
         self.environment = self._function_environment(model)
@@ -350,6 +391,8 @@ class LocalStack:
                 continue
             dead_letter = resources.queues.get(queue.dead_letter_queue) if queue.dead_letter_queue else None
             limit = source.maximum_concurrency or options.ingest_concurrency
+            if options.batching_window is not None:
+                source = dataclasses.replace(source, batching_window_seconds=options.batching_window)
             poller = SqsPoller(
                 source,
                 queue,
@@ -372,12 +415,18 @@ class LocalStack:
                 runtime.invoke,
                 self.client,
                 on_failure_url=failure.url if failure else None,
-                trim=functools.partial(_trim_locked, dynamodb_lock(emulator.app)),
+                checkpoint=data / f"stream-{stream.table_logical_id}.json" if data is not None else None,
             )
             stream_poller.start()
             self.stream_pollers.append(stream_poller)
 
-        self.reconcile = start_reconcile_schedule(self)
+        counters = self.environment.get("DDB_COUNTERS_TABLE")
+        if data is not None and counters:
+            freed = free_orphaned_lease(self.client("dynamodb"), counters)
+            if freed:
+                log.info("reconcile lease of a run of the last start (%s) released", freed)
+        # a restart finishes what was in flight: the reconcile runs at once (then on its timer)
+        self.reconcile = start_reconcile_schedule(self, first=1.0 if restored else None)
 
     def _create_pool(self, model: LocalModel) -> LocalPool | None:
         """The template's user pool, client and groups on the emulator, with the local users (dfdlocal.cognito);
@@ -389,9 +438,15 @@ class LocalStack:
             return None
         try:
             definitions = cognito_definitions(resolver.template, resolver.resolve)
-            pool = bootstrap(
-                self.client("cognito-idp"), definitions, endpoint=self.aws_url, password=self.options.password
-            )
+            data = self.options.data_dir
+            kept = persist.restore_cognito(data) if data is not None else []
+            idp = self.client("cognito-idp")
+            if kept:
+                pool = adopt(idp, kept[0], endpoint=self.aws_url, password=self.options.password)
+            else:
+                pool = bootstrap(idp, definitions, endpoint=self.aws_url, password=self.options.password)
+            if data is not None:
+                persist.save_cognito(data)
         except CognitoTemplateError as exc:
             raise StartupError(f"template {self.options.template_path}: {exc}") from None
         except Exception as exc:  # the emulator refused a pool setting, the password policy...
@@ -497,9 +552,14 @@ class LocalStack:
         if self.reconcile is not None:
             self.reconcile.stop()
             self.reconcile = None
+        if self.queue_snapshots is not None:
+            self.queue_snapshots.stop()  # the queues as they are now, before the emulator stops
+            self.queue_snapshots = None
         for server in reversed(self._servers):
             server.stop()
         self._servers = []
+        if self.dynamodb is not None:
+            self.dynamodb.stop()
         log.debug("local stack stopped")
 
     def __enter__(self) -> LocalStack:
@@ -527,6 +587,8 @@ class LocalStack:
             "api_url": self.api_url,
             "lambda_url": self.lambda_url,
             "aws_url": self.aws_url,
+            "dynamodb_url": self.dynamodb.url if self.dynamodb is not None else None,
+            "data_dir": str(self.options.data_dir) if self.options.data_dir is not None else None,
             "region": REGION,
             "template": str(self.options.template_path),
             "tables": dict(self.resources.tables),

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from dfdlocal.motoversion import require_supported
@@ -36,6 +37,8 @@ log = logging.getLogger("dfdlocal.streams")
 
 IDLE_SECONDS = 0.1  # an empty shard is read again after this (Lambda polls a shard 4 times a second)
 MAX_PAUSE_SECONDS = 2.0
+STALE_ITERATOR = frozenset({"TrimmedDataAccessException", "ExpiredIteratorException"})
+CLOSED = "closed"  # a checkpoint's mark of a shard read to its end and done
 LOCAL_RULE = "dfd-events-local"
 
 
@@ -140,6 +143,7 @@ class StreamPoller:
         on_failure_url: str | None = None,
         sleep: Callable[[float], None] | None = None,
         trim: Callable[[str, int], None] | None = None,
+        checkpoint: Path | None = None,
     ) -> None:
         self.source = source
         self.table = table
@@ -147,7 +151,11 @@ class StreamPoller:
         self.client = client
         self.on_failure_url = on_failure_url
         self._trim = trim
+        self._checkpoint = checkpoint
+        self._shards: list[str] = []  # shards still to read after the current one, oldest first
+        self._positions: dict[str, str] = {}  # shard -> sequence number of its last record done, or CLOSED
         self._stop = threading.Event()
+        self._skip_asked, self._skip = threading.Event(), threading.Event()
         self._sleep = sleep or self._stop.wait
         self._thread: threading.Thread | None = None
         self._streams: Any = None
@@ -163,13 +171,81 @@ class StreamPoller:
         return f"{self.table} stream -> {self.source.function}"
 
     def open(self) -> None:
+        """Find the stream and where to read it: after the checkpoint's records (a restart: what was done is not
+        delivered again, what was not is), else at the source's StartingPosition."""
         self._streams = self.client("dynamodbstreams")
         self.stream_arn = self.client("dynamodb").describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
-        shards = self._streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
-        self.shard_id = shards[0]["ShardId"]
-        self._iterator = self._streams.get_shard_iterator(
-            StreamArn=self.stream_arn, ShardId=self.shard_id, ShardIteratorType=self.source.starting_position
-        )["ShardIterator"]
+        saved = self._load_checkpoint()
+        self._positions = dict(saved or {})
+        shards = [shard for shard in self._all_shards() if self._positions.get(shard["ShardId"]) != CLOSED]
+        if saved is None and self.source.starting_position == "LATEST":
+            shards = shards[-1:]
+        self._shards = [shard["ShardId"] for shard in shards]
+        self._next_shard(initial=saved is None)
+
+    def _all_shards(self) -> list[dict[str, Any]]:
+        """The stream's shards, oldest first (a parent before its children)."""
+        shards: list[dict[str, Any]] = []
+        start: dict[str, str] = {}
+        while True:
+            described = self._streams.describe_stream(StreamArn=self.stream_arn, **start)["StreamDescription"]
+            shards += described.get("Shards", [])
+            last = described.get("LastEvaluatedShardId")
+            if not last:
+                break
+            start = {"ExclusiveStartShardId": last}
+
+        def first(shard: Mapping[str, Any]) -> int:
+            return int((shard.get("SequenceNumberRange") or {}).get("StartingSequenceNumber") or 0)
+
+        return sorted(shards, key=first)
+
+    def _next_shard(self, *, initial: bool = False) -> bool:
+        """Open an iterator on the next shard to read; False when there is none (yet)."""
+        if not self._shards:
+            known = set(self._positions) | ({self.shard_id} if self.shard_id else set())
+            self._shards = [s["ShardId"] for s in self._all_shards() if s["ShardId"] not in known]
+        if not self._shards:
+            self._iterator = None
+            return False
+        self.shard_id = self._shards.pop(0)
+        position = self._positions.get(self.shard_id)
+        self._iterator = self._iterator_after(position, self.source.starting_position if initial else "TRIM_HORIZON")
+        return True
+
+    def _iterator_after(self, position: str | None, otherwise: str = "TRIM_HORIZON") -> str:
+        """An iterator on the current shard after the record `position`, or at `otherwise` without one."""
+        where: dict[str, str] = {"ShardIteratorType": otherwise}
+        if position:
+            where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
+        answer = self._streams.get_shard_iterator(StreamArn=self.stream_arn, ShardId=self.shard_id, **where)
+        return str(answer["ShardIterator"])
+
+    def _last_read(self) -> str | None:
+        """The sequence number of the current shard's last record read (pending or done)."""
+        pending = [r for r in self._pending if r["_shard"] == self.shard_id]
+        if pending:
+            return str(pending[-1]["dynamodb"]["SequenceNumber"])
+        return self._positions.get(self.shard_id) or None
+
+    def _load_checkpoint(self) -> dict[str, str] | None:
+        if self._checkpoint is None or not self._checkpoint.exists():
+            return None
+        try:
+            saved = json.loads(self._checkpoint.read_text())
+        except (OSError, ValueError) as exc:
+            log.warning("%s: unreadable (%s): the stream is read from its start", self._checkpoint, exc)
+            return {}
+        if saved.get("stream_arn") != self.stream_arn:  # the table was made anew (--reset)
+            return None
+        return {str(k): str(v) for k, v in (saved.get("shards") or {}).items()}
+
+    def _save_checkpoint(self) -> None:
+        if self._checkpoint is None:
+            return
+        temporary = self._checkpoint.with_name(self._checkpoint.name + ".tmp")
+        temporary.write_text(json.dumps({"stream_arn": self.stream_arn, "shards": self._positions}))
+        temporary.replace(self._checkpoint)  # whole or not at all, even when the process is killed
 
     def start(self) -> None:
         self.open()
@@ -181,8 +257,27 @@ class StreamPoller:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def skip_to_latest(self, timeout: float = 30.0) -> bool:
+        """Deliver nothing written so far: the mapping reads on from the stream's end (for a bench that writes a
+        stack's history as items, whose events a real stack published long ago). True once done."""
+        self._skip.clear()
+        self._skip_asked.set()
+        return self._skip.wait(timeout)
+
+    def _skip_now(self) -> None:
+        self._pending.clear()
+        self._shards = []
+        shards = self._all_shards()
+        self.shard_id = shards[-1]["ShardId"]
+        self._positions = {s["ShardId"]: CLOSED for s in shards[:-1]}
+        self._iterator = self._iterator_after(None, "LATEST")
+        self._skip_asked.clear()
+        self._skip.set()
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self._skip_asked.is_set():
+                self._skip_now()
             try:
                 if self.poll_once() == 0 and not self._pending:
                     self._stop.wait(IDLE_SECONDS)
@@ -193,11 +288,25 @@ class StreamPoller:
                 self._stop.wait(1.0)
 
     def _fill(self) -> None:
-        if len(self._pending) >= self.source.batch_size or self._iterator is None:
+        if len(self._pending) >= self.source.batch_size:
             return
-        response = self._streams.get_records(ShardIterator=self._iterator, Limit=self.source.batch_size)
+        if self._iterator is None and (self._pending or not self._next_shard()):
+            return
+        try:
+            response = self._streams.get_records(ShardIterator=self._iterator, Limit=self.source.batch_size)
+        except Exception as exc:
+            code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+            if code not in STALE_ITERATOR:
+                raise
+            # an expired iterator, or one DynamoDB Local took on a shard still empty (it then answers
+            # TrimmedDataAccessException once records arrive): a new one, after the last record read
+            self._iterator = self._iterator_after(self._last_read())
+            response = self._streams.get_records(ShardIterator=self._iterator, Limit=self.source.batch_size)
         self._iterator = response.get("NextShardIterator")
-        self._pending += response.get("Records", [])
+        self._pending += [dict(record, _shard=self.shard_id) for record in response.get("Records", [])]
+        if self._iterator is None and not any(r["_shard"] == self.shard_id for r in self._pending):
+            self._positions[self.shard_id] = CLOSED  # read to its end and done: on to its children
+            self._save_checkpoint()
 
     def poll_once(self) -> int:
         """Invoke the function with the next batch; the number of records done (0: nothing to read, or a retry)."""
@@ -207,7 +316,7 @@ class StreamPoller:
         if not self._pending:
             return 0
         batch = self._pending[: self.source.batch_size]
-        records = [lambda_record(record, self.stream_arn) for record in batch]
+        records = [lambda_record(record, self.stream_arn) for record in batch]  # without their _shard
         invocation = self.invoke(self.source.function, {"Records": records})
         first_failed = failed_from(invocation, records, self.source.report_batch_item_failures)
         if first_failed is None:
@@ -232,8 +341,14 @@ class StreamPoller:
         return done
 
     def _done(self, count: int) -> int:
-        if count and self._trim is not None:
-            self._trim(self.table, int(self._pending[count - 1]["dynamodb"]["SequenceNumber"]))
+        if count:
+            last = self._pending[count - 1]
+            if self._trim is not None:
+                self._trim(self.table, int(last["dynamodb"]["SequenceNumber"]))
+            self._positions[last["_shard"]] = str(last["dynamodb"]["SequenceNumber"])
+            if self._iterator is None and len(self._pending) == count:  # the closed shard's last records
+                self._positions[last["_shard"]] = CLOSED
+            self._save_checkpoint()
         del self._pending[:count]
         self._attempts = 0 if count else self._attempts
         self.delivered += count

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -163,13 +164,16 @@ def tool(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedPr
 
 
 def clean_env() -> dict[str, str]:
-    """This process's environment without the test suites' AWS/dfd settings (the stack sets its own)."""
+    """This process's environment without the test suites' AWS/dfd settings (the stack sets its own), with a new
+    empty data directory."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("DFD_", "AWS_", "MOTO_", "POWERTOOLS_")) and k not in TEST_ENV
     }
     env["PYTHONUNBUFFERED"] = "1"
+    # a stack started with it keeps its state in a directory of its own, never the repository's .dfd/
+    env["DFD_DATA_DIR"] = tempfile.mkdtemp(prefix="dfd-e2e-")
     return env
 
 

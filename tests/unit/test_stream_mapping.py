@@ -97,3 +97,34 @@ def test_the_template_streams_uploads_and_files_to_the_publisher() -> None:
         assert spec == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert model.event_buses == {"EventBus": "dfd-bus"}
     assert model.environment["EVENT_BUS_NAME"] == "dfd-bus"
+
+
+class Resumable(Streams):
+    """A stream whose iterators start where they are asked to (TRIM_HORIZON or after a sequence number)."""
+
+    def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
+        after = kwargs.get("SequenceNumber")
+        numbers = [r["dynamodb"]["SequenceNumber"] for r in self.records]
+        self.position = numbers.index(after) + 1 if after else 0
+        return {"ShardIterator": "it"}
+
+
+def test_a_restarted_mapping_reads_on_after_its_checkpoint(tmp_path: Any) -> None:
+    checkpoint = tmp_path / "stream-T.json"
+    seen: list[str] = []
+
+    def invoke(name: str, event: dict[str, Any]) -> Invocation:
+        seen.extend(r["dynamodb"]["SequenceNumber"] for r in event["Records"])
+        return Invocation(name, "id", {"batchItemFailures": []}, None, 1.0)
+
+    source = StreamSource("F", "S", "T", batch_size=2, report_batch_item_failures=True)
+    streams = Resumable(5)
+    first = StreamPoller(source, "Uploads", invoke, lambda _: streams, checkpoint=checkpoint)
+    first.open()
+    first.poll_once()  # 100, 101 done, then the process is killed
+    assert json.loads(checkpoint.read_text())["shards"] == {"shard-1": "101"}
+    again = StreamPoller(source, "Uploads", invoke, lambda _: streams, checkpoint=checkpoint)
+    again.open()
+    while again.poll_once():
+        pass
+    assert seen == ["100", "101", "102", "103", "104"]  # nothing delivered twice, nothing skipped

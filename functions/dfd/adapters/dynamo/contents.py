@@ -374,7 +374,7 @@ class Contents(Store):
         new reference (absent or at 0) takes `first` (the tenant's first filename, its `size`, dates...) anew; a held
         one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
         names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
-        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp), ":zero": to_attr(0)}
+        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp)}
         parts = ["#last = :now"]
         for i, (name, value) in enumerate(first.items()):
             if value is None:
@@ -388,6 +388,8 @@ class Contents(Store):
             condition = "attribute_exists(#h) AND #n <= :zero"
         else:
             condition = "attribute_not_exists(#h)"
+        if ":zero" in condition:  # DynamoDB refuses a value no expression uses (ValidationException)
+            values[":zero"] = to_attr(0)
         return {
             "Update": {
                 "TableName": self._s.tenant_files_table,
