@@ -7,9 +7,11 @@ The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -173,7 +175,8 @@ def clean_env() -> dict[str, str]:
     }
     env["PYTHONUNBUFFERED"] = "1"
     # a stack started with it keeps its state in a directory of its own, never the repository's .dfd/
-    env["DFD_DATA_DIR"] = tempfile.mkdtemp(prefix="dfd-e2e-")
+    env["DFD_DATA_DIR"] = data = tempfile.mkdtemp(prefix="dfd-e2e-")
+    atexit.register(shutil.rmtree, data, ignore_errors=True)  # the test process outlives its stacks
     return env
 
 
