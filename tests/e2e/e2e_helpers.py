@@ -8,6 +8,7 @@ The tests call the API as ``alice`` (tenant acme) and ``/admin/*`` as ``admin``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -192,7 +193,8 @@ def launch_stack(command: list[str], *, cwd: Path, env: dict[str, str], workdir:
     deadline = time.monotonic() + 90.0
     while not ready.exists():
         if process.poll() is not None or time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # its group may be gone already: the log says why
+                os.killpg(process.pid, signal.SIGKILL)
             pytest.fail(f"local stack did not start (exit {process.poll()}):\n{log_path.read_text()[-4000:]}")
         time.sleep(0.1)
     info = json.loads(ready.read_text())

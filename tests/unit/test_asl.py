@@ -13,7 +13,7 @@ import pytest
 
 from dfd.reconcile import PAGE, PHASES
 from dfdlocal import reconcile
-from tests.unit.template_support import _as_list, _describe, _intrinsic, _template
+from tests.unit.template_support import _as_list, _describe, _intrinsic, _template, function_policies
 
 ROOT = Path(__file__).resolve().parents[2]
 ASL = ROOT / "statemachine" / "reconcile.asl.json"
@@ -246,21 +246,21 @@ def test_two_schedules(template: dict[str, Any], machine: dict[str, Any]) -> Non
         assert not re.fullmatch(pattern, "rate(15 minutes)")
 
 
-def _statement(resource: dict[str, Any], sid: str) -> dict[str, Any]:
-    for policy in resource["Properties"]["Policies"]:
+def _statement(template: dict[str, Any], sid: str) -> dict[str, Any]:
+    for policy in function_policies(template, FUNCTION):
         for statement in _as_list(policy["Statement"]):
             if statement.get("Sid") == sid:
                 return dict(statement)
     raise AssertionError(f"no statement {sid}")
 
 
-def test_policy_conditions_narrow_the_function_s_writes_and_listing(function: dict[str, Any]) -> None:
-    listing = _statement(function, "ListUploads")
+def test_policy_conditions_narrow_the_function_s_writes_and_listing(template: dict[str, Any]) -> None:
+    listing = _statement(template, "ListUploads")
     # IfExists: S3's own 404 check of HeadObject/DeleteObject carries no prefix (else 403, which fails the run)
     assert _intrinsic(listing["Condition"]["StringLikeIfExists"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
-    claims = _statement(function, "ReapClaims")
+    claims = _statement(template, "ReapClaims")
     assert claims["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["claim#*"]}}
-    counters = _statement(function, "CountersOfTheReconcile")
+    counters = _statement(template, "CountersOfTheReconcile")
     assert counters["Condition"] == {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["shard#*", "usage#*", "lease#reconcile"]}
     }
