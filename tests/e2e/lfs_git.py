@@ -76,12 +76,13 @@ class GitUser:
             raise AssertionError(f"git {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
         return done
 
-    def start(self, cwd: Path, *args: str) -> subprocess.Popen[str]:
-        """git in its own process group: :func:`interrupt` stops it with the git-lfs it runs."""
+    def start(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """git in its own process group (``env`` added to its environment): :func:`interrupt` stops it with the
+        git-lfs it runs."""
         return subprocess.Popen(
             ["git", *args],
             cwd=cwd,
-            env=self.env(),
+            env=self.env() | (env or {}),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             text=True,

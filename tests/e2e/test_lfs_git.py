@@ -160,15 +160,39 @@ def test_a_push_over_the_tenants_quota_shows_the_507_message(
     assert uploads_of(stack, oid) == []  # nothing registered
 
 
+def one_object_sent(progress: Path) -> bool:
+    """A line of git-lfs's GIT_LFS_PROGRESS file shows an object sent whole (``<dir> <n>/<m> <sent>/<size> <name>``)."""
+    lines = progress.read_text().splitlines() if progress.exists() else []
+    for fields in (line.split() for line in lines):
+        sent, _, size = fields[2].partition("/") if len(fields) >= 4 else ("", "", "")
+        if sent.isdigit() and sent == size and int(sent) > 0:
+            return True
+    return False
+
+
 def test_an_interrupted_push_resumes(stack: RunningStack, alice: GitUser, tmp_path: Path) -> None:
     remote, work = new_repo(alice, tmp_path, "resume", f"{stack.api_url}/lfs/resume")
     files = {f"part{i}.bin": os.urandom(3_000_000) for i in range(8)}
     oids = [commit_file(alice, work, name, data) for name, data in files.items()]
-    pushing = alice.start(work, "-c", "lfs.concurrenttransfers=1", "lfs", "push", "origin", "main")
+    # git-lfs appends a line per transfer step to GIT_LFS_PROGRESS ("upload 1/8 3000000/3000000 part0.bin"): once
+    # one object is sent, seven are still to go, one at a time; it is interrupted then (a scan of the uploads
+    # table for the batch's records could take longer than the whole push on a fast stack)
+    progress = tmp_path / "resume-progress"
+    pushing = alice.start(
+        work,
+        "-c",
+        "lfs.concurrenttransfers=1",
+        "lfs",
+        "push",
+        "origin",
+        "main",
+        env={"GIT_LFS_PROGRESS": str(progress)},
+    )
     deadline = time.monotonic() + 60
-    while not uploads_of(stack, oids[0]):  # the batch registered the objects: the transfers begin
-        assert time.monotonic() < deadline, "the push registered no uploads within 60 s"
-        time.sleep(0.02)
+    while not one_object_sent(progress):
+        assert pushing.poll() is None, "the push ended before it could be interrupted"
+        assert time.monotonic() < deadline, "the push sent no object within 60 s"
+        time.sleep(0.005)
     assert pushing.poll() is None, "the push ended before it could be interrupted"
     interrupt(pushing)  # during the transfers
 
