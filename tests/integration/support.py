@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -344,3 +347,14 @@ def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
             return process(self, request)
 
     monkeypatch.setattr(BotocoreStubber, "process_request", serialized)
+
+
+def bench_rows(row: str, tmp_path: Path, *, timeout: float) -> list[dict[str, Any]]:
+    """``scripts/bench --only ROW --quick`` in its own process, which must exit 0: the rows it writes as JSON."""
+    out = tmp_path / "bench.json"
+    command = [sys.executable, "-m", "dfdbench", "--only", row, "--quick", "--json", str(out)]
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    rows: list[dict[str, Any]] = json.loads(out.read_text())["rows"]
+    return rows
