@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,13 @@ def test_the_supported_version_is_the_locked_one_and_is_installed() -> None:
     assert locked == [f"moto=={motoversion.supported()}"]
     assert motoversion.installed() == motoversion.supported()
     motoversion.require_supported()  # the venv (make venv) installs the lock: accepted
+
+
+def test_pyproject_allows_only_the_locked_moto() -> None:
+    """`pip install -e '.[dev]'` without the lock cannot pick a moto the patches were not written for."""
+    pyproject = (motoversion.LOCK.parents[1] / "pyproject.toml").read_text()
+    specs = re.findall(r'"moto\[[^\]]*\]([^"]*)"', pyproject)
+    assert specs == [f"=={motoversion.supported()}"]
 
 
 @pytest.mark.parametrize("other", ["5.2.1", "5.1.10", "6.0.0", None])
