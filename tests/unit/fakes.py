@@ -83,7 +83,7 @@ class FakeRepository:
         self.claims: dict[tuple[str, str], Item] = {}
         self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
-        self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
+        self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's shards summed in one)
         self.prechecks: dict[str, dict[str, int]] = {}  # tenant -> its precheck bound's item (precheck#<tenant>)
         self.lease: Item = {}  # the reconcile's lease item (lease#reconcile)
         self.faults: list[Exception] = []
@@ -188,9 +188,11 @@ class FakeRepository:
         self.register_upload(upload, now, multipart=multipart)
 
     def _move(self, tenant: str, **deltas: int) -> None:
+        """ADD `deltas` (by TenantUsage field) to the tenant's usage item, its attributes named as the adapter's."""
         usage = self.usage.setdefault(tenant, {})
         for name, delta in deltas.items():
-            usage[name] = usage.get(name, 0) + delta
+            if attr := codec.USAGE_ATTRS.get(name):  # pending_bytes is used - stored
+                usage[attr] = usage.get(attr, 0) + delta
 
     def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
         record = self.uploads.get(upload_id)

@@ -82,7 +82,7 @@ class Reads(Store):
         return totals
 
     def tenant_usage(self, tenant: str, *, consistent: bool = True) -> TenantUsage:
-        """The sum of the tenant's usage shards (dfd.usage)."""
+        """The sum of the tenant's usage shards (dfd.usage): one Query of its item collection."""
         return usage.total(self._usage_shards(tenant, consistent=consistent).values())
 
     def scan_files(
