@@ -58,6 +58,8 @@ ACCESS_LOG_VALUES = {
     "identity.userAgent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0",
     "integrationErrorMessage": "-", "error.message": "-", "authorizer.error": "-",
 }  # fmt: skip
+TRACES_PER_INVOCATION = 1
+SAMPLED_AT_HIGH_RATE = 0.05  # Lambda's own sampling under Active tracing: 1 request/s, then 5 %
 
 
 def access_log_bytes() -> int:
@@ -75,8 +77,6 @@ def platform_log_bytes() -> int:
     from dfdbench.harness import template_default
 
     return PLATFORM_LOG_BYTES if template_default("FunctionSystemLogLevel") in ("DEBUG", "INFO") else 0
-TRACES_PER_INVOCATION = 1
-SAMPLED_AT_HIGH_RATE = 0.05  # Lambda's own sampling under Active tracing: 1 request/s, then 5 %
 
 
 @dataclass
