@@ -814,6 +814,12 @@ class FakeObjectStore:
         page = [ListedObject(key, self.objects[(bucket, key)].etag) for key in keys[:limit]]
         return page, (page[-1].key if len(keys) > limit else None)
 
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {key} does not exist")
+        return found.data
+
     def exists(self, bucket: str, key: str, etag: str | None) -> bool:
         self.heads.append((bucket, key))
         found = self.objects.get((bucket, key))

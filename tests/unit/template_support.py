@@ -146,6 +146,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:DeleteObject", OBJECTS),
         ("s3:AbortMultipartUpload", OBJECTS),
         ("s3:ListBucket", "FilesBucket.Arn"),
+        ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.inventory)
         ("sqs:SendMessage", "IngestQueue.Arn"),
     },
 }
