@@ -711,7 +711,7 @@ BUDGETS: dict[str, dict[str, float]] = {
     "reap (the reaper, per content reaped)": {"dollars": 12.4, "write_units": 16.7, "read_units": 2},
     "LFS: one object pushed (batch, PUT, ingest, verify)": {"dollars": 28.6, "write_units": 22, "read_units": 9},
     LFS_HELD: {"dollars": 2.1, "write_units": 0, "read_units": 3},
-    "LFS: one object pulled (batch, GET)": {"dollars": 2.5, "write_units": 0, "read_units": 3},
+    "LFS: one object pulled (batch, GET)": {"dollars": 2.35, "write_units": 0, "read_units": 2},
     "new 1 GiB multipart upload": {"dollars": 787.9, "write_units": 28, "read_units": 6, "events": 2},
     # row 16's (≤ $1 a sweep at 1 M contents: $0.30 with the inventory report); its Lambda share is moto's wall
     # time, so not a count; no HeadObject per content (the report lists them)

@@ -123,7 +123,9 @@ class FakeRepository:
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
         return _parsed(codec.key_claim, self.claims.get((bucket, key)))
 
-    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
+    def tenant_file(
+        self, tenant: str, digest: str, *, consistent: bool = True
+    ) -> tuple[FileRecord | None, TenantRef | None]:
         found = self.get_file(digest), _parsed(codec.tenant_ref, self.tenant_refs.get((tenant, digest)))
         hook, self.after_tenant_file = self.after_tenant_file, None
         if hook is not None:
