@@ -58,6 +58,9 @@ class Settings:
     tenant_files_table: str  # the tenant view: one reference per (tenant, content)
     bucket: str
     upload_prefix: str = "uploads/"
+    # where S3 Inventory writes the daily reports of the upload prefix (the reconcile's lost-copy check reads the
+    # newest; "": none, a HeadObject per content)
+    inventory_prefix: str = ""
     # stats reads the counter shards in ONE BatchGetItem (<= 100 keys)
     counter_shards: int = _integer("COUNTER_SHARDS", 16, 1, 100)
     pending_shards: int = _integer("PENDING_SHARDS", 4, 1, 64)
@@ -96,6 +99,12 @@ class Settings:
                 raise ConfigError(f"{name} must not be empty")
         if not self.upload_prefix.endswith("/") or self.upload_prefix.startswith("/"):
             raise ConfigError("UPLOAD_PREFIX must end with '/' and not start with '/'")
+        if self.inventory_prefix and (
+            not self.inventory_prefix.endswith("/")
+            or self.inventory_prefix.startswith("/")
+            or self.inventory_prefix.startswith(self.upload_prefix)
+        ):
+            raise ConfigError("INVENTORY_PREFIX must end with '/', not start with '/' and lie outside UPLOAD_PREFIX")
         for spec in fields(self):
             if "range" in spec.metadata:
                 value, (low, high) = getattr(self, spec.name), spec.metadata["range"]
@@ -125,6 +134,8 @@ class Settings:
         }
         if prefix := env.get("UPLOAD_PREFIX", "").strip():
             values["upload_prefix"] = prefix
+        if inventory := env.get("INVENTORY_PREFIX", "").strip():
+            values["inventory_prefix"] = inventory
         if origins := [origin.strip() for origin in env.get("ALLOWED_ORIGINS", "").split(",") if origin.strip()]:
             values["allowed_origins"] = tuple(origins)
         for spec in fields(cls):

@@ -136,17 +136,21 @@ class LfsService:
             self._upload(caller, repo, valid, answers, base_url)
         return {"transfer": "basic", "objects": answers, "hash_algo": "sha256"}
 
-    def _held(self, caller: Caller, oid: str) -> FileRecord | None:
+    def _held(self, caller: Caller, oid: str, *, consistent: bool = True) -> FileRecord | None:
         """The content record of an oid the caller's tenant holds (live, with a reference above 0), else None."""
-        stored, ref = self._repo.tenant_file(caller.tenant, oid)
+        stored, ref = self._repo.tenant_file(caller.tenant, oid, consistent=consistent)
         if stored is None or not holds(ref) or not stored.live:
             return None
         return stored
 
     def _download(self, caller: Caller, valid: list[tuple[int, LfsObject]], answers: list[dict[str, Any]]) -> None:
+        """A pull reads what the tenant holds eventually consistent (half the units) and again consistently only
+        when that says it does not hold it (an object verified a moment ago): an object held a moment ago and
+        deleted since is still served — its bytes outlive the delete by DeleteGraceSeconds — as it would be to
+        a pull a moment earlier (docs/design/cost.md, "Quota and GET /me")."""
         expires_in = self._s.download_url_expires
         for index, obj in valid:
-            stored = self._held(caller, obj.oid)
+            stored = self._held(caller, obj.oid, consistent=False) or self._held(caller, obj.oid)
             if stored is None:
                 answers[index] = _failed(obj.oid, obj.size, 404, "Object does not exist")
                 continue

@@ -17,6 +17,6 @@ def me(caller: Caller, repo: Repository, settings: Settings) -> dict[str, Any]:
         "username": caller.username,
         "tenant": caller.tenant,
         "is_admin": caller.is_admin,
-        "usage": repo.tenant_usage(caller.tenant, consistent=False).as_dict(),  # shown only: 100 read units, not 200
+        "usage": repo.tenant_usage(caller.tenant, consistent=False).as_dict(),  # shown only: half the read units
         "limits": {"bytes": settings.tenant_quota_bytes, "pending": settings.tenant_pending_limit},
     }

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dfd import clock
+from dfd import clock, inventory
 from dfd.audit import Recount, proven_drift
 from dfd.events import notification_body
 from dfd.ids import event_key, upload_id_from_key, version_token
@@ -42,13 +42,17 @@ PHASES = ("pending", "reap", "references", "orphans", "files", "done")
 SWEEP_PHASES = ("orphans", "files")
 SKIPPED = "another reconcile run is in progress"
 # Items per page: a page is one Lambda call, well inside its timeout (a pending upload or a reaped content
-# costs 2-4 requests, a listed object a share of two BatchGetItems, a file record one HeadObject).
+# costs 2-4 requests, a listed object a share of two BatchGetItems, a file record at most one HeadObject).
 PAGE = {"pending": 100, "reap": 100, "references": 200, "orphans": 1000, "files": 1000}
 DEFAULT_BUDGET = 500  # pages per execution, ~10 history events each: far below the 25,000-event quota
 LEASE_SECONDS = 900  # renewed by every page: a run that dies frees it this long after its last page
 # objects and records checked at once within a page (their requests are independent): botocore's default pool
 # of 10 connections per client (dfd.aws's S3 client), so no request waits for a connection
 WORKERS = 10
+# an inventory report older than this at the run's now is not used (S3 writes one a day; a report missed or late
+# leaves the check to one HeadObject per content rather than to a stale listing)
+INVENTORY_MAX_AGE_SECONDS = 2 * 24 * 3600
+INVENTORY_LISTING = 1000  # keys per ListObjectsV2 page of the reports' prefix
 
 
 @dataclass
@@ -89,6 +93,7 @@ class Tally:
     lost: int = 0
     recount: dict[str, int] = field(default_factory=dict)  # the files phase's Recount so far
     before: dict[str, int] | None = None  # the counters read before the recount started
+    inventory: str | None = None  # the inventory report's manifest the files phase reads ("": none)
 
 
 @dataclass
@@ -160,6 +165,7 @@ class Reconciler:
         self._workers = workers
         self._wall = wall
         self._rng = rng or random.Random()
+        self._report: inventory.Report | None = None  # the last report read: pages of a run share it
 
     # ------------------------------------------------------------------------------------------ the run
     def begin(self, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,10 +342,12 @@ class Reconciler:
         tally = state.tally
         if tally.before is None:
             tally.before = self._repo.counter_totals(consistent=True)
+            tally.inventory = self._newest_report(now)
+        report = self._read_report(tally.inventory)
         cursor = state.pos.table_cursor
         files, following = self._repo.scan_files(PAGE["files"], cursor)
         tally.recount = Recount(**tally.recount).add(files).as_dict()
-        lost = sum(1 for outcome in self._each(files, lambda file: self._check_copy(file, now)) if outcome)
+        lost = sum(1 for outcome in self._each(files, lambda file: self._check_copy(file, now, report)) if outcome)
         if lost:
             emit("LostFiles", lost, "Count")
         tally.lost += lost
@@ -359,14 +367,60 @@ class Reconciler:
                 emit("CounterDriftBytes", state.drift["bytes"], "Bytes")
         self._advance(state, following, sharded=False)
 
-    def _check_copy(self, file: FileRecord, now: datetime) -> bool:
+    def _check_copy(self, file: FileRecord, now: datetime, report: inventory.Report | None = None) -> bool:
         """A live content's stored object must be there with its ETag; True when it was not and is now marked
-        lost. Tombstoned contents are the reaper's; lost ones are marked already."""
+        lost. Tombstoned contents are the reaper's; lost ones are marked already. With an inventory report, a
+        version it lists is there (S3 listed it: the check costs nothing), and a record written after S3's
+        listing is left to the next report; only the others — candidates for lost — are asked of S3 itself."""
         if not file.live or not file.s3_key:
             return False
-        if self._store.exists(file.bucket or self._s.bucket, file.s3_key, file.etag):
+        bucket = file.bucket or self._s.bucket
+        if report is not None and bucket == self._s.bucket:
+            if report.lists(file.s3_key, file.etag):
+                return False
+            if _written_after(file, report.created):
+                return False
+        if self._store.exists(bucket, file.s3_key, file.etag):
             return False
         return self._repo.mark_lost(file, now)
+
+    def _newest_report(self, now: datetime) -> str:
+        """The manifest of the newest inventory report of the upload prefix no older than
+        INVENTORY_MAX_AGE_SECONDS at `now` ("": none, or none configured)."""
+        prefix = self._s.inventory_prefix
+        if not prefix:
+            return ""
+        keys: list[str] = []
+        token: str | None = None
+        while True:
+            listed, token = self._store.list_objects(self._s.bucket, prefix, INVENTORY_LISTING, token)
+            keys += [obj.key for obj in listed]
+            if token is None:
+                break
+        newest = inventory.newest_manifest(prefix, keys)
+        if newest is None:
+            return ""
+        try:
+            manifest = inventory.parse_manifest(newest, self._store.get_bytes(self._s.bucket, newest))
+        except inventory.InventoryError:
+            return ""  # not a report this check can read: one HeadObject per content, as without one
+        if (now - manifest.created).total_seconds() > INVENTORY_MAX_AGE_SECONDS:
+            return ""
+        return newest
+
+    def _read_report(self, key: str | None) -> inventory.Report | None:
+        """The report of that manifest: read once, then kept while pages of the run name it."""
+        if not key:
+            return None
+        if self._report is not None and self._report.manifest.key == key:
+            return self._report
+        bucket = self._s.bucket
+        manifest = inventory.parse_manifest(key, self._store.get_bytes(bucket, key))
+        listed: set[int] = set()
+        for data_key in manifest.files:
+            listed.update(inventory.versions(manifest, self._store.get_bytes(bucket, data_key)))
+        self._report = inventory.Report(manifest, frozenset(listed))
+        return self._report
 
     def _each(self, items: list[T], work: Callable[[T], Any]) -> list[Any]:
         """`work` on every item, `workers` at a time; the first exception raised is raised here."""
@@ -374,6 +428,13 @@ class Reconciler:
             return [work(item) for item in items]
         with ThreadPoolExecutor(max_workers=min(self._workers, len(items))) as pool:
             return list(pool.map(work, items))
+
+
+def _written_after(file: FileRecord, moment: datetime) -> bool:
+    """The record's stored copy may be younger than `moment`: it was created, or last uploaded (a lost copy
+    replaced, a content resurrected), after it."""
+    stamps = [clock.parse(stamp) for stamp in (file.created_at, file.last_upload_at) if stamp]
+    return not stamps or max(stamps) > moment
 
 
 def _run_input(given: Mapping[str, Any]) -> tuple[bool, str | None, int]:

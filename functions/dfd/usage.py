@@ -1,13 +1,12 @@
 """A tenant's quota usage spread over usage shards (docs/design.md, "Quotas").
 
-A tenant's usage is the sum of up to USAGE_SHARDS items in the counters table (keys and layout:
-dfd.adapters.dynamo.codec): `usage#<tenant>` (shard 0, the gate) and `usage#<tenant>#NNN`. Without a quota every
-write (a registration, an ingest's move, a release) adds to a random shard, so one tenant's traffic spreads like the
-global counters'. With a quota (TenantQuotaBytes or TenantPendingLimit set) every write goes to the gate, and a
-registration's conditional ADD on the gate counts what the other shards hold (which nobody writes meanwhile): the
-limit holds exactly. `#` never occurs in a tenant name;
-`usage#...` never collides with a counter shard (`shard#NNN`) or an audit scratch item (`audit#<uuid>`), and stats
-and the audits sum COUNTER_FIELDS, which usage items do not have.
+A tenant's usage is the sum of up to USAGE_SHARDS items in one item collection of the tenant view's table (keys
+and layout: dfd.adapters.dynamo.codec): (tenant, `u#000`) is shard 0, the gate, (tenant, `u#NNN`) the others, beside
+the tenant's references (sort key a SHA-256 in hex, never `u#...`), so one Query reads them all. Without a quota
+every write (a registration, an ingest's move, a release) adds to a random shard, so one tenant's traffic spreads
+like the global counters'. With a quota (TenantQuotaBytes or TenantPendingLimit set) every write goes to the gate,
+and a registration's conditional ADD on the gate counts what the other shards hold (read in the same consistent
+Query; nobody writes them meanwhile): the limit holds exactly.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from dfd.config import Settings
 
 USAGE_SHARDS = 200  # ~30 transactions/s each at 15 % conflicts: one tenant at 5,000 ingests/s + 1,000 registrations/s
-READ_BATCH = 100  # keys per BatchGetItem
+READ_BATCH = 100  # keys per BatchGetItem (the reconcile's reads of many items)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from typing import Any
 
 from dfd import usage
 from dfd.adapters.dynamo import Repository, codec
+from dfd.adapters.dynamo.codec import from_item, to_item
 from dfd.config import Settings
 from dfd.errors import ServiceUnavailable, TransactionRetryable
 from dfd.events import ObjectRef
@@ -203,9 +204,14 @@ class Simulation:
     def _apply(self, items: list[dict[str, Any]]) -> None:
         for item in items:
             update = item.get("Update")
-            if not update or update["TableName"] != self.settings.counters_table:
+            if not update:
                 continue
-            shard = update["Key"]["counter_id"]["S"]
+            if update["TableName"] == self.settings.counters_table:
+                shard = update["Key"]["counter_id"]["S"]
+            elif update["TableName"] == self.settings.tenant_files_table and codec.is_usage(from_item(update["Key"])):
+                shard = json.dumps(update["Key"], sort_keys=True)  # a usage shard of the tenant
+            else:
+                continue
             names = update.get("ExpressionAttributeNames", {})
             values = update["ExpressionAttributeValues"]
             adds = update["UpdateExpression"].split("ADD ", 1)[1]
@@ -216,9 +222,12 @@ class Simulation:
                     name = names.get(name, name)
                     totals[name] = totals.get(name, 0) + int(values[value]["N"])
 
-    def usage_items(self, keys: list[str]) -> list[Item]:
+    def usage_items(self) -> list[Item]:
+        """The tenant's usage shards as they are now."""
+        shards = usage.every_shard(str(self.tenant))
+        ids = {json.dumps(to_item(codec.usage_key(shard)), sort_keys=True): shard for shard in shards}
         with self.cond:
-            return [{"counter_id": key, **self.counters[key]} for key in keys if key in self.counters]
+            return [codec.usage_key(shard) | self.counters[key] for key, shard in ids.items() if key in self.counters]
 
     # ------------------------------------------------------------------ the ingesters
     def _ingester(self, who: int) -> None:
@@ -312,10 +321,7 @@ class Simulation:
         count = self.result.objects
         self.result.expected = {"total_files": count, "total_uploads": count, "total_bytes_stored": count * SIZE}
         if self.tenant is not None:
-            ids = [codec.usage_key(shard)["counter_id"] for shard in usage.every_shard(self.tenant)]
-            shards = [
-                codec.tenant_usage(self.counters[counter_id]) for counter_id in ids if counter_id in self.counters
-            ]
+            shards = [codec.tenant_usage(item) for item in self.usage_items()]
             self.result.totals |= {f"usage_{k}": v for k, v in usage.total(shards).as_dict().items()}
             open_uploads = self.result.registered - count  # registered, not ingested (the ingested ones were earlier)
             self.result.expected |= {
@@ -397,11 +403,9 @@ class _FakeRepository(Repository):
         upload = UploadRecord(upload_id, UploadStatus.PENDING, tenant=self.sim.tenant, quota_bytes=SIZE)
         return IngestState(None, None, upload)
 
-    def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
+    def _usage_items(self, kwargs: dict[str, Any]) -> list[Item]:
         """Only the tenant's usage shards are read (a registration with a limit set): as they are now."""
-        ((table, wanted),) = request.items()
-        keys = [key["counter_id"]["S"] for key in wanted["Keys"]]
-        return {table: self.sim.usage_items(keys)}
+        return self.sim.usage_items()
 
     def transact(self, items: list[dict[str, Any]]) -> None:
         if not self.sim.transact(self.who, items):

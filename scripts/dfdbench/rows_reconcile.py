@@ -3,8 +3,9 @@ definition (every rule in ASL, a Map iteration per object and per file record) â
 
 Runs in its own process (``python -m dfdbench.rows_reconcile N...``, one JSON line on stdout) on in-process moto
 with the template's tables, bucket and queue: N healthy contents (a stored object, its file record, claim and event
-record, counted on the shards), then one sweep run of the real rules (dfd.reconcile: every page of every phase,
-as ReconcileFunction runs them), measuring per size:
+record, counted on the shards) and the bucket's S3 Inventory report listing them (as S3 writes it daily: the
+lost-copy check reads it instead of a HeadObject per content), then one sweep run of the real rules (dfd.reconcile:
+every page of every phase, as ReconcileFunction runs them), measuring per size:
 - pages (Lambda invocations) and their wall time, from which GB-seconds at the function's MemorySize;
 - AWS calls by operation, and the DynamoDB capacity the emulator reports;
 - state transitions: the definition's path per page (Route, the phase's task, Budget?), per run (Begin, Skipped?,
@@ -21,6 +22,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ PRICES = {
     "rru": _PRICE_FILE["dynamodb"]["read_request_unit"],
     "wru": _PRICE_FILE["dynamodb"]["write_request_unit"],
     "sqs": _PRICE_FILE["sqs"]["request"],
+    "inventory": _PRICE_FILE["s3"]["inventory_object_listed"],
 }
 S3_LIST_CLASS = {"ListObjectsV2", "DeleteObject", "PutObject", "AbortMultipartUpload"}
 # the previous definition, per healthy content in a sweep (its states on the common path): the orphan Map's
@@ -111,6 +114,8 @@ def measure(count: int) -> dict[str, Any]:
             UpdateExpression="ADD total_files :n, total_bytes_stored :b, total_uploads :n",
             ExpressionAttributeValues={":n": {"N": str(count)}, ":b": {"N": str(total)}},
         )
+        settings = replace(settings, inventory_prefix=f"inventory/{settings.bucket}/uploads-daily/")
+        write_inventory(s3, settings.bucket, settings.inventory_prefix, settings.upload_prefix)
         counter = CallCounter()
         for client in (ddb, s3, sqs):
             counter.attach(client)
@@ -146,12 +151,42 @@ def measure(count: int) -> dict[str, Any]:
         }
 
 
+def write_inventory(s3: Any, bucket: str, prefix: str, listed_prefix: str) -> None:
+    """The S3 Inventory report of `listed_prefix` as S3 writes it (a manifest and one gzipped CSV data file of
+    Bucket, Key, Size, ETag), taken now."""
+    import csv
+    import gzip
+    import io
+
+    from dfd import clock
+
+    rows = io.StringIO()
+    writer = csv.writer(rows, quoting=csv.QUOTE_ALL)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=listed_prefix):
+        for obj in page.get("Contents", []):
+            writer.writerow([bucket, obj["Key"], obj["Size"], obj["ETag"].strip('"')])
+    created = clock.now()
+    data_key = f"{prefix}data/{created.timestamp():.0f}.csv.gz"
+    s3.put_object(Bucket=bucket, Key=data_key, Body=gzip.compress(rows.getvalue().encode()))
+    manifest = {
+        "sourceBucket": bucket,
+        "creationTimestamp": str(int(created.timestamp() * 1000)),
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, ETag",
+        "files": [{"key": data_key}],
+    }
+    folder = created.strftime("%Y-%m-%dT%H-%MZ")
+    s3.put_object(Bucket=bucket, Key=f"{prefix}{folder}/manifest.json", Body=json.dumps(manifest).encode())
+
+
 def cost(per_million: dict[str, float]) -> dict[str, float]:
-    """Dollars of one run from its extrapolated figures."""
+    """Dollars of one run from its extrapolated figures (S3's: its requests and the inventory's listing)."""
     return {
         "step_functions": per_million["transitions"] * PRICES["transition"],
         "lambda": per_million["gb_seconds"] * PRICES["gb_second"] + per_million["invocations"] * PRICES["invocation"],
-        "s3": per_million["s3_get"] * PRICES["s3_get"] + per_million["s3_list"] * PRICES["s3_list"],
+        "s3": per_million["s3_get"] * PRICES["s3_get"]
+        + per_million["s3_list"] * PRICES["s3_list"]
+        + per_million.get("inventory_objects", 0.0) * PRICES["inventory"],
         "dynamodb": per_million["rru"] * PRICES["rru"] + per_million["wru"] * PRICES["wru"],
         "sqs": per_million["sqs"] * PRICES["sqs"],
     }
@@ -203,6 +238,7 @@ def extrapolate(samples: list[dict[str, Any]], shards: int, budget: int, to: int
         "rru": slope["rru"] * to + to * SCAN_ITEM_BYTES / 4096 * 0.5 + sharded,
         "wru": pages + 2,  # the lease: taken, renewed by every page, released
         "sqs": slope["sqs"] * to,
+        "inventory_objects": to,  # S3 Inventory lists every object of the upload prefix once a day
     }
 
 
@@ -247,7 +283,8 @@ def rows(options: Any) -> list[Any]:
     )
     note = (
         f"{million['transitions']:,.0f} transitions, {million['gb_seconds']:,.0f} GB-s, {million['invocations']:,.0f} "
-        f"invocations, {million['aws_calls']:,.0f} AWS calls ({million['s3_get']:,.0f} HeadObject); {parts}; "
+        f"invocations, {million['aws_calls']:,.0f} AWS calls ({million['s3_get']:,.0f} HeadObject or GetObject); "
+        f"{parts}; "
         f"previous: {OLD_PER_CONTENT:.2f} transitions per content (${old['step_functions']:,.0f}) + "
         f"${old['s3'] + old['dynamodb']:.2f} S3/DynamoDB; measured on moto at {measured}"
     )

@@ -141,7 +141,7 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     events = _events(list(_scan(ddb, settings.events_table)))
     uploads = [codec.upload_record(item) for item in _scan(ddb, settings.uploads_table)]
     counters = list(_scan(ddb, settings.counters_table))
-    shards = [codec.counter_shard(item) for item in counters if not str(item["counter_id"]).startswith("usage#")]
+    shards = [codec.counter_shard(item) for item in counters]
     objects = {o["Key"]: o for o in _objects(s3, settings.bucket, settings.upload_prefix)}
     checks: list[Check] = []
 
@@ -232,15 +232,16 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     c7.counts = states
     c7.holds = not c7.problems
     checks.append(c7)
-    refs = [codec.tenant_ref(item) for item in _scan(ddb, settings.tenant_files_table)]
+    tenant_items = list(_scan(ddb, settings.tenant_files_table))  # references, and the tenants' usage shards
+    refs = [codec.tenant_ref(item) for item in tenant_items if not codec.is_usage(item)]
     checks += _tenant_checks(refs, uploads, hashes)
     checks.append(_live_check(files, uploads, events))
-    checks.append(_usage_check(counters, refs, uploads))
+    checks.append(_usage_check([item for item in tenant_items if codec.is_usage(item)], refs, uploads))
     return Report(checks)
 
 
-def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads: list[UploadRecord]) -> Check:
-    """Quotas (docs/design.md, "Quotas"): each tenant's usage (the sum of its usage shards `usage#<tenant>[#NN]`)
+def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: list[UploadRecord]) -> Check:
+    """Quotas (docs/design.md, "Quotas"): each tenant's usage (the sum of its usage shards, (tenant, `u#NNN`))
     against a recount —
     `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
     the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
@@ -259,7 +260,7 @@ def _usage_check(counters: list[dict[str, Any]], refs: list[TenantRef], uploads:
             if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
     shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.usage)
-    for item in counters:
+    for item in usages:
         shard = codec.usage_shard(item)
         if shard is not None:
             shards.setdefault(shard.tenant, []).append(codec.tenant_usage(item))

@@ -80,7 +80,8 @@ def tables(aws: Aws) -> dict[str, Any]:
     tenant reference's, the upload statuses, the objects left."""
     s = aws.settings
     files = aws.ddb.scan(TableName=s.files_table, ConsistentRead=True)["Items"]
-    refs = aws.ddb.scan(TableName=s.tenant_files_table, ConsistentRead=True)["Items"]
+    items = aws.ddb.scan(TableName=s.tenant_files_table, ConsistentRead=True)["Items"]
+    refs = [r for r in items if "upload_count" in r]  # not the tenants' usage shards
     uploads = aws.ddb.scan(TableName=s.uploads_table, ConsistentRead=True)["Items"]
     listing = aws.s3.list_objects_v2(Bucket=s.bucket).get("Contents", [])
     counters = stats()

@@ -114,8 +114,8 @@ def test_usage_items_are_invisible_to_stats_and_the_audit(quotas: Aws) -> None:
     status, answer = post(len(data))
     assert status == 201 and put(answer, data).status_code == 200
     assert deliver(quotas) == {"batchItemFailures": []}
-    items = quotas.ddb.scan(TableName=quotas.settings.counters_table)["Items"]
-    assert {"S": "usage#acme"} in [item["counter_id"] for item in items]
+    items = quotas.ddb.scan(TableName=quotas.settings.tenant_files_table)["Items"]
+    assert {"tenant": {"S": "acme"}, "hash": {"S": "u#000"}} in [{k: i[k] for k in ("tenant", "hash")} for i in items]
     assert deps.repository().counter_totals()["total_bytes_stored"] == 100
     # (the fixture's audit recounts every counter against the records: the usage item must not disturb it)
 
@@ -149,9 +149,9 @@ def test_an_upload_released_while_its_ingest_commits_is_not_released_twice(
                 },
                 {
                     "Update": {
-                        "TableName": s.counters_table,
-                        "Key": {"counter_id": {"S": "usage#acme"}},
-                        "UpdateExpression": "ADD pending_count :m, pending_bytes :q, used_bytes :q",
+                        "TableName": s.tenant_files_table,
+                        "Key": {"tenant": {"S": "acme"}, "hash": {"S": "u#000"}},
+                        "UpdateExpression": "ADD c :m, u :q",
                         "ExpressionAttributeValues": {":m": {"N": "-1"}, ":q": {"N": "-70"}},
                     }
                 },

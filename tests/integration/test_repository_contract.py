@@ -350,6 +350,7 @@ def test_precheck_duplicate(repo: Repository) -> None:
     file, ref = repo.tenant_file("acme", DIGEST)
     assert file is not None and (file.upload_count, file.live_refs, file.saved_bytes) == (2, 2, 100)
     assert ref is not None and ref.upload_count == 2 and ref.first_upload_id == v.upload_id
+    assert repo.tenant_file("acme", DIGEST, consistent=False) == (file, ref)  # an LFS pull's first read
     assert repo.counter_totals()["duplicates_avoided"] == 1
 
 

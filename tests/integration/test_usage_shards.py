@@ -26,8 +26,11 @@ def me_usage() -> dict[str, int]:
 
 
 def usage_items(aws: Aws) -> dict[str, dict[str, Any]]:
-    items = aws.ddb.scan(TableName=aws.settings.counters_table)["Items"]
-    return {item["counter_id"]["S"]: item for item in items if item["counter_id"]["S"].startswith("usage#acme")}
+    """acme's usage shards, by sort key: the items of its collection in the tenant view's table that are no
+    reference."""
+    query = {"KeyConditionExpression": "tenant = :t", "ExpressionAttributeValues": {":t": {"S": "acme"}}}
+    items = aws.ddb.query(TableName=aws.settings.tenant_files_table, **query)["Items"]
+    return {item["hash"]["S"]: item for item in items if codec.is_usage(codec.from_item(item))}
 
 
 def test_unlimited_usage_spreads_over_shards_and_a_later_limit_counts_all_of_it(
@@ -37,7 +40,7 @@ def test_unlimited_usage_spreads_over_shards_and_a_later_limit_counts_all_of_it(
         assert post(100)[0] == 201
     shards = usage_items(aws)
     assert len(shards) > 1  # 12 writes on 100 shards: all on one has a chance of 1e-22
-    assert all(codec.usage_shard({"counter_id": counter_id}) for counter_id in shards)
+    assert all(codec.usage_shard({"tenant": "acme", "hash": sort}) for sort in shards)
     assert me_usage() == {"pending_count": 12, "pending_bytes": 1200, "stored_bytes": 0, "used_bytes": 1200}
     aws.assert_invariants()  # the audit sums the shards per tenant
 
@@ -48,7 +51,7 @@ def test_unlimited_usage_spreads_over_shards_and_a_later_limit_counts_all_of_it(
     status, refused = post(1)
     assert status == 403
     assert refused["error"]["details"] == {"limit": 1500, "usage": 1500, "kind": "bytes"}
-    assert usage_items(aws).keys() == shards.keys() | {"usage#acme"}  # with a limit: the gate only
+    assert usage_items(aws).keys() == shards.keys() | {"u#000"}  # with a limit: the gate only
 
     monkeypatch.setenv("TENANT_QUOTA_BYTES", "0")
     deps.reset()

@@ -83,7 +83,7 @@ class FakeRepository:
         self.claims: dict[tuple[str, str], Item] = {}
         self.tenant_refs: dict[tuple[str, str], Item] = {}  # (tenant, hash) -> the tenant's reference
         self.counters: dict[int, dict[str, int]] = {}
-        self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's usage#<tenant>)
+        self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's shards summed in one)
         self.prechecks: dict[str, dict[str, int]] = {}  # tenant -> its precheck bound's item (precheck#<tenant>)
         self.lease: Item = {}  # the reconcile's lease item (lease#reconcile)
         self.faults: list[Exception] = []
@@ -123,7 +123,9 @@ class FakeRepository:
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
         return _parsed(codec.key_claim, self.claims.get((bucket, key)))
 
-    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
+    def tenant_file(
+        self, tenant: str, digest: str, *, consistent: bool = True
+    ) -> tuple[FileRecord | None, TenantRef | None]:
         found = self.get_file(digest), _parsed(codec.tenant_ref, self.tenant_refs.get((tenant, digest)))
         hook, self.after_tenant_file = self.after_tenant_file, None
         if hook is not None:
@@ -188,9 +190,11 @@ class FakeRepository:
         self.register_upload(upload, now, multipart=multipart)
 
     def _move(self, tenant: str, **deltas: int) -> None:
+        """ADD `deltas` (by TenantUsage field) to the tenant's usage item, its attributes named as the adapter's."""
         usage = self.usage.setdefault(tenant, {})
         for name, delta in deltas.items():
-            usage[name] = usage.get(name, 0) + delta
+            if attr := codec.USAGE_ATTRS.get(name):  # pending_bytes is used - stored
+                usage[attr] = usage.get(attr, 0) + delta
 
     def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
         record = self.uploads.get(upload_id)
@@ -811,6 +815,12 @@ class FakeObjectStore:
         keys = sorted(k for b, k in self.objects if b == bucket and k.startswith(prefix) and k > (token or ""))
         page = [ListedObject(key, self.objects[(bucket, key)].etag) for key in keys[:limit]]
         return page, (page[-1].key if len(keys) > limit else None)
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {key} does not exist")
+        return found.data
 
     def exists(self, bucket: str, key: str, etag: str | None) -> bool:
         self.heads.append((bucket, key))

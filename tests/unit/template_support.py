@@ -44,7 +44,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
-        ("dynamodb:BatchGetItem", "CountersTable.Arn"),  # the tenant's usage shards, with a quota set
+        ("dynamodb:Query", "TenantFilesTable.Arn"),  # the tenant's usage shards, with a quota set
         ("dynamodb:UpdateItem", "FilesTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
@@ -76,7 +76,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
     "AdminStatsFunction": {*runtime("AdminStatsFunction"), ("dynamodb:BatchGetItem", "CountersTable.Arn")},
-    "MeFunction": {*runtime("MeFunction"), ("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "MeFunction": {*runtime("MeFunction"), ("dynamodb:Query", "TenantFilesTable.Arn")},
     "AdminHashesFunction": {*runtime("AdminHashesFunction"), ("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
         *runtime("IngestFunction"),
@@ -124,8 +124,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ),
         *{(action, "*") for action in LOG_DELIVERY},
     },
-    # the reconcile's rules (dfd.reconcile); its writes to CountersTable are limited to the shards, the tenants'
-    # usage items and its lease, the claims it deletes to claim#* (Conditions, checked in tests/unit/test_asl.py)
+    # the reconcile's rules (dfd.reconcile); its writes to CountersTable are limited to the shards and its lease,
+    # the claims it deletes to claim#* (Conditions, checked in tests/unit/test_asl.py)
     "ReconcileFunction": {
         *runtime("ReconcileFunction"),
         ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
@@ -146,6 +146,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:DeleteObject", OBJECTS),
         ("s3:AbortMultipartUpload", OBJECTS),
         ("s3:ListBucket", "FilesBucket.Arn"),
+        ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.inventory)
         ("sqs:SendMessage", "IngestQueue.Arn"),
     },
 }

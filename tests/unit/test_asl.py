@@ -262,7 +262,7 @@ def test_policy_conditions_narrow_the_function_s_writes_and_listing(template: di
     assert claims["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["claim#*"]}}
     counters = _statement(template, "CountersOfTheReconcile")
     assert counters["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["shard#*", "usage#*", "lease#reconcile"]}
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["shard#*", "lease#reconcile"]}
     }
     assert _as_list(counters["Action"]) == ["dynamodb:UpdateItem"]
 

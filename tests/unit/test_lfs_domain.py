@@ -488,3 +488,31 @@ def test_a_token_is_shown_once_stored_as_a_hash_and_revoked_at_once() -> None:
 def test_malformed_token_requests_are_400(body: Any) -> None:
     with pytest.raises(ValidationFailed):
         PatService(FakeTokenStore(), FakeDirectory()).create(ALICE.caller, body)
+
+
+def test_a_pull_reads_eventually_consistent_and_again_consistently_only_when_that_misses(
+    world: Lfs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object verified a moment ago may not be in an eventually consistent read yet: the pull reads again,
+    consistently, before it answers 404; an object found at once costs the one cheaper read."""
+    data = b"pulled"
+    world.push(data)
+    oid = hashlib.sha256(data).hexdigest()
+    reads: list[bool] = []
+    read = world.repo.tenant_file
+    stale = {"on": True}
+
+    def tenant_file(tenant: str, digest: str, *, consistent: bool = True) -> Any:
+        reads.append(consistent)
+        return (None, None) if stale["on"] and not consistent else read(tenant, digest, consistent=consistent)
+
+    monkeypatch.setattr(world.repo, "tenant_file", tenant_file)
+    (answer,) = world.batch("download", [{"oid": oid, "size": len(data)}])["objects"]
+    assert "download" in answer["actions"] and reads == [False, True]
+    reads.clear()
+    stale["on"] = False
+    (answer,) = world.batch("download", [{"oid": oid, "size": len(data)}])["objects"]
+    assert "download" in answer["actions"] and reads == [False]
+    reads.clear()
+    (answer,) = world.batch("download", [{"oid": "0" * 64, "size": 1}])["objects"]
+    assert answer["error"]["code"] == 404 and reads == [False, True]

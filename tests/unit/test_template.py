@@ -459,9 +459,17 @@ def test_bucket(template: dict[str, Any]) -> None:
     (condition, _, default) = encryption["Fn::If"]
     assert condition == "HasKmsKey"
     assert default == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
-    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    rule, reports = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": {"Ref": "AbortIncompleteMultipartDays"}}
+    # the inventory reports (the reconcile reads the newest) expire, outside the upload prefix
+    assert reports == {
+        "Id": "ExpireInventoryReports", "Status": "Enabled", "Prefix": "inventory/", "ExpirationInDays": 3
+    }  # fmt: skip
+    (inventory,) = props["InventoryConfigurations"]
+    assert inventory["ScheduleFrequency"] == "Daily" and inventory["Destination"]["Format"] == "CSV"
+    assert _is_ref(inventory["Prefix"], "UploadPrefix") and inventory["OptionalFields"] == ["ETag"]
+    assert inventory["Destination"]["Prefix"] == "inventory" and inventory["IncludedObjectVersions"] == "Current"
 
     (cors,) = props["CorsConfiguration"]["CorsRules"]
     assert set(cors["AllowedMethods"]) == {"PUT", "GET", "HEAD"}
@@ -494,7 +502,12 @@ def test_bucket_name_is_computed_lowercase_and_unique_per_stack(template: dict[s
 def test_bucket_policy_is_tls_only_and_forbids_overwrites(template: dict[str, Any]) -> None:
     (policy,) = _resources(template, "AWS::S3::BucketPolicy").values()
     assert _is_ref(policy["Properties"]["Bucket"], "FilesBucket")
-    statement, no_overwrites = _statements(policy["Properties"]["PolicyDocument"])
+    statement, no_overwrites, inventory = _statements(policy["Properties"]["PolicyDocument"])
+    # S3 Inventory (the service, for this bucket and account) may write its reports under inventory/ only
+    assert inventory["Effect"] == "Allow" and inventory["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert inventory["Action"] == "s3:PutObject"
+    assert _describe(inventory["Resource"]) == "${FilesBucket.Arn}/inventory/*"
+    assert _describe(inventory["Condition"]["ArnLike"]["aws:SourceArn"]) == "FilesBucket.Arn"
     assert no_overwrites["Effect"] == "Deny" and no_overwrites["Action"] == "s3:PutObject"
     assert no_overwrites["Condition"] == {
         "Null": {"s3:if-none-match": "true"},

@@ -252,8 +252,12 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 found.append(logical_id)
                 ((operator, keys),) = statement["Condition"].items()
                 assert operator in ("StringLike", "StringLikeIfExists"), logical_id
+                if statement.get("Sid") == "ListInventoryReports":  # the reconcile's: the inventory reports only
+                    assert logical_id == "ReconcileFunctionRole" and keys == {"s3:prefix": "inventory/*"}
+                    continue
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    assert sorted(found) == [f"{name}FunctionRole" for name in ("Ingest", "Lfs", "Reconcile", "UploadParts")]
+    roles = ("Ingest", "Lfs", "Reconcile", "Reconcile", "UploadParts")  # the reconcile's second: the inventory's
+    assert sorted(found) == [f"{name}FunctionRole" for name in roles]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -140,3 +140,7 @@ class ObjectStore(Protocol):
     ) -> tuple[list[ListedObject], str | None]:
         """One page of at most `limit` objects under `prefix` and the token of the next (None: the last)."""
         ...
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        """A small object's whole body (an inventory report's manifest or data file); raises ObjectNotFound."""
+        ...

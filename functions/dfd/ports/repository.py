@@ -35,9 +35,12 @@ class Repository(Protocol):
         """The claim of an object key that holds a stored copy (its `hash`), or None."""
         ...
 
-    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
+    def tenant_file(
+        self, tenant: str, digest: str, *, consistent: bool = True
+    ) -> tuple[FileRecord | None, TenantRef | None]:
         """The file record for the content and the tenant's reference to it (each None when absent), in ONE
-        consistent read."""
+        read, consistent unless not `consistent` (half the read units; a write of the last second possibly not in
+        it yet)."""
         ...
 
     def counter_totals(self, *, consistent: bool = False) -> dict[str, int]:

@@ -4,7 +4,8 @@ An item here is what DynamoDB holds, as Python values (:func:`from_item` turns i
 :func:`to_item` back). Readers accept any item of their kind the product writes (the reconcile
 workflow's included) and ignore attributes the domain does not need (index keys, TTLs). Update expressions
 name attributes in the aggregate modules; the whole items they put are built here, and so are the keys and the
-update of the counters table's tenant items (usage shards, precheck counts), which other adapters write too.
+update of the counters table's tenant items (precheck counts) and of the tenants' usage shards (in the tenant
+view's table), which other adapters write too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ if TYPE_CHECKING:
 
 Item = dict[str, Any]
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
-USAGE_PREFIX = "usage#"  # a usage shard's counter_id: usage#<tenant>[#NNN] (`#` never occurs in a tenant name)
+# A usage shard is an item of the tenant view's table: (tenant, "u#NNN"), beside the tenant's references (whose
+# sort key is a SHA-256 in hex, which never holds a `#`), so a tenant's shards are one item collection read by one
+# Query. Its counts have one-letter attribute names and pending_bytes is not stored (every write keeps used =
+# pending + stored on each shard, so it is used - stored): 200 items stay under 16 KB (docs/design/cost.md, "Quota
+# and GET /me").
+USAGE_PREFIX = "u#"
+USAGE_ATTRS = {"pending_count": "c", "stored_bytes": "s", "used_bytes": "u"}
 PRECHECK_PREFIX = "precheck#"
 LEASE_ID = "lease#reconcile"
 
@@ -99,19 +106,25 @@ def key_claim(item: Mapping[str, Any]) -> KeyClaim:
 
 
 def tenant_usage(item: Mapping[str, Any] | None) -> TenantUsage:
-    return _parse(TenantUsage, item or {})
+    """The counts of a usage shard's item (zeros: no item)."""
+    found = item or {}
+    counts = {name: int(found.get(attr, 0)) for name, attr in USAGE_ATTRS.items()}
+    return TenantUsage(**counts, pending_bytes=counts["used_bytes"] - counts["stored_bytes"])
 
 
 def usage_shard(item: Mapping[str, Any]) -> UsageShard | None:
-    """The usage shard a counters-table item is (None: another kind of counters item)."""
-    counter_id = str(item.get("counter_id", ""))
-    if not counter_id.startswith(USAGE_PREFIX):
+    """The usage shard an item of the tenant view's table is (None: a tenant's reference)."""
+    tenant, sort = str(item.get("tenant", "")), str(item.get("hash", ""))
+    index = sort.removeprefix(USAGE_PREFIX)
+    if not tenant or not sort.startswith(USAGE_PREFIX) or not (index.isdigit() and int(index) < USAGE_SHARDS):
         return None
-    tenant, _, index = counter_id.removeprefix(USAGE_PREFIX).partition("#")
-    if not tenant or (index and not (index.isdigit() and 0 < int(index) < USAGE_SHARDS)):
-        return None
-    shard = UsageShard(tenant, int(index or 0))
-    return shard if usage_key(shard)["counter_id"] == counter_id else None
+    shard = UsageShard(tenant, int(index))
+    return shard if usage_key(shard) == {"tenant": tenant, "hash": sort} else None
+
+
+def is_usage(item: Mapping[str, Any]) -> bool:
+    """An item of the tenant view's table that is a usage shard, not a reference."""
+    return str(item.get("hash", "")).startswith(USAGE_PREFIX)
 
 
 def precheck_count(item: Mapping[str, Any]) -> PrecheckCount:
@@ -144,8 +157,8 @@ def tenant_ref_key(tenant: str, digest: str) -> Item:
 
 
 def usage_key(shard: UsageShard) -> Item:
-    suffix = f"#{shard.index:03d}" if shard.index else ""
-    return {"counter_id": f"{USAGE_PREFIX}{shard.tenant}{suffix}"}
+    """A usage shard's key in the tenant view's table: the tenant's item collection, sort key u#NNN."""
+    return {"tenant": shard.tenant, "hash": f"{USAGE_PREFIX}{shard.index:03d}"}
 
 
 def lease_key() -> Item:

@@ -56,15 +56,17 @@ class Reads(Store):
             _first(found.get(s.tenant_files_table, []), codec.tenant_ref),
         )
 
-    def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
-        """The file record and the tenant's reference to it, in ONE consistent BatchGetItem."""
+    def tenant_file(
+        self, tenant: str, digest: str, *, consistent: bool = True
+    ) -> tuple[FileRecord | None, TenantRef | None]:
+        """The file record and the tenant's reference to it, in ONE BatchGetItem."""
         s = self._s
         found = self._batch_get(
             {
-                s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True},
+                s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": consistent},
                 s.tenant_files_table: {
                     "Keys": [to_item(codec.tenant_ref_key(tenant, digest))],
-                    "ConsistentRead": True,
+                    "ConsistentRead": consistent,
                 },
             }
         )
@@ -82,7 +84,7 @@ class Reads(Store):
         return totals
 
     def tenant_usage(self, tenant: str, *, consistent: bool = True) -> TenantUsage:
-        """The sum of the tenant's usage shards (dfd.usage)."""
+        """The sum of the tenant's usage shards (dfd.usage): one Query of its item collection."""
         return usage.total(self._usage_shards(tenant, consistent=consistent).values())
 
     def scan_files(

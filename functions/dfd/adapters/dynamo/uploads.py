@@ -25,9 +25,9 @@ _DELETED = UploadStatus.DELETED.value
 class Uploads(Store):
     def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
         """The upload record and its count on one of the tenant's usage shards, in ONE transaction. With a limit
-        set the count goes to the gate (usage#<tenant>), conditioned on the limits less what the tenant's other
-        shards hold (read first; nobody writes them while a limit is set): the quota check (docs/design.md,
-        "Quotas"). `multipart`: how the upload is cut."""
+        set the count goes to the gate (shard 0), conditioned on the limits less what the tenant's other shards
+        hold (read first, in the same consistent Query as the gate; nobody writes them while a limit is set): the
+        quota check (docs/design.md, "Quotas"). `multipart`: how the upload is cut."""
         s = self._s
         shard = usage.write_shard(upload.tenant, s, self._rng)
         others = TenantUsage()  # what the tenant's other shards hold
@@ -65,11 +65,12 @@ class Uploads(Store):
         s = self._s
         values: dict[str, Any] = {}
         conditions: list[str] = []
+        names = {"#count": codec.USAGE_ATTRS["pending_count"], "#used": codec.USAGE_ATTRS["used_bytes"]}
         if s.tenant_pending_limit:
-            conditions.append("(attribute_not_exists(pending_count) OR pending_count < :pending_limit)")
+            conditions.append("(attribute_not_exists(#count) OR #count < :pending_limit)")
             values[":pending_limit"] = to_attr(s.tenant_pending_limit - others.pending_count)
         if s.tenant_quota_bytes:
-            conditions.append("(attribute_not_exists(used_bytes) OR used_bytes <= :room)")
+            conditions.append("(attribute_not_exists(#used) OR #used <= :room)")
             values[":room"] = to_attr(s.tenant_quota_bytes - others.used_bytes - size)
         deltas = {"pending_count": 1, "pending_bytes": size, "used_bytes": size}
         if not conditions:
@@ -81,6 +82,7 @@ class Uploads(Store):
             deltas,
             shard=shard,
             ConditionExpression=" AND ".join(conditions),
+            ExpressionAttributeNames={key: name for key, name in names.items() if key in " ".join(conditions)},
             ExpressionAttributeValues=values,
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )

@@ -1,4 +1,5 @@
-"""The S3 adapter's checks and deletes of one object version (IfMatch its ETag), and the bucket's listing."""
+"""The S3 adapter's checks and deletes of one object version (IfMatch its ETag), the bucket's listing, and the
+whole body of a small object (the inventory reports the reconcile reads)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,11 @@ class Deletes(Store):
         listed = [ListedObject(str(o["Key"]), str(o["ETag"])) for o in page.get("Contents", [])]
         following = page.get("NextContinuationToken") if page.get("IsTruncated") else None
         return listed, (str(following) if following else None)
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        try:
+            response = self._s3.get_object(Bucket=bucket, Key=key)
+            with response["Body"] as body:
+                return bytes(body.read())
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "GetObject", key) from error
