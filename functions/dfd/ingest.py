@@ -189,12 +189,6 @@ class Ingestor:
         if state.event is not None:
             self._replayed(version, state.event.outcome, result, known, upload)
             return
-        if upload is not None and upload.event_key == result.event_key and not (known and known.s3_key == info.key):
-            # the upload is already bound to this very version: its event record has expired (TTL) while the
-            # duplicate's bytes outlived it. A replay: finish the delete, count nothing.
-            result.detail["bound_upload"] = True
-            self._replayed(version, Outcome.DUPLICATE, result, known, upload)
-            return
         filename = (upload and upload.filename) or filename_from_key(info.key)
         content_type = (upload and upload.content_type) or info.content_type or "application/octet-stream"
         # The uploader's tenant (uploads made through POST /upload; objects put straight into the bucket have

@@ -98,6 +98,29 @@ def key_claim(item: Mapping[str, Any]) -> KeyClaim:
     return _parse(KeyClaim, item)
 
 
+def upload_event(item: Mapping[str, Any] | None) -> EventRecord | None:
+    """The event record an upload item carries: the ingest's commit of the object version that processed it
+    (`event_key`, with its `outcome`) writes it there instead of an item of its own (docs/design/storage.md). None:
+    no version processed it (pending, cancelled first, or answered by the precheck)."""
+    if not item or item.get("event_key") is None or item.get("outcome") is None:
+        return None
+    return EventRecord(
+        event_key=str(item["event_key"]),
+        outcome=str(item["outcome"]),
+        hash=_optional(item.get("hash")),
+        bucket=_optional(item.get("bucket")),
+        key=_optional(item.get("s3_key")),
+        etag=_optional(item.get("etag")),
+        size=int(item["size"]) if item.get("size") is not None else None,
+        upload_id=_optional(item.get("upload_id")),
+        processed_at=_optional(item.get("processed_at")),
+    )
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def tenant_usage(item: Mapping[str, Any] | None) -> TenantUsage:
     return _parse(TenantUsage, item or {})
 
@@ -280,9 +303,14 @@ def first_reference(version: ObjectVersion, filename: str, content_type: str, st
     }
 
 
-def processed_upload(version: ObjectVersion, status: UploadStatus, outcome: UploadStatus, stamp: str) -> Item:
+def processed_upload(
+    version: ObjectVersion, status: UploadStatus, outcome: UploadStatus, stamp: str, commit: str
+) -> Item:
     """What an ingest's commit sets on the upload it processes: its status (the tenant's view) and the ingest's
-    outcome (STORED: this object became the content's copy; DUPLICATE: the content was stored already)."""
+    outcome (STORED: this object became the content's copy; DUPLICATE: the content was stored already) — and the
+    event record of the object version (`event_key`, its `etag`; :func:`upload_event` reads it back), with the
+    nonce of the commit's one request (`commit`: a retry of that request finds its own write, a concurrent
+    delivery of the same version another's)."""
     return {
         "status": status.value,
         "outcome": outcome.value,
@@ -291,4 +319,20 @@ def processed_upload(version: ObjectVersion, status: UploadStatus, outcome: Uplo
         "processed_at": stamp,
         "s3_key": version.key,
         "bucket": version.bucket,
+        "event_key": version.event_key,
+        "etag": version.etag,
+        "commit": commit,
     }
+
+
+def ingested_upload_item(
+    version: ObjectVersion, outcome: UploadStatus, stamp: str, filename: str, content_type: str
+) -> Item:
+    """An upload item as an ingest's commit leaves an object put at an upload key with no record of its own
+    (the bench's seeding writes it whole)."""
+    assert version.upload_id is not None
+    return (
+        upload_key(version.upload_id)
+        | {"filename": filename, "content_type": content_type, "created_at": stamp}
+        | processed_upload(version, outcome, outcome, stamp, "seeded")
+    )

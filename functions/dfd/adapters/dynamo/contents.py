@@ -2,8 +2,9 @@
 precheck's duplicate, a lost copy's adoption, and an event recorded on its own.
 
 Every commit is ONE transaction keyed on the event and the content: the event record (its identity: a lost
-response, retried, finds it exactly as put), the file record, the key's claim, the upload finished, the uploader's
-tenant reference and usage, one counter shard."""
+response, retried, finds it exactly as written) — the upload finished, which carries it, or for an object with
+no upload an item of its own —, the file record, the key's claim, the uploader's tenant reference and usage, one
+counter shard."""
 
 from __future__ import annotations
 
@@ -200,15 +201,23 @@ class Contents(Store):
         )
         stamp = clock.iso(now)
         claim = key_claim(version.bucket, version.key)
-        event = self._event_item(version, outcome, now) | {"commit": secrets.token_hex(8)}
-        plan = Plan(identity="event")
-        plan.add("event", self._put_new(self._s.events_table, event, "event_key"), EventRecorded)
+        # the nonce of this one request: a retry of it (botocore resends it) finds its own event, a concurrent
+        # delivery of the same version — whose event would otherwise be identical, down to the second — another's
+        commit = secrets.token_hex(8)
+        if version.upload_id is not None:  # the upload item carries the event: one item, not two
+            plan = Plan(identity="event", mark={"event_key": version.event_key, "commit": commit})
+            self._add_finish_upload(
+                plan, version, status, UploadStatus(outcome), filename, content_type, stamp, tenant, commit
+            )
+        else:
+            event = self._event_item(version, outcome, now) | {"commit": commit}
+            plan = Plan(identity="event")
+            plan.add("event", self._put_new(self._s.events_table, event, "event_key"), EventRecorded)
         plan.add("file", *file)
         if claims:
             plan.add("claim", self._put_claim_item(claim, version.hash, stamp), KeyClaimed)
         else:
             plan.add("claim", self._no_claim_item(claim), KeyClaimed)
-        self._add_finish_upload(plan, version, status, UploadStatus(outcome), filename, content_type, stamp, tenant)
         if tenant is not None:
             first = codec.first_reference(version, filename, content_type, stamp)
             plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
@@ -217,9 +226,7 @@ class Contents(Store):
         self._run(plan)
 
     def _event_item(self, version: ObjectVersion, outcome: str, now: datetime) -> codec.Item:
-        """The event record; the commits add a nonce of their one request (`commit`): a retry of the same
-        request (botocore resends it) finds its own record, a concurrent delivery of the same event — whose
-        record would otherwise be identical, down to the second — finds another's (a replay)."""
+        """The event record of an object with no upload (the commits add their nonce, `commit`)."""
         ttl = clock.epoch(clock.plus(now, days=self._s.event_ttl_days))
         return codec.event_item(version, outcome, now, ttl)
 
@@ -323,18 +330,19 @@ class Contents(Store):
         content_type: str,
         stamp: str,
         tenant: TenantShare | None,
+        commit: str,
     ) -> None:
-        """Mark the upload processed by this event: its fields set, `filename`, `content_type` and `created_at` only
-        where absent; out of the pending index and the quota's pending count (`quota_bytes`: when the commit
-        releases them they must still be there). Refused when another object version already processed it (a
-        second PUT with the same URL) or it was deleted (cancelled: it stays so)."""
-        if version.upload_id is None:
-            return
+        """The upload processed by this event, carrying its event record (the plan's identity, role `event`): its
+        fields set, `filename`, `content_type` and `created_at` only where absent; out of the pending index and
+        the quota's pending count (`quota_bytes`: when the commit releases them they must still be there).
+        Refused when an object version already processed it — this one (the event is recorded: a replay) or
+        another (a second PUT with the same URL) — or it was deleted (cancelled: it stays so)."""
+        assert version.upload_id is not None
         releasing = tenant is not None and tenant.pending_bytes > 0
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
-        for i, (name, value) in enumerate(codec.processed_upload(version, status, outcome, stamp).items()):
+        for i, (name, value) in enumerate(codec.processed_upload(version, status, outcome, stamp, commit).items()):
             names[f"#f{i}"] = name
             values[f":f{i}"] = to_attr(value)
             parts.append(f"#f{i} = :f{i}")
@@ -343,15 +351,12 @@ class Contents(Store):
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
             parts.append(f"#d{i} = if_not_exists(#d{i}, :d{i})")
-        parts.append("#ek = :ek")
-        values[":ek"] = to_attr(version.event_key)
         request = {
             "Update": {
                 "TableName": self._s.uploads_table,
                 "Key": to_item(codec.upload_key(version.upload_id)),
                 "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
-                "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
-                " AND (attribute_not_exists(#del) OR #del <> :del)"
+                "ConditionExpression": "attribute_not_exists(#ek) AND (attribute_not_exists(#del) OR #del <> :del)"
                 + (" AND attribute_exists(quota_bytes)" if releasing else ""),
                 "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key", "#del": "status"},
                 "ExpressionAttributeValues": {**values, ":del": to_attr(_DELETED)},
@@ -359,12 +364,19 @@ class Contents(Store):
             }
         }
 
+        def recorded(item: codec.Item | None) -> CommitRefused | None:
+            event = codec.upload_event(item)
+            if event is not None and event.event_key == version.event_key:
+                return EventRecorded(event)  # this version committed before (another delivery of it)
+            return None  # the upload's own refusal, at its precedence (after the claim and the file)
+
         def refused(item: UploadRecord | None) -> CommitRefused:
-            if releasing and item is not None and item.event_key in (None, version.event_key):
+            if releasing and item is not None and item.event_key is None:
                 return PendingReleased(item)  # not taken: the reconcile released its quota bytes meanwhile
             return UploadTaken(item)
 
-        plan.add("upload", request, refused)
+        plan.add("event", request, recorded, parse=lambda item: item)
+        plan.alias("upload", "event", refused)
 
     def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: codec.Item, stamp: str) -> Request:
         """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller

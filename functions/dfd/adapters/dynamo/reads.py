@@ -8,7 +8,7 @@ from typing import Any
 from dfd import usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Item, Store, to_attr, to_item
-from dfd.ids import key_claim
+from dfd.ids import key_claim, upload_id_of_event
 from dfd.ports.contents import IngestState
 from dfd.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
 
@@ -27,6 +27,12 @@ class Reads(Store):
         return codec.upload_record(item) if item else None
 
     def get_event(self, event_key: str) -> EventRecord | None:
+        """The event record: the one its upload item carries (an object at an upload key), else its own item."""
+        upload_id = upload_id_of_event(self._s.upload_prefix, event_key)
+        if upload_id is not None:
+            event = codec.upload_event(self._get(self._s.uploads_table, codec.upload_key(upload_id), consistent=True))
+            if event is not None and event.event_key == event_key:
+                return event
         item = self._get(self._s.events_table, codec.event_key(event_key), consistent=True)
         return codec.event_record(item) if item else None
 
@@ -49,12 +55,15 @@ class Reads(Store):
                 ref = to_item(codec.tenant_ref_key(tenant_hint, digest))
                 request[s.tenant_files_table] = {"Keys": [ref], "ConsistentRead": True}
         found = self._batch_get(request)
+        upload = found.get(s.uploads_table, [])
+        carried = codec.upload_event(upload[0]) if upload else None
         return IngestState(
-            _first(found[s.events_table], codec.event_record),
+            carried if carried is not None and carried.event_key == event_key
+            else _first(found[s.events_table], codec.event_record),
             _first(found[s.files_table], codec.file_record),
-            _first(found.get(s.uploads_table, []), codec.upload_record),
+            _first(upload, codec.upload_record),
             _first(found.get(s.tenant_files_table, []), codec.tenant_ref),
-        )
+        )  # fmt: skip
 
     def tenant_file(self, tenant: str, digest: str) -> tuple[FileRecord | None, TenantRef | None]:
         """The file record and the tenant's reference to it, in ONE consistent BatchGetItem."""
@@ -122,9 +131,18 @@ class Reads(Store):
 
     # ---------------------------------------------------------------- many at once (the reconcile's sweep)
     def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:
-        """The event records among `event_keys` that exist (consistent BatchGetItems of 100 keys)."""
-        found = self._get_many(self._s.events_table, [codec.event_key(key) for key in event_keys])
-        return {record.event_key: record for record in map(codec.event_record, found)}
+        """The event records among `event_keys` that exist (consistent BatchGetItems of 100 keys): those the upload
+        items carry first (one read per object at an upload key), then the Events items of the rest."""
+        uploads = {key: upload_id_of_event(self._s.upload_prefix, key) for key in event_keys}
+        events: dict[str, EventRecord] = {}
+        ids = [upload_id for upload_id in uploads.values() if upload_id is not None]
+        for item in self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in ids]):
+            event = codec.upload_event(item)
+            if event is not None and uploads.get(event.event_key) is not None:
+                events[event.event_key] = event
+        rest = [codec.event_key(key) for key in event_keys if key not in events]
+        found = self._get_many(self._s.events_table, rest) if rest else []
+        return events | {record.event_key: record for record in map(codec.event_record, found)}
 
     def get_uploads(self, upload_ids: Collection[str]) -> dict[str, UploadRecord]:
         found = self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in upload_ids])
