@@ -101,8 +101,8 @@ class FakeRepository:
     ) -> IngestState:
         self.state_reads.append(tenant_hint if upload_id is not None else None)
         ref = self.tenant_refs.get((tenant_hint, digest)) if upload_id is not None and tenant_hint else None
-        state = IngestState(
-            self.get_event(event_key),
+        state = IngestState(  # the adapter's read: the event its upload carries, else (no upload) its own item
+            self._carried_event(event_key) if upload_id is not None else self.get_event(event_key),
             self.get_file(digest),
             self.get_upload(upload_id) if upload_id is not None else None,
             _parsed(codec.tenant_ref, ref),

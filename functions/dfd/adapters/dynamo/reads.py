@@ -43,23 +43,23 @@ class Reads(Store):
     def ingest_state(
         self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
     ) -> IngestState:
-        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to four tables)."""
+        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to three tables): the event
+        record is the one the upload item carries (IngestState), or for an object with no upload its own item."""
         s = self._s
-        request: dict[str, Any] = {
-            s.events_table: {"Keys": [to_item(codec.event_key(event_key))], "ConsistentRead": True},
-            s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True},
-        }
+        request: dict[str, Any] = {s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True}}
         if upload_id is not None:
             request[s.uploads_table] = {"Keys": [to_item(codec.upload_key(upload_id))], "ConsistentRead": True}
             if tenant_hint is not None:
                 ref = to_item(codec.tenant_ref_key(tenant_hint, digest))
                 request[s.tenant_files_table] = {"Keys": [ref], "ConsistentRead": True}
+        else:
+            request[s.events_table] = {"Keys": [to_item(codec.event_key(event_key))], "ConsistentRead": True}
         found = self._batch_get(request)
         upload = found.get(s.uploads_table, [])
         carried = codec.upload_event(upload[0]) if upload else None
         return IngestState(
             carried if carried is not None and carried.event_key == event_key
-            else _first(found[s.events_table], codec.event_record),
+            else _first(found.get(s.events_table, []), codec.event_record),
             _first(found[s.files_table], codec.file_record),
             _first(upload, codec.upload_record),
             _first(found.get(s.tenant_files_table, []), codec.tenant_ref),
