@@ -63,7 +63,7 @@ def measure(count: int) -> dict[str, Any]:
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
     from dfd.config import Settings
-    from dfd.ids import event_key, key_claim, upload_id_from_key, version_token
+    from dfd.ids import event_key, upload_id_from_key, version_token
     from dfd.ports.contents import ObjectVersion
     from dfd.reconcile import DEFAULT_BUDGET, Reconciler
     from dfd.records import UploadStatus
@@ -103,12 +103,11 @@ def measure(count: int) -> dict[str, Any]:
                 upload_id_from_key(settings.upload_prefix, key),
             )
             items[settings.files_table].append(codec.new_file_item(version, "f.bin", "text/plain", stamp))
-            # as the ingest leaves an object at an upload key: its upload item carries its event record
+            # as the ingest leaves an object at an upload key: its upload item carries its event and its key's claim
             stored = UploadStatus.STORED
             items[settings.uploads_table].append(
                 codec.ingested_upload_item(version, stored, stamp, "f.bin", "text/plain")
             )
-            items[settings.events_table].append(codec.claim_item(key_claim(settings.bucket, key), digest, stamp))
             total += len(data)
         for table, found in items.items():
             for start in range(0, len(found), 25):

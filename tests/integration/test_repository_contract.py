@@ -87,7 +87,9 @@ def new_upload(n: int, size: int = 100, tenant: str = "acme", owner: str = "alic
 
 
 def version(n: int, digest: str = DIGEST, size: int = 100, upload_id: str | None = None) -> ObjectVersion:
-    key = f"uploads/{n:032x}"
+    # an object at an upload key has that upload's id (ingest: dfd.ids.upload_id_from_key); one with none was put
+    # straight into the bucket, at another key
+    key = f"uploads/{n:032x}" if upload_id is not None else f"uploads/direct/{n}.bin"
     return ObjectVersion(event_key(BUCKET, key, f"etag{n}"), BUCKET, key, f'"etag{n}"', size, digest, upload_id)
 
 
@@ -379,7 +381,7 @@ def test_reads_and_pages(repo: Repository) -> None:
     for n, digest in enumerate((OTHER, DIGEST, "c" * 64), start=1):
         _, v = registered(repo, n)
         commit(repo, "stored", dataclasses.replace(v, hash=digest), TenantShare("acme", False, False, 100))
-    state = repo.ingest_state(version(1).event_key, OTHER, f"{1:032x}", "acme")
+    state = repo.ingest_state(version(1, upload_id=f"{1:032x}").event_key, OTHER, f"{1:032x}", "acme")
     assert state.event is not None and state.file is not None and state.upload is not None
     assert state.tenant_ref is not None and state.tenant_ref.hash == OTHER
     bare = repo.ingest_state("ev#none", "d" * 64, None, "acme")
@@ -547,3 +549,11 @@ def test_an_upload_carries_the_event_of_the_version_that_processed_it(repo: Repo
     found = repo.get_event(direct.event_key)
     assert found is not None and found.outcome == "stored" and found.upload_id is None
     assert repo.get_events([direct.event_key]) == {direct.event_key: found}
+    # the keys' claims: the upload's carried by its item, the direct put's an item of its own; both read alike
+    claims = repo.get_claims(BUCKET, [v.key, key, "uploads/direct/none.bin", f"uploads/{9:032x}"])
+    assert sorted(claims) == sorted([v.key, key])
+    assert (claims[v.key].hash, claims[key].hash) == (DIGEST, OTHER)
+    assert repo.get_claim(BUCKET, v.key) == claims[v.key] and repo.get_claim(BUCKET, key) == claims[key]
+    # the stored copy's key claimed: another version there is a conflict (the claim outranks the taken upload)
+    claimed = refused(KeyClaimed, lambda: commit(repo, "duplicate", second, None))
+    assert claimed.item == claims[v.key]

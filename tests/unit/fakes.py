@@ -408,8 +408,8 @@ class FakeRepository:
         if claim is not None:
             raise KeyClaimed(_parsed(codec.key_claim, claim))
         upload = self.uploads.get(version.upload_id) if version.upload_id is not None and not upload_deleted else None
-        if upload is None and version.upload_id is not None and not upload_deleted:
-            raise UploadTaken(None)
+        if version.upload_id is not None and version.upload_id not in self.uploads:
+            raise UploadTaken(None)  # the adapter's claim goes on the upload item, which must exist
         if upload is not None and (
             upload.get("event_key") != version.event_key or upload.get("status") == UploadStatus.DELETED
         ):

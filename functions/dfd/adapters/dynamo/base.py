@@ -27,6 +27,7 @@ from dfd.adapters.dynamo.codec import to_attr as to_attr
 from dfd.adapters.dynamo.codec import to_item as to_item
 from dfd.conflicts import CommitRefused
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
+from dfd.ids import key_claim, upload_id_from_key
 from dfd.retry import PARTIAL_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
@@ -308,9 +309,41 @@ class Store:
             }
         }
 
-    def _put_claim_item(self, claim: str, digest: str, stamp: str) -> Request:
-        """Claim the object key for the content stored there."""
-        return self._put_new(self._s.events_table, codec.claim_item(claim, digest, stamp), "event_key")
+    def _claim_upload(self, key: str) -> str | None:
+        """The upload whose item carries the claim of the object key `key` (None: a key with no upload id, whose
+        claim is an item of its own in the Events table)."""
+        return upload_id_from_key(self._s.upload_prefix, key)
+
+    def _put_claim_item(self, bucket: str, key: str, digest: str, stamp: str) -> Request:
+        """Claim an object key with no upload id for the content stored there."""
+        item = codec.claim_item(key_claim(bucket, key), digest, stamp)
+        return self._put_new(self._s.events_table, item, "event_key")
+
+    def _drop_claim_item(self, bucket: str, key: str, digest: str) -> Request:
+        """Drop the claim of an object key, unless another content's (the key then holds that content's copy): its
+        upload item's, or its own item. An upload item that carries a claim never goes (it is the processed upload
+        the claim came with): its absence refuses the transaction rather than write an item of the key alone."""
+        upload_id = self._claim_upload(key)
+        if upload_id is None:
+            return {
+                "Delete": {
+                    "TableName": self._s.events_table,
+                    "Key": to_item(codec.event_key(key_claim(bucket, key))),
+                    "ConditionExpression": "attribute_not_exists(event_key) OR #h = :hash",
+                    "ExpressionAttributeNames": {"#h": "hash"},
+                    "ExpressionAttributeValues": {":hash": to_attr(digest)},
+                }
+            }
+        return {
+            "Update": {
+                "TableName": self._s.uploads_table,
+                "Key": to_item(codec.upload_key(upload_id)),
+                "UpdateExpression": "REMOVE #c, claimed_at",
+                "ConditionExpression": "attribute_exists(upload_id) AND (attribute_not_exists(#c) OR #c = :hash)",
+                "ExpressionAttributeNames": {"#c": codec.CLAIM_HASH},
+                "ExpressionAttributeValues": {":hash": to_attr(digest)},
+            }
+        }
 
     def _add_counters_item(self, shard: int, deltas: Mapping[str, int]) -> Request:
         """ADD the deltas to one counter shard (`shard` < counter_shards; the caller spreads the load)."""

@@ -39,6 +39,9 @@ LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (
 USAGE_PREFIX = "usage#"  # a usage shard's counter_id: usage#<tenant>[#NNN] (`#` never occurs in a tenant name)
 PRECHECK_PREFIX = "precheck#"
 LEASE_ID = "lease#reconcile"
+# an upload item's claim of its object's key (the content stored there; `claimed_at` beside it): what the claim
+# item (Events, claim#<bucket>/<key>) says of a key with no upload id
+CLAIM_HASH = "claim_hash"
 
 R = TypeVar("R")
 # how an attribute's value becomes a record field's, by the field's annotation
@@ -96,6 +99,14 @@ def event_record(item: Mapping[str, Any]) -> EventRecord:
 
 def key_claim(item: Mapping[str, Any]) -> KeyClaim:
     return _parse(KeyClaim, item)
+
+
+def upload_claim(item: Mapping[str, Any] | None) -> KeyClaim | None:
+    """The claim of its object's key an upload item carries (`claim_hash`: the content stored at that key), or
+    None (docs/design/storage.md)."""
+    if not item or item.get(CLAIM_HASH) is None:
+        return None
+    return KeyClaim(str(item[CLAIM_HASH]), _optional(item.get("claimed_at")))
 
 
 def upload_event(item: Mapping[str, Any] | None) -> EventRecord | None:
@@ -288,7 +299,8 @@ def event_item(version: ObjectVersion, outcome: str, now: datetime, ttl: int) ->
 
 
 def claim_item(claim: str, digest: str, stamp: str) -> Item:
-    """The key's claim: no TTL, it lives as long as the record whose stored copy is there."""
+    """The key's claim (a key with no upload id: an upload item carries its own, :func:`upload_claim`): no TTL, it
+    lives as long as the record whose stored copy is there."""
     return {"event_key": claim, "hash": digest, "claimed_at": stamp}
 
 
@@ -328,11 +340,13 @@ def processed_upload(
 def ingested_upload_item(
     version: ObjectVersion, outcome: UploadStatus, stamp: str, filename: str, content_type: str
 ) -> Item:
-    """An upload item as an ingest's commit leaves an object put at an upload key with no record of its own
-    (the bench's seeding writes it whole)."""
+    """An upload item as an ingest's commit leaves an object put at an upload key with no record of its own,
+    its key claimed when the object became the content's copy (the bench's seeding writes it whole)."""
     assert version.upload_id is not None
+    claim = {CLAIM_HASH: version.hash, "claimed_at": stamp} if outcome == UploadStatus.STORED else {}
     return (
         upload_key(version.upload_id)
         | {"filename": filename, "content_type": content_type, "created_at": stamp}
         | processed_upload(version, outcome, outcome, stamp, "seeded")
+        | claim
     )

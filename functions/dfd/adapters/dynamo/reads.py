@@ -37,6 +37,10 @@ class Reads(Store):
         return codec.event_record(item) if item else None
 
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
+        """The key's claim: the one its upload item carries (a key with an upload id), else its own item."""
+        upload_id = self._claim_upload(key)
+        if upload_id is not None:
+            return codec.upload_claim(self._get(self._s.uploads_table, codec.upload_key(upload_id), consistent=True))
         item = self._get(self._s.events_table, codec.event_key(key_claim(bucket, key)), consistent=True)
         return codec.key_claim(item) if item else None
 
@@ -150,9 +154,17 @@ class Reads(Store):
 
     def get_claims(self, bucket: str, keys: Collection[str]) -> dict[str, KeyClaim]:
         """The claims of the object keys among `keys` that hold a stored copy, by key."""
-        claims = {key_claim(bucket, key): key for key in keys}
-        found = self._get_many(self._s.events_table, [codec.event_key(claim) for claim in claims])
-        return {claims[str(item["event_key"])]: codec.key_claim(item) for item in found}
+        uploads = {upload_id: key for key in keys if (upload_id := self._claim_upload(key)) is not None}
+        found: dict[str, KeyClaim] = {}
+        for item in self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in uploads]):
+            claim = codec.upload_claim(item)
+            if claim is not None:
+                found[uploads[str(item["upload_id"])]] = claim
+        claims = {key_claim(bucket, key): key for key in keys if self._claim_upload(key) is None}
+        if claims:
+            for item in self._get_many(self._s.events_table, [codec.event_key(claim) for claim in claims]):
+                found[claims[str(item["event_key"])]] = codec.key_claim(item)
+        return found
 
     def _get_many(self, table: str, keys: list[Item]) -> list[Item]:
         unique = list({repr(key): key for key in keys}.values())  # BatchGetItem refuses a key twice
