@@ -30,19 +30,23 @@ class Reads(Store):
         """The event record: the one its upload item carries (an object at an upload key), else its own item."""
         upload_id = upload_id_of_event(self._s.upload_prefix, event_key)
         if upload_id is not None:
-            event = codec.upload_event(self._get(self._s.uploads_table, codec.upload_key(upload_id), consistent=True))
+            event = codec.upload_event(self._upload_item(upload_id))
             if event is not None and event.event_key == event_key:
                 return event
-        item = self._get(self._s.events_table, codec.event_key(event_key), consistent=True)
-        return codec.event_record(item) if item else None
+        return _first(self._get_many(self._s.events_table, [codec.event_key(event_key)]), codec.event_record)
 
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
         """The key's claim: the one its upload item carries (a key with an upload id), else its own item."""
         upload_id = self._claim_upload(key)
         if upload_id is not None:
-            return codec.upload_claim(self._get(self._s.uploads_table, codec.upload_key(upload_id), consistent=True))
-        item = self._get(self._s.events_table, codec.event_key(key_claim(bucket, key)), consistent=True)
-        return codec.key_claim(item) if item else None
+            return codec.upload_claim(self._upload_item(upload_id))
+        return _first(self._get_many(self._s.events_table, [codec.event_key(key_claim(bucket, key))]), codec.key_claim)
+
+    def _upload_item(self, upload_id: str) -> Item | None:
+        """The upload item, read consistently by the call the ingest's state read makes (BatchGetItem: events and
+        claims are read with it on both tables, the one read the ingest is granted there)."""
+        found = self._get_many(self._s.uploads_table, [codec.upload_key(upload_id)])
+        return found[0] if found else None
 
     def ingest_state(
         self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
