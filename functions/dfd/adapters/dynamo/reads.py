@@ -33,14 +33,16 @@ class Reads(Store):
             event = codec.upload_event(self._upload_item(upload_id))
             if event is not None and event.event_key == event_key:
                 return event
-        return _first(self._get_many(self._s.events_table, [codec.event_key(event_key)]), codec.event_record)
+        found = self._get_many(self._s.events_table, [codec.event_key(event_key)])
+        return codec.event_record(found[0]) if found else None
 
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
         """The key's claim: the one its upload item carries (a key with an upload id), else its own item."""
         upload_id = self._claim_upload(key)
         if upload_id is not None:
             return codec.upload_claim(self._upload_item(upload_id))
-        return _first(self._get_many(self._s.events_table, [codec.event_key(key_claim(bucket, key))]), codec.key_claim)
+        found = self._get_many(self._s.events_table, [codec.event_key(key_claim(bucket, key))])
+        return codec.key_claim(found[0]) if found else None
 
     def _upload_item(self, upload_id: str) -> Item | None:
         """The upload item, read consistently by the call the ingest's state read makes (BatchGetItem: events and
