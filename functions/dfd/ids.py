@@ -101,6 +101,13 @@ def event_key(bucket: str, key: str, version: str) -> str:
     return f"{bucket}/{key}#{version}"
 
 
+def upload_id_of_event(prefix: str, key: str) -> str | None:
+    """The upload id of the object an event key (:func:`event_key`) names, or None (a key outside `uploads/<id>`)."""
+    where, _, _ = key.rpartition("#")
+    _, _, object_key = where.partition("/")
+    return upload_id_from_key(prefix, object_key)
+
+
 def key_claim(bucket: str, key: str) -> str:
     """The item that says "this key holds a stored object" (kept beside the event records; '#' cannot start a
     bucket name, so it never collides with an event key)."""

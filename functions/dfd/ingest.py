@@ -5,12 +5,13 @@ Flow per object (docs/design.md):
      upload id in the key says the PUT signed a SHA-256 (ids.hints_checksum) — a HeadObject asking for S3's
      stored full-object SHA-256, so a checksummed object costs no GetObject at all.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
-  3. ONE consistent read of the state (Repository.ingest_state): the event record, the file record for the
-     hash, the upload record and — with the tenant hint the object's metadata carries (dfd.ids.tenant_metadata)
-     — that tenant's reference to the content. S3's stored SHA-256 is trusted only when it equals the sha256
-     the upload record declared (the one its presigned URL signed, so S3 verified the body against it): any
-     other stored checksum — an unsigned header, a trailer, a direct put — may name bytes the object does not
-     hold, and the body is hashed instead (then the state is read again for that hash).
+  3. ONE consistent read of the state (Repository.ingest_state): the event record (at an upload key, the one
+     its upload record carries), the file record for the hash, the upload record and — with the tenant hint the
+     object's metadata carries (dfd.ids.tenant_metadata) — that tenant's reference to the content. S3's stored
+     SHA-256 is trusted only when it equals the sha256 the upload record declared (the one its presigned URL
+     signed, so S3 verified the body against it): any other stored checksum — an unsigned header, a trailer, a
+     direct put — may name bytes the object does not hold, and the body is hashed instead (then the state is
+     read again for that hash).
   4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
      commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo.codec).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
@@ -189,12 +190,6 @@ class Ingestor:
         if state.event is not None:
             self._replayed(version, state.event.outcome, result, known, upload)
             return
-        if upload is not None and upload.event_key == result.event_key and not (known and known.s3_key == info.key):
-            # the upload is already bound to this very version: its event record has expired (TTL) while the
-            # duplicate's bytes outlived it. A replay: finish the delete, count nothing.
-            result.detail["bound_upload"] = True
-            self._replayed(version, Outcome.DUPLICATE, result, known, upload)
-            return
         filename = (upload and upload.filename) or filename_from_key(info.key)
         content_type = (upload and upload.content_type) or info.content_type or "application/octet-stream"
         # The uploader's tenant (uploads made through POST /upload; objects put straight into the bucket have
@@ -219,7 +214,8 @@ class Ingestor:
                 # the event names the stored copy itself (its event record has expired): change nothing,
                 # but record the event again so that sweeps stop re-driving it
                 result.outcome = Outcome.CANONICAL
-                self._repo.record_event(version, Outcome.STORED, self._now())
+                if not self._repo.record_event(version, Outcome.STORED, self._now()):
+                    self._recorded(version, result)  # recorded before (the first read does not say for every key)
                 return
             duplicate = known is not None
             # tombstoned content (its live count is 0: every reference deleted) takes no new reference: this
@@ -369,11 +365,21 @@ class Ingestor:
         if claim is not None and claim.hash == version.hash:
             # the same content again at the stored key: recorded as canonical, never as a counted upload
             result.outcome = Outcome.CANONICAL
-            self._repo.record_event(version, Outcome.CANONICAL, self._now())
+            if not self._repo.record_event(version, Outcome.CANONICAL, self._now()):
+                self._recorded(version, result)
             return
         result.outcome = Outcome.CONFLICT
         result.detail["stored_hash"] = claim.hash if claim is not None else None
-        self._repo.record_event(version, Outcome.CONFLICT, self._now())
+        if not self._repo.record_event(version, Outcome.CONFLICT, self._now()):
+            self._recorded(version, result)  # recorded before: operators are told once
+
+    def _recorded(self, version: ObjectVersion, result: IngestResult) -> None:
+        """record_event found this version recorded already (a replay the first read did not show: the record of
+        a version other than its upload's): follow what it recorded."""
+        event = self._repo.get_event(version.event_key)
+        file = self._repo.get_file(version.hash, consistent=True) if event is not None else None
+        result.detail.pop("stored_hash", None)
+        self._replayed(version, event.outcome if event is not None else None, result, file)
 
     def _rejected(self, version: ObjectVersion, result: IngestResult) -> None:
         """A second object version at an upload key whose upload was already processed (the presigned URL was
@@ -385,7 +391,5 @@ class Ingestor:
         result.outcome = Outcome.REJECTED
         if self._repo.record_event(version, Outcome.REJECTED, self._now()):
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
-        else:  # a concurrent delivery recorded this version first: follow what it recorded
-            event = self._repo.get_event(version.event_key)
-            file = self._repo.get_file(version.hash, consistent=True) if event is not None else None
-            self._replayed(version, event.outcome if event is not None else None, result, file)
+        else:  # recorded before (a replay, or a concurrent delivery first): follow what it recorded
+            self._recorded(version, result)

@@ -85,8 +85,8 @@ def summary(
 # ---------------------------------------------------------------------- on the local stack, over HTTP
 def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
     """``count`` stored contents written as items straight into DynamoDB Local (BatchWriteItem): per content its
-    FileMetadata record, its stored upload (Uploads) and its key's claim (IngestEvents), as an ingest leaves them
-    (dfd's codec) — a stack holding ``count`` files without uploading them. Seconds taken."""
+    FileMetadata record and its stored upload (Uploads, carrying its event and its key's claim), as an ingest
+    leaves them (dfd's codec) — a stack holding ``count`` files without uploading them. Seconds taken."""
     import boto3
 
     from dfd import clock
@@ -103,12 +103,11 @@ def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
         key = f"uploads/{upload_id}"
         digest = f"{index:064x}"
         version = ObjectVersion(f"{BUCKET}/{key}#seed", BUCKET, key, "seed", 1024, digest, upload_id)
-        upload = codec.processed_upload(version, UploadStatus.STORED, UploadStatus.STORED, stamp)
-        upload |= {"upload_id": upload_id, "filename": f"seed-{index}.bin", "created_at": stamp, "tenant": "seed"}
+        name = f"seed-{index}.bin"
+        upload = codec.ingested_upload_item(version, UploadStatus.STORED, stamp, name, "application/octet-stream")
         return {
-            TABLES["FilesTable"]: codec.new_file_item(version, f"seed-{index}.bin", "application/octet-stream", stamp),
-            TABLES["UploadsTable"]: upload,
-            TABLES["EventsTable"]: codec.claim_item(f"{BUCKET}/{key}", digest, stamp),
+            TABLES["FilesTable"]: codec.new_file_item(version, name, "application/octet-stream", stamp),
+            TABLES["UploadsTable"]: upload | {"tenant": "seed"},
         }
 
     def write(start: int) -> None:

@@ -60,14 +60,14 @@ class _Recorder:
         repo, settings = self.repo, self.repo._s
 
         def ingest_state(event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None) -> Any:
-            keys = {
-                settings.events_table: [{"event_key": {"S": event_key}}],
-                settings.files_table: [{"hash": {"S": digest}}],
-            }
+            # the keys Repository.ingest_state reads: the upload item carries the event of an object at an upload key
+            keys: dict[str, list[dict[str, Any]]] = {settings.files_table: [{"hash": {"S": digest}}]}
             if upload_id:
                 keys[settings.uploads_table] = [{"upload_id": {"S": upload_id}}]
                 if tenant_hint:
                     keys[settings.tenant_files_table] = [{"tenant": {"S": tenant_hint}, "hash": {"S": digest}}]
+            else:
+                keys[settings.events_table] = [{"event_key": {"S": event_key}}]
             self.reads.append(keys)
             return self._ingest_state(event_key, digest, upload_id, tenant_hint)
 

@@ -66,9 +66,10 @@ def measure(count: int) -> dict[str, Any]:
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
     from dfd.config import Settings
-    from dfd.ids import event_key, key_claim, version_token
+    from dfd.ids import event_key, upload_id_from_key, version_token
     from dfd.ports.contents import ObjectVersion
     from dfd.reconcile import DEFAULT_BUDGET, Reconciler
+    from dfd.records import UploadStatus
     from dfdbench.harness import CallCounter
     from dfdlocal.emulator import IN_PROCESS_ENDPOINT, create_resources
     from dfdlocal.template import TEMPLATE, read_model
@@ -84,7 +85,11 @@ def measure(count: int) -> dict[str, Any]:
         sqs: Any = boto3.client("sqs")
         now = clock.now()
         stamp = clock.iso(now)
-        items: dict[str, list[dict[str, Any]]] = {settings.files_table: [], settings.events_table: []}
+        items: dict[str, list[dict[str, Any]]] = {
+            settings.files_table: [],
+            settings.events_table: [],
+            settings.uploads_table: [],
+        }
         total = 0
         for i in range(count):
             data = b"content %d " % i * 8
@@ -98,11 +103,14 @@ def measure(count: int) -> dict[str, Any]:
                 etag,
                 len(data),
                 digest,
-                None,
+                upload_id_from_key(settings.upload_prefix, key),
             )
             items[settings.files_table].append(codec.new_file_item(version, "f.bin", "text/plain", stamp))
-            items[settings.events_table].append(codec.event_item(version, "stored", now, 0))
-            items[settings.events_table].append(codec.claim_item(key_claim(settings.bucket, key), digest, stamp))
+            # as the ingest leaves an object at an upload key: its upload item carries its event and its key's claim
+            stored = UploadStatus.STORED
+            items[settings.uploads_table].append(
+                codec.ingested_upload_item(version, stored, stamp, "f.bin", "text/plain")
+            )
             total += len(data)
         for table, found in items.items():
             for start in range(0, len(found), 25):

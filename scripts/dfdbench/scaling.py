@@ -60,7 +60,10 @@ class Deployment:
     item_wcu: float = 1000.0  # DynamoDB: per partition (an item, once split for heat) write units per second
     tx_cost: float = 2.0  # DynamoDB: a transactional write costs 2 write units per KB
     table_wru: float = 40000.0  # DynamoDB: default per-table on-demand throughput quota (write request units/s)
-    busiest_table_items: int = 2  # items one ingest writes in its busiest table: IngestEvents (event + key claim)
+    # writes one upload makes to its busiest table: Uploads (POST /upload's put and the ingest's update of the one
+    # item carrying the upload, its event and its key's claim); an object put straight into the bucket: IngestEvents
+    # (its event and its key's claim)
+    busiest_table_items: int = 2
     new_table_wru: float = 4000.0  # DynamoDB: what a new on-demand table sustains at once
     prefix_writes: float = 3500.0  # S3: PUT/COPY/POST/DELETE per second per partitioned prefix (before S3 splits it)
     prefix_reads: float = 5500.0  # S3: GET/HEAD per second per partitioned prefix
@@ -86,7 +89,7 @@ class Deployment:
             "counter items' write capacity (1,000 WCU/s per item, 2 per transactional write)": (
                 self.counter_shards * self.item_wcu / self.tx_cost
             ),
-            "IngestEvents' default on-demand quota (40,000 WRU/s; event + claim: 4 WRU per ingest)": (
+            "Uploads' default on-demand quota (40,000 WRU/s; registration + ingest: 4 WRU per upload)": (
                 self.table_wru / (self.tx_cost * self.busiest_table_items)
             ),
         }
@@ -99,7 +102,7 @@ class Deployment:
                 self.prefix_writes / (1 + self.duplicate_share)
             ),
             "S3 reads on one unsplit prefix (one HEAD or GET per ingest)": self.prefix_reads,
-            "a new on-demand IngestEvents table (4,000 WRU/s at once, then 2x the previous peak per 30 min)": (
+            "a new on-demand Uploads table (4,000 WRU/s at once, then 2x the previous peak per 30 min)": (
                 self.new_table_wru / (self.tx_cost * self.busiest_table_items)
             ),
         }

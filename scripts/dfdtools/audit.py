@@ -121,9 +121,11 @@ def _sha256(s3: Any, bucket: str, key: str) -> str | Unreadable:
     return digest.hexdigest()
 
 
-def _events(items: list[dict[str, Any]]) -> list[EventRecord]:
-    """The event records proper (a key's claim shares their table: it has a hash and no outcome)."""
-    return [codec.event_record(item) for item in items if "outcome" in item]
+def _events(items: list[dict[str, Any]], upload_items: list[dict[str, Any]]) -> list[EventRecord]:
+    """The event records: the Events items proper (a key's claim shares their table: it has a hash and no outcome)
+    and those the upload items carry (the ingest's commit of an object at an upload key)."""
+    carried = [event for event in map(codec.upload_event, upload_items) if event is not None]
+    return [codec.event_record(item) for item in items if "outcome" in item] + carried
 
 
 def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
@@ -138,8 +140,9 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     files = [codec.file_record(item) for item in _scan(ddb, settings.files_table)]
-    events = _events(list(_scan(ddb, settings.events_table)))
-    uploads = [codec.upload_record(item) for item in _scan(ddb, settings.uploads_table)]
+    upload_items = list(_scan(ddb, settings.uploads_table))
+    events = _events(list(_scan(ddb, settings.events_table)), upload_items)
+    uploads = [codec.upload_record(item) for item in upload_items]
     counters = list(_scan(ddb, settings.counters_table))
     shards = [codec.counter_shard(item) for item in counters]
     objects = {o["Key"]: o for o in _objects(s3, settings.bucket, settings.upload_prefix)}

@@ -138,13 +138,13 @@ def test_a_duplicate_whose_event_record_expired_is_not_counted_again(aws: Aws) -
         crashing.ingest(ObjectRef(aws.settings.bucket, second["key"]))
     crashing._after_commit = None
     counted = deps.repository().counter_totals()
-    # the event records expire (TTL) while the duplicate's bytes are still there
+    # the Events items expire (TTL) while the duplicate's bytes are still there; the upload item carries its event
     events = aws.ddb.scan(TableName=aws.settings.events_table)["Items"]
     for event in events:
         if not event["event_key"]["S"].startswith("claim#"):
             aws.ddb.delete_item(TableName=aws.settings.events_table, Key={"event_key": event["event_key"]})
     result = ingest(aws, second["key"])
-    assert result.outcome == Outcome.REPLAY and result.deleted and result.detail["bound_upload"]
+    assert result.outcome == Outcome.REPLAY and result.deleted and result.detail["recorded_outcome"] == "duplicate"
     assert deps.repository().counter_totals() == counted
     status, view = get("metadata", second["upload_id"], CAROL)
     assert status == 200 and view["status"] == "duplicate" and view["file"]["upload_count"] == 2

@@ -195,7 +195,7 @@ def ingest_keys(aws: Aws, *keys: str) -> None:
 def exercise_every_path(aws: Aws) -> None:
     """Each distinct request the functions make: new content, duplicate, replay, the checksummed (HEAD)
     path, a gone object, a lost stored copy adopted, an object overwritten in place, a second PUT with the
-    same URL, every read."""
+    same URL, objects put straight into the bucket (events and claims of their own), every read."""
     bucket = aws.settings.bucket
     first = uploaded(aws, b"permissions" * 100, "first.bin")
     second = uploaded(aws, b"permissions" * 100, "second.bin")
@@ -212,6 +212,16 @@ def exercise_every_path(aws: Aws) -> None:
     aws.s3.put_object(Bucket=bucket, Key=second["key"], Body=b"PERMISSIONS" * 100)  # a second PUT: rejected
     aws.drain()
     ingest_keys(aws, first["key"], second["key"])
+    ingest_keys(aws, first["key"])  # the conflict replayed: its record found by record_event's answer
+    # objects put straight into the bucket at keys with no upload id: their events and claims are items of their own
+    one, two, three = (f"uploads/direct/{name}.bin" for name in ("one", "two", "three"))
+    for key in (one, two):
+        aws.s3.put_object(Bucket=bucket, Key=key, Body=b"put straight" * 100)
+    ingest_keys(aws, one)
+    ingest_keys(aws, two)  # a duplicate: conditioned on no claim at its key
+    aws.s3.delete_object(Bucket=bucket, Key=one)  # the stored copy lost: the next duplicate adopts, the claim moves
+    aws.s3.put_object(Bucket=bucket, Key=three, Body=b"put straight" * 100)
+    ingest_keys(aws, three)
 
     digest = hashlib.sha256(b"permissions" * 100).hexdigest()
     assert (

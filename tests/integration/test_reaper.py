@@ -13,7 +13,6 @@ import requests
 
 from dfd import deps
 from dfd.handlers import admin_stats, download, me, upload
-from dfd.ids import key_claim
 from tests.integration.support import Local, delete, later
 from tests.support import ALICE, BOB, CAROL, api_event, call
 
@@ -63,8 +62,7 @@ def shards(local: Local) -> dict[str, int]:
 
 def claimed(local: Local, key: str) -> bool:
     """Whether the key's claim (it holds a stored copy) is there."""
-    claim = {"event_key": {"S": key_claim(local.settings.bucket, key)}}
-    return "Item" in local.ddb.get_item(TableName=local.settings.events_table, Key=claim, ConsistentRead=True)
+    return deps.repository().get_claim(local.settings.bucket, key) is not None
 
 
 def refs(local: Local) -> list[dict[str, Any]]:

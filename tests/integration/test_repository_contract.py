@@ -37,6 +37,7 @@ from dfd.conflicts import (
     TenantRefChanged,
     UploadTaken,
 )
+from dfd.ids import event_key
 from dfd.ports.contents import ObjectVersion, TenantShare
 from dfd.ports.repository import Repository
 from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
@@ -86,8 +87,10 @@ def new_upload(n: int, size: int = 100, tenant: str = "acme", owner: str = "alic
 
 
 def version(n: int, digest: str = DIGEST, size: int = 100, upload_id: str | None = None) -> ObjectVersion:
-    key = f"uploads/{n:032x}"
-    return ObjectVersion(f"ev#{n}", BUCKET, key, f'"etag{n}"', size, digest, upload_id)
+    # an object at an upload key has that upload's id (ingest: dfd.ids.upload_id_from_key); one with none was put
+    # straight into the bucket, at another key
+    key = f"uploads/{n:032x}" if upload_id is not None else f"uploads/direct/{n}.bin"
+    return ObjectVersion(event_key(BUCKET, key, f"etag{n}"), BUCKET, key, f'"etag{n}"', size, digest, upload_id)
 
 
 def registered(repo: Repository, n: int, size: int = 100, tenant: str = "acme") -> tuple[UploadRecord, ObjectVersion]:
@@ -379,7 +382,7 @@ def test_reads_and_pages(repo: Repository) -> None:
     for n, digest in enumerate((OTHER, DIGEST, "c" * 64), start=1):
         _, v = registered(repo, n)
         commit(repo, "stored", dataclasses.replace(v, hash=digest), TenantShare("acme", False, False, 100))
-    state = repo.ingest_state("ev#1", OTHER, f"{1:032x}", "acme")
+    state = repo.ingest_state(version(1, upload_id=f"{1:032x}").event_key, OTHER, f"{1:032x}", "acme")
     assert state.event is not None and state.file is not None and state.upload is not None
     assert state.tenant_ref is not None and state.tenant_ref.hash == OTHER
     bare = repo.ingest_state("ev#none", "d" * 64, None, "acme")
@@ -515,3 +518,43 @@ def test_the_lease(repo: Repository) -> None:
     repo.release_lease("run-2", swept_at=_now())
     assert not repo.take_lease("run-3", _now(), until).sweep_due
     assert repo.take_lease("run-4", until + timedelta(seconds=1), until + timedelta(minutes=5)).holder == "run-4"
+
+
+def test_an_upload_carries_the_event_of_the_version_that_processed_it(repo: Repository) -> None:
+    """An ingest's commit of an object at an upload key writes its event record into the upload item (no item of
+    its own); every read of events finds it there, and the other versions' records (a rejected second PUT, an
+    object with no upload) where they are."""
+    record, v = registered(repo, 1)
+    commit(repo, "stored", v, TenantShare("acme", held=False, counted=False, pending_bytes=100))
+    second = dataclasses.replace(v, event_key=event_key(BUCKET, v.key, "second"), etag='"second"')
+    assert repo.record_event(second, "rejected", _now())
+    never = event_key(BUCKET, v.key, "never")
+    events = repo.get_events([v.event_key, second.event_key, never])
+    assert sorted(events) == sorted([v.event_key, second.event_key])
+    carried = events[v.event_key]
+    assert (carried.outcome, carried.hash, carried.key, carried.etag) == ("stored", DIGEST, v.key, v.etag)
+    assert (carried.upload_id, carried.size, carried.bucket) == (record.upload_id, 100, BUCKET)
+    assert repo.get_event(v.event_key) == carried and events[second.event_key].outcome == "rejected"
+    assert repo.ingest_state(v.event_key, DIGEST, record.upload_id).event == carried
+    # the ingest's first read of another version at the key reads the upload item only (record_event finds it)
+    assert repo.ingest_state(second.event_key, DIGEST, record.upload_id).event is None
+    assert not repo.record_event(second, "rejected", _now() + timedelta(seconds=1))
+    assert repo.get_event(never) is None and repo.ingest_state(never, DIGEST, record.upload_id).event is None
+    # the upload item says which version processed it: a commit of this one again is a replay
+    replay = refused(EventRecorded, lambda: commit(repo, "stored", v, None))
+    assert replay.item == carried
+    # an object put straight into the bucket (no upload id in its key) keeps an event item of its own
+    key = "uploads/direct/x.bin"
+    direct = ObjectVersion(event_key(BUCKET, key, "d"), BUCKET, key, '"d"', 100, OTHER, None)
+    commit(repo, "stored", direct, None)
+    found = repo.get_event(direct.event_key)
+    assert found is not None and found.outcome == "stored" and found.upload_id is None
+    assert repo.get_events([direct.event_key]) == {direct.event_key: found}
+    # the keys' claims: the upload's carried by its item, the direct put's an item of its own; both read alike
+    claims = repo.get_claims(BUCKET, [v.key, key, "uploads/direct/none.bin", f"uploads/{9:032x}"])
+    assert sorted(claims) == sorted([v.key, key])
+    assert (claims[v.key].hash, claims[key].hash) == (DIGEST, OTHER)
+    assert repo.get_claim(BUCKET, v.key) == claims[v.key] and repo.get_claim(BUCKET, key) == claims[key]
+    # the stored copy's key claimed: another version there is a conflict (the claim outranks the taken upload)
+    claimed = refused(KeyClaimed, lambda: commit(repo, "duplicate", second, None))
+    assert claimed.item == claims[v.key]

@@ -45,7 +45,7 @@ from dfd.conflicts import (
     UploadTaken,
 )
 from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
-from dfd.ids import tenant_from_metadata
+from dfd.ids import tenant_from_metadata, upload_id_of_event
 from dfd.ports.contents import IngestState, ObjectVersion, TenantShare
 from dfd.ports.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
 from dfd.ports.repository import Cursor
@@ -93,6 +93,7 @@ class FakeRepository:
         self.committed = 0
         self.state_reads: list[str | None] = []  # each ingest_state's tenant hint (None: no reference read)
         self.adopted: list[tuple[str, str]] = []  # (hash, the key that became its stored copy)
+        self.nonces = 0  # the commits' nonces (the adapter's are random)
 
     # ---------------------------------------------------------------- reads
     def ingest_state(
@@ -100,8 +101,8 @@ class FakeRepository:
     ) -> IngestState:
         self.state_reads.append(tenant_hint if upload_id is not None else None)
         ref = self.tenant_refs.get((tenant_hint, digest)) if upload_id is not None and tenant_hint else None
-        state = IngestState(
-            self.get_event(event_key),
+        state = IngestState(  # the adapter's read: the event its upload carries, else (no upload) its own item
+            self._carried_event(event_key) if upload_id is not None else self.get_event(event_key),
             self.get_file(digest),
             self.get_upload(upload_id) if upload_id is not None else None,
             _parsed(codec.tenant_ref, ref),
@@ -118,7 +119,14 @@ class FakeRepository:
         return _parsed(codec.upload_record, self.uploads.get(upload_id))
 
     def get_event(self, event_key: str) -> EventRecord | None:
-        return _parsed(codec.event_record, self.events.get(event_key))
+        carried = self._carried_event(event_key)
+        return carried if carried is not None else _parsed(codec.event_record, self.events.get(event_key))
+
+    def _carried_event(self, event_key: str) -> EventRecord | None:
+        """The event record the upload item of its object carries (the adapter's ingest commits write it there)."""
+        upload_id = upload_id_of_event(self.settings.upload_prefix, event_key)
+        event = codec.upload_event(copy.deepcopy(self.uploads.get(upload_id or "")))
+        return event if event is not None and event.event_key == event_key else None
 
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
         return _parsed(codec.key_claim, self.claims.get((bucket, key)))
@@ -404,8 +412,8 @@ class FakeRepository:
         if claim is not None:
             raise KeyClaimed(_parsed(codec.key_claim, claim))
         upload = self.uploads.get(version.upload_id) if version.upload_id is not None and not upload_deleted else None
-        if upload is None and version.upload_id is not None and not upload_deleted:
-            raise UploadTaken(None)
+        if version.upload_id is not None and version.upload_id not in self.uploads:
+            raise UploadTaken(None)  # the adapter's claim goes on the upload item, which must exist
         if upload is not None and (
             upload.get("event_key") != version.event_key or upload.get("status") == UploadStatus.DELETED
         ):
@@ -423,7 +431,8 @@ class FakeRepository:
 
     # ---------------------------------------------------------------- the reconcile (dfd.reconcile)
     def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:
-        return {key: codec.event_record(copy.deepcopy(self.events[key])) for key in event_keys if key in self.events}
+        found = {key: self.get_event(key) for key in event_keys}
+        return {key: event for key, event in found.items() if event is not None}
 
     def get_uploads(self, upload_ids: Collection[str]) -> dict[str, UploadRecord]:
         found = {upload_id: self.uploads.get(upload_id) for upload_id in upload_ids}
@@ -616,22 +625,26 @@ class FakeRepository:
         """Every condition of an ingest's commit; the first failed one in the adapter's order (event, claim, file,
         upload, tenant) wins. `claims`: the commit claims the key (else: conditioned on no claim there)."""
         self._begin(counter_shard)
-        event = self.events.get(version.event_key)
         claim = self.claims.get((version.bucket, version.key))
+        # the event's condition: on the upload item that carries it (an object at an upload key), else on its own
+        event: EventRecord | None = None
         upload_refused: CommitRefused | None = None
         if version.upload_id is not None:
             upload = self.uploads.get(version.upload_id)
             record = _parsed(codec.upload_record, upload)
+            event = self._carried_event(version.event_key)
+            releasing = tenant is not None and tenant.pending_bytes > 0
             if record is not None:
-                releasing = tenant is not None and tenant.pending_bytes > 0
-                if record.event_key not in (None, version.event_key) or record.status == UploadStatus.DELETED:
+                if record.event_key is not None or record.status == UploadStatus.DELETED:
                     upload_refused = UploadTaken(record)
                 elif releasing and upload is not None and "quota_bytes" not in upload:
                     upload_refused = PendingReleased(record)
-            elif tenant is not None and tenant.pending_bytes > 0:
+            elif releasing:
                 upload_refused = UploadTaken(None)  # `attribute_exists(quota_bytes)` fails on a missing record
+        elif version.event_key in self.events:
+            event = codec.event_record(copy.deepcopy(self.events[version.event_key]))
         for refused in (
-            EventRecorded(codec.event_record(copy.deepcopy(event))) if event is not None else None,
+            EventRecorded(event) if event is not None else None,
             KeyClaimed(codec.key_claim(copy.deepcopy(claim))) if claim is not None else None,
             file,
             upload_refused,
@@ -663,7 +676,8 @@ class FakeRepository:
         """What every ingest commit writes besides the file record: the event, the key's claim (when the file record
         names this object), the upload finished, the tenant's reference and usage."""
         stamp = clock.iso(now)
-        self.events[version.event_key] = self._event(version, outcome, now)
+        if version.upload_id is None:  # else the upload item carries it (_finish_upload)
+            self.events[version.event_key] = self._event(version, outcome, now)
         if self.files[version.hash].get("s3_key") == version.key:
             self.claims[(version.bucket, version.key)] = codec.claim_item("", version.hash, stamp)
         self._finish_upload(version, status, UploadStatus(outcome), filename, content_type, stamp)
@@ -709,7 +723,8 @@ class FakeRepository:
         if version.upload_id is None:
             return
         upload = self.uploads.setdefault(version.upload_id, dict(codec.upload_key(version.upload_id)))
-        upload.update(codec.processed_upload(version, status, outcome, stamp), event_key=version.event_key)
+        self.nonces += 1
+        upload.update(codec.processed_upload(version, status, outcome, stamp, f"{self.nonces:016x}"))
         for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
             upload.setdefault(name, value)
         for name in ("pending_shard", "ttl", "quota_bytes"):

@@ -89,9 +89,10 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:ListBucket", "FilesBucket.Arn"),
         *{
             (f"dynamodb:{action}", f"{table}.Arn")
-            for action in ("BatchGetItem", "GetItem", "PutItem")
+            for action in ("BatchGetItem", "PutItem")
             for table in ("EventsTable", "FilesTable")
         },
+        ("dynamodb:GetItem", "FilesTable.Arn"),  # events and claims: BatchGetItem, with the upload item
         ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),  # the reference the object's tenant hint names
         ("dynamodb:DeleteItem", "EventsTable.Arn"),  # a lost stored copy's key claim, when a duplicate adopts

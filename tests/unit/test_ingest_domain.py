@@ -11,7 +11,7 @@ from dfd.events import ObjectRef
 from dfd.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
 from dfd.ingest import MAX_ATTEMPTS, IngestResult, Outcome
 from dfd.ports.objects import ObjectInfo
-from dfd.records import FileRecord, TenantRef
+from dfd.records import EventRecord, FileRecord, TenantRef
 from dfd.retry import Backoff
 from dfd.uploads import UploadRequest
 from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser
@@ -37,7 +37,7 @@ def test_new_content_is_stored(world: World, checksum: bool) -> None:
     assert file["s3_key"] == key and file["filename"] == "report.txt" and file["upload_count"] == 1
     upload = world.repo.uploads[upload_id_from_key("uploads/", key) or ""]
     assert upload["status"] == "stored" and upload["hash"] == sha(data) and "pending_shard" not in upload
-    assert world.repo.events[result.event_key or ""]["outcome"] == "stored"
+    assert (world.repo.get_event(result.event_key or "") or EventRecord("")).outcome == "stored"
     assert world.totals() == {
         "total_files": 1,
         "total_bytes_stored": len(data),
@@ -101,7 +101,10 @@ def test_replay_of_a_duplicate_finishes_its_delete(world: World) -> None:
 
 
 def test_the_stored_copy_itself_is_canonical_once_its_event_expired(world: World) -> None:
-    key = world.upload(b"canonical")
+    # an object put straight into the bucket: its event record is an item of its own, which expires (an upload's
+    # is carried by the upload item, which does not)
+    key = "uploads/direct/canonical.bin"
+    world.objects.put(BUCKET, key, b"canonical")
     event_key = world.ingest(key).event_key or ""
     del world.repo.events[event_key]  # expired (TTL)
     counted = world.totals()
@@ -172,7 +175,7 @@ def test_a_second_put_at_a_processed_upload_key_is_rejected(world: World) -> Non
     result = world.ingest(second)
     assert result.outcome == Outcome.REJECTED and result.deleted
     assert (BUCKET, second) not in world.objects.objects and world.totals() == counted
-    assert world.repo.events[result.event_key or ""]["outcome"] == "rejected"
+    assert (world.repo.get_event(result.event_key or "") or EventRecord("")).outcome == "rejected"
     assert world.repo.uploads[result.upload_id or ""]["status"] == "duplicate"
     replay = world.ingest(second)  # gone now
     assert replay.outcome == Outcome.GONE
@@ -188,7 +191,7 @@ def test_a_stored_object_overwritten_in_place_is_a_conflict_never_deleted(world:
     # the key's claim outranks the upload's (also failed) condition
     assert result.outcome == Outcome.CONFLICT and result.detail["stored_hash"] == sha(b"original")
     assert not result.deleted and (BUCKET, key) in world.objects.objects and world.totals() == counted
-    assert world.repo.events[result.event_key or ""]["outcome"] == "conflict"
+    assert (world.repo.get_event(result.event_key or "") or EventRecord("")).outcome == "conflict"
     assert world.ingest(key).outcome == Outcome.REPLAY  # operators are told once
 
 
@@ -514,7 +517,7 @@ def test_a_stored_copy_adopted_concurrently_is_followed(world: World) -> None:
 
 # ---------------------------------------------------------------------------------------------- expired events
 def test_a_duplicate_whose_event_record_expired_is_a_replay(world: World) -> None:
-    """The bytes outlived the event record (30-day TTL): the upload bound to this event says replay."""
+    """The bytes outlived the Events items (30-day TTL): the upload item carries its event, which stays (replay)."""
     data = b"ttl" * 40
     world.ingest(world.upload(data))
     second = world.upload(data)
@@ -523,7 +526,7 @@ def test_a_duplicate_whose_event_record_expired_is_a_replay(world: World) -> Non
     counted = world.totals()
     world.repo.events.clear()  # expired
     result = world.ingest(second)
-    assert result.outcome == Outcome.REPLAY and result.detail["bound_upload"] and result.deleted
+    assert result.outcome == Outcome.REPLAY and result.detail["recorded_outcome"] == "duplicate" and result.deleted
     assert world.totals() == counted and world.repo.tenant_refs[("acme", sha(data))]["upload_count"] == 2
     world.assert_invariants()
 

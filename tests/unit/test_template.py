@@ -7,12 +7,14 @@ short tags (!Ref, !Sub, !GetAtt, ...) in their unevaluated long form ({"Ref": ..
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dfd.records import UploadRecord
 from tests.unit.template_support import (
     LOG_DELIVERY,
     PERMISSIONS,
@@ -428,7 +430,12 @@ def test_uploads_pending_index(template: dict[str, Any]) -> None:
         {"AttributeName": "pending_shard", "KeyType": "HASH"},
         {"AttributeName": "reconcile_after", "KeyType": "RANGE"},
     ]
-    assert index["Projection"] == {"ProjectionType": "ALL"}
+    # each index carries the upload record's fields (its readers parse UploadRecords), nothing else of the item
+    record = {spec.name for spec in dataclasses.fields(UploadRecord)}
+    for gsi in (owners, index):
+        keys = {"upload_id"} | {key["AttributeName"] for key in gsi["KeySchema"]}
+        assert gsi["Projection"]["ProjectionType"] == "INCLUDE"
+        assert set(gsi["Projection"]["NonKeyAttributes"]) == record - keys
     attributes = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
     assert attributes == {
         "upload_id": "S",

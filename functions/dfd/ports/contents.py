@@ -12,7 +12,9 @@ from dfd.records import EventRecord, FileRecord, TenantRef, UploadRecord, counts
 class IngestState:
     """What the ingest decision reads first: this version's event record, the file record for its content,
     its upload record, and the hinted tenant's reference to the content (each None when absent; the reference
-    is read only with a tenant hint and an upload id)."""
+    is read only with a tenant hint and an upload id). For an object at an upload key the event is the one its
+    upload record carries (the version that processed it); the record of another version there (rejected,
+    conflict, canonical: rare) is not read first — the commit's refusal and record_event's answer find it."""
 
     event: EventRecord | None
     file: FileRecord | None

@@ -27,6 +27,7 @@ from dfd.adapters.dynamo.codec import to_attr as to_attr
 from dfd.adapters.dynamo.codec import to_item as to_item
 from dfd.conflicts import CommitRefused
 from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
+from dfd.ids import key_claim, upload_id_from_key
 from dfd.retry import PARTIAL_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ def transact(client: Any, items: list[Request]) -> None:
         raise translate(error, "TransactWriteItems") from error
 
 
-Refusal = Callable[[Any], CommitRefused]
+Refusal = Callable[[Any], CommitRefused | None]
 
 # The conflict a cancelled transaction raises is that of the first role, in this order, whose condition
 # failed (several can fail at once: an event already recorded explains everything else); roles not listed
@@ -159,34 +160,64 @@ class Plan:
     items: list[Request] = field(default_factory=list)
     roles: dict[str, int] = field(default_factory=dict)
     conflicts: dict[str, Refusal] = field(default_factory=dict)
-    # the role whose Put carries the operation's identity (an event key, an upload id): found there, exactly as
+    # the role whose write carries the operation's identity (an event key, an upload id): found there, exactly as
     # this plan puts it, it says the whole transaction was applied before (transactions are atomic)
     identity: str | None = None
+    # the identity written by an Update: the attribute values (an event key and the commit's nonce) its refused
+    # item holds exactly when this very request was applied before
+    mark: dict[str, Any] | None = None
+    # the record a role's returned item is parsed into, where it is not the role's usual one (_RECORDS)
+    parsers: dict[str, Callable[[Item], object]] = field(default_factory=dict)
 
-    def add(self, role: str, request: Request, conflict: Refusal | None = None) -> None:
+    def add(
+        self,
+        role: str,
+        request: Request,
+        conflict: Refusal | None = None,
+        *,
+        parse: Callable[[Item], object] | None = None,
+    ) -> None:
         assert role not in self.roles, f"role {role} twice in one transaction"
         self.roles[role] = len(self.items)
         self.items.append(request)
         if conflict is not None:
             self.conflicts[role] = conflict
+        if parse is not None:
+            self.parsers[role] = parse
+
+    def alias(self, role: str, of: str, conflict: Refusal, *, parse: Callable[[Item], object] | None = None) -> None:
+        """`role` names the item of role `of` too: its failed condition means `conflict` at `role`'s precedence
+        (one item that plays two roles, e.g. the upload finished that carries the event)."""
+        assert role not in self.roles and of in self.roles
+        self.roles[role] = self.roles[of]
+        self.conflicts[role] = conflict
+        if parse is not None:
+            self.parsers[role] = parse
 
     def applied_before(self, cancelled: CancelledTransaction) -> bool:
         if self.identity is None or self.identity not in self.roles:
             return False
         index = self.roles[self.identity]
-        put = self.items[index].get("Put")
-        if not isinstance(put, dict) or not cancelled.failed(index):
+        if not cancelled.failed(index):
             return False
-        return cancelled.item(index) == from_item(put["Item"])
+        found = cancelled.item(index)
+        if self.mark is not None:
+            return found is not None and all(found.get(name) == value for name, value in self.mark.items())
+        put = self.items[index].get("Put")
+        return isinstance(put, dict) and found == from_item(put["Item"])
 
     def refusal(self, cancelled: CancelledTransaction) -> CommitRefused:
+        """The conflict of the first role (PRECEDENCE) whose condition failed and whose conflict explains it (a
+        conflict may answer None: not this role's, e.g. an item's other role)."""
         order = [r for r in PRECEDENCE if r in self.roles] + [r for r in self.roles if r not in PRECEDENCE]
         for role in order:
             index = self.roles[role]
             if role in self.conflicts and cancelled.failed(index):
                 item = cancelled.item(index)
-                parse = _RECORDS.get(role)
-                return self.conflicts[role](parse(item) if item is not None and parse is not None else None)
+                parse = self.parsers.get(role) or _RECORDS.get(role)
+                conflict = self.conflicts[role](parse(item) if item is not None and parse is not None else None)
+                if conflict is not None:
+                    return conflict
         return CommitRefused(None, str(cancelled))
 
 
@@ -278,9 +309,41 @@ class Store:
             }
         }
 
-    def _put_claim_item(self, claim: str, digest: str, stamp: str) -> Request:
-        """Claim the object key for the content stored there."""
-        return self._put_new(self._s.events_table, codec.claim_item(claim, digest, stamp), "event_key")
+    def _claim_upload(self, key: str) -> str | None:
+        """The upload whose item carries the claim of the object key `key` (None: a key with no upload id, whose
+        claim is an item of its own in the Events table)."""
+        return upload_id_from_key(self._s.upload_prefix, key)
+
+    def _put_claim_item(self, bucket: str, key: str, digest: str, stamp: str) -> Request:
+        """Claim an object key with no upload id for the content stored there."""
+        item = codec.claim_item(key_claim(bucket, key), digest, stamp)
+        return self._put_new(self._s.events_table, item, "event_key")
+
+    def _drop_claim_item(self, bucket: str, key: str, digest: str) -> Request:
+        """Drop the claim of an object key, unless another content's (the key then holds that content's copy): its
+        upload item's, or its own item. An upload item that carries a claim never goes (it is the processed upload
+        the claim came with): its absence refuses the transaction rather than write an item of the key alone."""
+        upload_id = self._claim_upload(key)
+        if upload_id is None:
+            return {
+                "Delete": {
+                    "TableName": self._s.events_table,
+                    "Key": to_item(codec.event_key(key_claim(bucket, key))),
+                    "ConditionExpression": "attribute_not_exists(event_key) OR #h = :hash",
+                    "ExpressionAttributeNames": {"#h": "hash"},
+                    "ExpressionAttributeValues": {":hash": to_attr(digest)},
+                }
+            }
+        return {
+            "Update": {
+                "TableName": self._s.uploads_table,
+                "Key": to_item(codec.upload_key(upload_id)),
+                "UpdateExpression": "REMOVE #c, claimed_at",
+                "ConditionExpression": "attribute_exists(upload_id) AND (attribute_not_exists(#c) OR #c = :hash)",
+                "ExpressionAttributeNames": {"#c": codec.CLAIM_HASH},
+                "ExpressionAttributeValues": {":hash": to_attr(digest)},
+            }
+        }
 
     def _add_counters_item(self, shard: int, deltas: Mapping[str, int]) -> Request:
         """ADD the deltas to one counter shard (`shard` < counter_shards; the caller spreads the load)."""

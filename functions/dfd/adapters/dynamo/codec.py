@@ -46,6 +46,9 @@ USAGE_PREFIX = "u#"
 USAGE_ATTRS = {"pending_count": "c", "stored_bytes": "s", "used_bytes": "u"}
 PRECHECK_PREFIX = "precheck#"
 LEASE_ID = "lease#reconcile"
+# an upload item's claim of its object's key (the content stored there; `claimed_at` beside it): what the claim
+# item (Events, claim#<bucket>/<key>) says of a key with no upload id
+CLAIM_HASH = "claim_hash"
 
 R = TypeVar("R")
 # how an attribute's value becomes a record field's, by the field's annotation
@@ -103,6 +106,37 @@ def event_record(item: Mapping[str, Any]) -> EventRecord:
 
 def key_claim(item: Mapping[str, Any]) -> KeyClaim:
     return _parse(KeyClaim, item)
+
+
+def upload_claim(item: Mapping[str, Any] | None) -> KeyClaim | None:
+    """The claim of its object's key an upload item carries (`claim_hash`: the content stored at that key), or
+    None (docs/design/storage.md)."""
+    if not item or item.get(CLAIM_HASH) is None:
+        return None
+    return KeyClaim(str(item[CLAIM_HASH]), _optional(item.get("claimed_at")))
+
+
+def upload_event(item: Mapping[str, Any] | None) -> EventRecord | None:
+    """The event record an upload item carries: the ingest's commit of the object version that processed it
+    (`event_key`, with its `outcome`) writes it there instead of an item of its own (docs/design/storage.md). None:
+    no version processed it (pending, cancelled first, or answered by the precheck)."""
+    if not item or item.get("event_key") is None or item.get("outcome") is None:
+        return None
+    return EventRecord(
+        event_key=str(item["event_key"]),
+        outcome=str(item["outcome"]),
+        hash=_optional(item.get("hash")),
+        bucket=_optional(item.get("bucket")),
+        key=_optional(item.get("s3_key")),
+        etag=_optional(item.get("etag")),
+        size=int(item["size"]) if item.get("size") is not None else None,
+        upload_id=_optional(item.get("upload_id")),
+        processed_at=_optional(item.get("processed_at")),
+    )
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def tenant_usage(item: Mapping[str, Any] | None) -> TenantUsage:
@@ -278,7 +312,8 @@ def event_item(version: ObjectVersion, outcome: str, now: datetime, ttl: int) ->
 
 
 def claim_item(claim: str, digest: str, stamp: str) -> Item:
-    """The key's claim: no TTL, it lives as long as the record whose stored copy is there."""
+    """The key's claim (a key with no upload id: an upload item carries its own, :func:`upload_claim`): no TTL, it
+    lives as long as the record whose stored copy is there."""
     return {"event_key": claim, "hash": digest, "claimed_at": stamp}
 
 
@@ -293,9 +328,14 @@ def first_reference(version: ObjectVersion, filename: str, content_type: str, st
     }
 
 
-def processed_upload(version: ObjectVersion, status: UploadStatus, outcome: UploadStatus, stamp: str) -> Item:
+def processed_upload(
+    version: ObjectVersion, status: UploadStatus, outcome: UploadStatus, stamp: str, commit: str
+) -> Item:
     """What an ingest's commit sets on the upload it processes: its status (the tenant's view) and the ingest's
-    outcome (STORED: this object became the content's copy; DUPLICATE: the content was stored already)."""
+    outcome (STORED: this object became the content's copy; DUPLICATE: the content was stored already) — and the
+    event record of the object version (`event_key`, its `etag`; :func:`upload_event` reads it back), with the
+    nonce of the commit's one request (`commit`: a retry of that request finds its own write, a concurrent
+    delivery of the same version another's)."""
     return {
         "status": status.value,
         "outcome": outcome.value,
@@ -304,4 +344,22 @@ def processed_upload(version: ObjectVersion, status: UploadStatus, outcome: Uplo
         "processed_at": stamp,
         "s3_key": version.key,
         "bucket": version.bucket,
+        "event_key": version.event_key,
+        "etag": version.etag,
+        "commit": commit,
     }
+
+
+def ingested_upload_item(
+    version: ObjectVersion, outcome: UploadStatus, stamp: str, filename: str, content_type: str
+) -> Item:
+    """An upload item as an ingest's commit leaves an object put at an upload key with no record of its own,
+    its key claimed when the object became the content's copy (the bench's seeding writes it whole)."""
+    assert version.upload_id is not None
+    claim = {CLAIM_HASH: version.hash, "claimed_at": stamp} if outcome == UploadStatus.STORED else {}
+    return (
+        upload_key(version.upload_id)
+        | {"filename": filename, "content_type": content_type, "created_at": stamp}
+        | processed_upload(version, outcome, outcome, stamp, "seeded")
+        | claim
+    )

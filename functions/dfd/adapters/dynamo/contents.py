@@ -2,8 +2,9 @@
 precheck's duplicate, a lost copy's adoption, and an event recorded on its own.
 
 Every commit is ONE transaction keyed on the event and the content: the event record (its identity: a lost
-response, retried, finds it exactly as put), the file record, the key's claim, the upload finished, the uploader's
-tenant reference and usage, one counter shard."""
+response, retried, finds it exactly as written) — the upload finished, which carries it, or for an object with
+no upload an item of its own —, the file record, the key's claim, the uploader's tenant reference and usage, one
+counter shard."""
 
 from __future__ import annotations
 
@@ -199,16 +200,27 @@ class Contents(Store):
             made.tenant,
         )
         stamp = clock.iso(now)
-        claim = key_claim(version.bucket, version.key)
-        event = self._event_item(version, outcome, now) | {"commit": secrets.token_hex(8)}
-        plan = Plan(identity="event")
-        plan.add("event", self._put_new(self._s.events_table, event, "event_key"), EventRecorded)
-        plan.add("file", *file)
-        if claims:
-            plan.add("claim", self._put_claim_item(claim, version.hash, stamp), KeyClaimed)
+        # the nonce of this one request: a retry of it (botocore resends it) finds its own event, a concurrent
+        # delivery of the same version — whose event would otherwise be identical, down to the second — another's
+        commit = secrets.token_hex(8)
+        if version.upload_id is not None:
+            # the upload item carries the event and the key's claim: one item, not three. No claim there is
+            # implied by no event (a claim comes with the event of the version stored at the key, or after it)
+            plan = Plan(identity="event", mark={"event_key": version.event_key, "commit": commit})
+            finished = UploadStatus(outcome)
+            self._add_finish_upload(
+                plan, version, status, finished, filename, content_type, stamp, tenant, commit, claims=claims
+            )
+            plan.add("file", *file)
         else:
-            plan.add("claim", self._no_claim_item(claim), KeyClaimed)
-        self._add_finish_upload(plan, version, status, UploadStatus(outcome), filename, content_type, stamp, tenant)
+            event = self._event_item(version, outcome, now) | {"commit": commit}
+            plan = Plan(identity="event")
+            plan.add("event", self._put_new(self._s.events_table, event, "event_key"), EventRecorded)
+            plan.add("file", *file)
+            if claims:
+                plan.add("claim", self._put_claim_item(version.bucket, version.key, version.hash, stamp), KeyClaimed)
+            else:
+                plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         if tenant is not None:
             first = codec.first_reference(version, filename, content_type, stamp)
             plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
@@ -217,9 +229,7 @@ class Contents(Store):
         self._run(plan)
 
     def _event_item(self, version: ObjectVersion, outcome: str, now: datetime) -> codec.Item:
-        """The event record; the commits add a nonce of their one request (`commit`): a retry of the same
-        request (botocore resends it) finds its own record, a concurrent delivery of the same event — whose
-        record would otherwise be identical, down to the second — finds another's (a replay)."""
+        """The event record of an object with no upload (the commits add their nonce, `commit`)."""
         ttl = clock.epoch(clock.plus(now, days=self._s.event_ttl_days))
         return codec.event_item(version, outcome, now, ttl)
 
@@ -275,42 +285,51 @@ class Contents(Store):
             },
             FileChanged,
         )
-        lost_claim = key_claim(lost.bucket or version.bucket, lost.s3_key or "")
-        plan.add(
-            "lost_claim",
-            {
-                "Delete": {
-                    "TableName": self._s.events_table,
-                    "Key": to_item(codec.event_key(lost_claim)),
-                    # never another content's claim
-                    "ConditionExpression": "attribute_not_exists(event_key) OR #h = :h",
-                    "ExpressionAttributeNames": {"#h": "hash"},
-                    "ExpressionAttributeValues": {":h": to_attr(version.hash)},
-                }
-            },
-        )
-        plan.add("claim", self._put_claim_item(key_claim(version.bucket, version.key), version.hash, stamp), KeyClaimed)
-        if version.upload_id is not None and not upload_deleted:  # a deleted upload stays deleted (terminal)
-            plan.add(
-                "upload",
-                {
-                    "Update": {
-                        "TableName": self._s.uploads_table,
-                        "Key": to_item(codec.upload_key(version.upload_id)),
-                        "UpdateExpression": "SET #s = :stored",
-                        "ConditionExpression": "#ek = :ek AND #s <> :deleted",
-                        "ExpressionAttributeNames": {"#s": "status", "#ek": "event_key"},
-                        "ExpressionAttributeValues": {
-                            ":stored": to_attr(UploadStatus.STORED.value),
-                            ":ek": to_attr(version.event_key),
-                            ":deleted": to_attr(_DELETED),
-                        },
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-                UploadTaken,
-            )
+        plan.add("lost_claim", self._drop_claim_item(lost.bucket or version.bucket, lost.s3_key or "", version.hash))
+        if version.upload_id is None:
+            plan.add("claim", self._put_claim_item(version.bucket, version.key, version.hash, stamp), KeyClaimed)
+        else:  # the upload item carries the claim
+            self._add_adopting_upload(plan, version, stamp, upload_deleted=upload_deleted)
         self._run(plan)
+
+    def _add_adopting_upload(self, plan: Plan, version: ObjectVersion, stamp: str, *, upload_deleted: bool) -> None:
+        """The adopted copy's upload item: its key claimed (never over another content's claim) and, unless the
+        upload was deleted (terminal), stored — while the version that processed it is still this one."""
+        assert version.upload_id is not None
+        update = "SET #c = :h, claimed_at = :now"
+        condition = "attribute_exists(upload_id) AND attribute_not_exists(#c)"
+        names = {"#c": codec.CLAIM_HASH}
+        values: dict[str, Any] = {":h": to_attr(version.hash), ":now": to_attr(stamp)}
+        if not upload_deleted:  # a deleted upload stays deleted
+            update += ", #s = :stored"
+            condition += " AND #ek = :ek AND #s <> :deleted"
+            names |= {"#s": "status", "#ek": "event_key"}
+            values |= {
+                ":stored": to_attr(UploadStatus.STORED.value),
+                ":ek": to_attr(version.event_key),
+                ":deleted": to_attr(_DELETED),
+            }
+        request = {
+            "Update": {
+                "TableName": self._s.uploads_table,
+                "Key": to_item(codec.upload_key(version.upload_id)),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+        def claimed(item: codec.Item | None) -> CommitRefused | None:
+            claim = codec.upload_claim(item)
+            return KeyClaimed(claim) if claim is not None else None
+
+        def taken(item: codec.Item | None) -> CommitRefused:
+            return UploadTaken(codec.upload_record(item) if item is not None else None)
+
+        plan.add("claim", request, claimed, parse=lambda item: item)
+        plan.alias("upload", "claim", taken, parse=lambda item: item)
 
     # ---------------------------------------------------------------- the commits' items
     def _add_finish_upload(
@@ -323,18 +342,25 @@ class Contents(Store):
         content_type: str,
         stamp: str,
         tenant: TenantShare | None,
+        commit: str,
+        *,
+        claims: bool,
     ) -> None:
-        """Mark the upload processed by this event: its fields set, `filename`, `content_type` and `created_at` only
-        where absent; out of the pending index and the quota's pending count (`quota_bytes`: when the commit
-        releases them they must still be there). Refused when another object version already processed it (a
-        second PUT with the same URL) or it was deleted (cancelled: it stays so)."""
-        if version.upload_id is None:
-            return
+        """The upload processed by this event, carrying its event record (the plan's identity, role `event`) and,
+        when this object becomes the content's copy (`claims`), its key's claim: its fields set, `filename`,
+        `content_type` and `created_at` only where absent; out of the pending index and the quota's pending count
+        (`quota_bytes`: when the commit releases them they must still be there). Refused when an object version
+        already processed it — this one (the event is recorded: a replay), or another: its key claimed by the
+        copy stored there, or a second PUT with the same URL — or it was deleted (cancelled: it stays so)."""
+        assert version.upload_id is not None
         releasing = tenant is not None and tenant.pending_bytes > 0
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
-        for i, (name, value) in enumerate(codec.processed_upload(version, status, outcome, stamp).items()):
+        fields = codec.processed_upload(version, status, outcome, stamp, commit)
+        if claims:
+            fields |= {codec.CLAIM_HASH: version.hash, "claimed_at": stamp}
+        for i, (name, value) in enumerate(fields.items()):
             names[f"#f{i}"] = name
             values[f":f{i}"] = to_attr(value)
             parts.append(f"#f{i} = :f{i}")
@@ -343,15 +369,12 @@ class Contents(Store):
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
             parts.append(f"#d{i} = if_not_exists(#d{i}, :d{i})")
-        parts.append("#ek = :ek")
-        values[":ek"] = to_attr(version.event_key)
         request = {
             "Update": {
                 "TableName": self._s.uploads_table,
                 "Key": to_item(codec.upload_key(version.upload_id)),
                 "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
-                "ConditionExpression": "(attribute_not_exists(#ek) OR #ek = :ek)"
-                " AND (attribute_not_exists(#del) OR #del <> :del)"
+                "ConditionExpression": "attribute_not_exists(#ek) AND (attribute_not_exists(#del) OR #del <> :del)"
                 + (" AND attribute_exists(quota_bytes)" if releasing else ""),
                 "ExpressionAttributeNames": {**names, "#ttl": "ttl", "#ek": "event_key", "#del": "status"},
                 "ExpressionAttributeValues": {**values, ":del": to_attr(_DELETED)},
@@ -359,12 +382,24 @@ class Contents(Store):
             }
         }
 
+        def recorded(item: codec.Item | None) -> CommitRefused | None:
+            event = codec.upload_event(item)
+            if event is not None and event.event_key == version.event_key:
+                return EventRecorded(event)  # this version committed before (another delivery of it)
+            return None  # the upload's own refusal, at its precedence (after the claim and the file)
+
         def refused(item: UploadRecord | None) -> CommitRefused:
-            if releasing and item is not None and item.event_key in (None, version.event_key):
+            if releasing and item is not None and item.event_key is None:
                 return PendingReleased(item)  # not taken: the reconcile released its quota bytes meanwhile
             return UploadTaken(item)
 
-        plan.add("upload", request, refused)
+        def claimed(item: codec.Item | None) -> CommitRefused | None:
+            claim = codec.upload_claim(item)
+            return KeyClaimed(claim) if claim is not None else None
+
+        plan.add("event", request, recorded, parse=lambda item: item)
+        plan.alias("claim", "event", claimed, parse=lambda item: item)
+        plan.alias("upload", "event", refused)
 
     def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: codec.Item, stamp: str) -> Request:
         """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller
@@ -417,7 +452,7 @@ class Contents(Store):
             plan.add("usage", self._add_usage_item(tenant.tenant, deltas))
 
     def _no_claim_item(self, claim: str) -> Request:
-        """Condition: no stored object lives at this key."""
+        """Condition: no stored object lives at this key (one with no upload id)."""
         return {
             "ConditionCheck": {
                 "TableName": self._s.events_table,

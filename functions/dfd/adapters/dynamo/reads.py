@@ -8,7 +8,7 @@ from typing import Any
 from dfd import usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Item, Store, to_attr, to_item
-from dfd.ids import key_claim
+from dfd.ids import key_claim, upload_id_of_event
 from dfd.ports.contents import IngestState
 from dfd.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
 
@@ -27,34 +27,53 @@ class Reads(Store):
         return codec.upload_record(item) if item else None
 
     def get_event(self, event_key: str) -> EventRecord | None:
-        item = self._get(self._s.events_table, codec.event_key(event_key), consistent=True)
-        return codec.event_record(item) if item else None
+        """The event record: the one its upload item carries (an object at an upload key), else its own item."""
+        upload_id = upload_id_of_event(self._s.upload_prefix, event_key)
+        if upload_id is not None:
+            event = codec.upload_event(self._upload_item(upload_id))
+            if event is not None and event.event_key == event_key:
+                return event
+        found = self._get_many(self._s.events_table, [codec.event_key(event_key)])
+        return codec.event_record(found[0]) if found else None
 
     def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
-        item = self._get(self._s.events_table, codec.event_key(key_claim(bucket, key)), consistent=True)
-        return codec.key_claim(item) if item else None
+        """The key's claim: the one its upload item carries (a key with an upload id), else its own item."""
+        upload_id = self._claim_upload(key)
+        if upload_id is not None:
+            return codec.upload_claim(self._upload_item(upload_id))
+        found = self._get_many(self._s.events_table, [codec.event_key(key_claim(bucket, key))])
+        return codec.key_claim(found[0]) if found else None
+
+    def _upload_item(self, upload_id: str) -> Item | None:
+        """The upload item, read consistently by the call the ingest's state read makes (BatchGetItem: events and
+        claims are read with it on both tables, the one read the ingest is granted there)."""
+        found = self._get_many(self._s.uploads_table, [codec.upload_key(upload_id)])
+        return found[0] if found else None
 
     def ingest_state(
         self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
     ) -> IngestState:
-        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to four tables)."""
+        """Everything the ingest decision needs, in ONE consistent BatchGetItem (up to three tables): the event
+        record is the one the upload item carries (IngestState), or for an object with no upload its own item."""
         s = self._s
-        request: dict[str, Any] = {
-            s.events_table: {"Keys": [to_item(codec.event_key(event_key))], "ConsistentRead": True},
-            s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True},
-        }
+        request: dict[str, Any] = {s.files_table: {"Keys": [to_item(codec.file_key(digest))], "ConsistentRead": True}}
         if upload_id is not None:
             request[s.uploads_table] = {"Keys": [to_item(codec.upload_key(upload_id))], "ConsistentRead": True}
             if tenant_hint is not None:
                 ref = to_item(codec.tenant_ref_key(tenant_hint, digest))
                 request[s.tenant_files_table] = {"Keys": [ref], "ConsistentRead": True}
+        else:
+            request[s.events_table] = {"Keys": [to_item(codec.event_key(event_key))], "ConsistentRead": True}
         found = self._batch_get(request)
+        upload = found.get(s.uploads_table, [])
+        carried = codec.upload_event(upload[0]) if upload else None
         return IngestState(
-            _first(found[s.events_table], codec.event_record),
+            carried if carried is not None and carried.event_key == event_key
+            else _first(found.get(s.events_table, []), codec.event_record),
             _first(found[s.files_table], codec.file_record),
-            _first(found.get(s.uploads_table, []), codec.upload_record),
+            _first(upload, codec.upload_record),
             _first(found.get(s.tenant_files_table, []), codec.tenant_ref),
-        )
+        )  # fmt: skip
 
     def tenant_file(
         self, tenant: str, digest: str, *, consistent: bool = True
@@ -124,9 +143,18 @@ class Reads(Store):
 
     # ---------------------------------------------------------------- many at once (the reconcile's sweep)
     def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:
-        """The event records among `event_keys` that exist (consistent BatchGetItems of 100 keys)."""
-        found = self._get_many(self._s.events_table, [codec.event_key(key) for key in event_keys])
-        return {record.event_key: record for record in map(codec.event_record, found)}
+        """The event records among `event_keys` that exist (consistent BatchGetItems of 100 keys): those the upload
+        items carry first (one read per object at an upload key), then the Events items of the rest."""
+        uploads = {key: upload_id_of_event(self._s.upload_prefix, key) for key in event_keys}
+        events: dict[str, EventRecord] = {}
+        ids = [upload_id for upload_id in uploads.values() if upload_id is not None]
+        for item in self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in ids]):
+            event = codec.upload_event(item)
+            if event is not None and uploads.get(event.event_key) is not None:
+                events[event.event_key] = event
+        rest = [codec.event_key(key) for key in event_keys if key not in events]
+        found = self._get_many(self._s.events_table, rest) if rest else []
+        return events | {record.event_key: record for record in map(codec.event_record, found)}
 
     def get_uploads(self, upload_ids: Collection[str]) -> dict[str, UploadRecord]:
         found = self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in upload_ids])
@@ -134,9 +162,17 @@ class Reads(Store):
 
     def get_claims(self, bucket: str, keys: Collection[str]) -> dict[str, KeyClaim]:
         """The claims of the object keys among `keys` that hold a stored copy, by key."""
-        claims = {key_claim(bucket, key): key for key in keys}
-        found = self._get_many(self._s.events_table, [codec.event_key(claim) for claim in claims])
-        return {claims[str(item["event_key"])]: codec.key_claim(item) for item in found}
+        uploads = {upload_id: key for key in keys if (upload_id := self._claim_upload(key)) is not None}
+        found: dict[str, KeyClaim] = {}
+        for item in self._get_many(self._s.uploads_table, [codec.upload_key(upload_id) for upload_id in uploads]):
+            claim = codec.upload_claim(item)
+            if claim is not None:
+                found[uploads[str(item["upload_id"])]] = claim
+        claims = {key_claim(bucket, key): key for key in keys if self._claim_upload(key) is None}
+        if claims:
+            for item in self._get_many(self._s.events_table, [codec.event_key(claim) for claim in claims]):
+                found[claims[str(item["event_key"])]] = codec.key_claim(item)
+        return found
 
     def _get_many(self, table: str, keys: list[Item]) -> list[Item]:
         unique = list({repr(key): key for key in keys}.values())  # BatchGetItem refuses a key twice

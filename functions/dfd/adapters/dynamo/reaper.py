@@ -13,7 +13,6 @@ from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, to_attr, to_item, translate
 from dfd.conflicts import CommitRefused
-from dfd.ids import key_claim
 
 if TYPE_CHECKING:
     from dfd.ports.repository import Cursor
@@ -68,7 +67,7 @@ class Reaper(Store):
                 }
             },
         )
-        plan.add("claim", self._drop_claim_item(file, file.reap_key or ""))
+        plan.add("claim", self._drop_claim_item(file.bucket or self._s.bucket, file.reap_key or "", file.hash))
         return self._applied(plan)
 
     def unindex_content(self, file: FileRecord) -> bool:
@@ -98,7 +97,7 @@ class Reaper(Store):
                 }
             },
         )
-        plan.add("claim", self._drop_claim_item(file, file.s3_key or ""))
+        plan.add("claim", self._drop_claim_item(file.bucket or self._s.bucket, file.s3_key or "", file.hash))
         deltas = {
             "total_files": -1,
             "total_bytes_stored": -file.size,
@@ -145,19 +144,6 @@ class Reaper(Store):
         )
 
     # ---------------------------------------------------------------- the writes' shapes
-    def _drop_claim_item(self, file: FileRecord, key: str) -> Request:
-        """Delete the claim of one of the content's object keys, unless another content's (the key then holds that
-        content's copy)."""
-        return {
-            "Delete": {
-                "TableName": self._s.events_table,
-                "Key": to_item(codec.event_key(key_claim(file.bucket or self._s.bucket, key))),
-                "ConditionExpression": "attribute_not_exists(event_key) OR #h = :hash",
-                "ExpressionAttributeNames": {"#h": "hash"},
-                "ExpressionAttributeValues": {":hash": to_attr(file.hash)},
-            }
-        }
-
     def _applied(self, plan: Plan) -> bool:
         try:
             self._run(plan)
