@@ -35,7 +35,7 @@ def _pickled_lists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             lengths.append(len(value))
         return dumps(value, *args, **kwargs)
 
-    monkeypatch.setattr(persist.pickle, "dumps", counting)
+    monkeypatch.setattr(pickle, "dumps", counting)  # the module persist uses
     return lengths
 
 
