@@ -115,9 +115,11 @@ def _under_metrics_lock(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class _PerThread:
     """A data descriptor whose value is per thread (and per object, unless `shared`): a thread that has not set it
-    reads a shallow copy of the last value set by any thread (None when none was)."""
+    reads a shallow copy of the last value set by any thread, else of the object's own from before the descriptor
+    was installed (None when there is none)."""
 
-    def __init__(self, shared: bool) -> None:
+    def __init__(self, name: str, shared: bool) -> None:
+        self._name = name
         self._shared = shared
         self._local = threading.local()
         self._last: dict[int, Any] = {}
@@ -129,7 +131,10 @@ class _PerThread:
         values: dict[int, Any] = self._local.__dict__.setdefault("values", {})
         key = self._key(obj)
         if key not in values:
-            values[key] = copy.copy(self._last.get(key))
+            if key in self._last:
+                values[key] = copy.copy(self._last[key])
+            else:
+                values[key] = copy.copy(getattr(obj, "__dict__", {}).get(self._name))
         return values[key]
 
     def __set__(self, obj: object, value: Any) -> None:
@@ -152,7 +157,7 @@ def isolate_powertools_resolvers() -> bool:
         return False
     if getattr(BaseRouter, "_dfd_per_thread", False):
         return True
-    event, context = _PerThread(shared=True), _PerThread(shared=True)
+    event, context = _PerThread("current_event", shared=True), _PerThread("lambda_context", shared=True)
     for name, value in (("current_event", event), ("lambda_context", context)):
         type.__setattr__(BaseRouter, name, value)  # read through an app (self.current_event)
 
@@ -164,7 +169,7 @@ def isolate_powertools_resolvers() -> bool:
 
     BaseRouter.__class__ = PerThreadRouterType  # type: ignore[method-assign]
     for name in ("context", "processed_stack_frames"):
-        type.__setattr__(ApiGatewayResolver, name, _PerThread(shared=False))
+        type.__setattr__(ApiGatewayResolver, name, _PerThread(name, shared=False))
     type.__setattr__(BaseRouter, "_dfd_per_thread", True)
     return True
 
