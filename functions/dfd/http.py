@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-# The event handler is ~25 ms of every HTTP function's cold start: its package __init__ imports every resolver
-# (AppSync, Bedrock, VPC Lattice...) and asyncio, and api_gateway imports every event source's data classes.
-# Importing `aws_lambda_powertools.event_handler.api_gateway` instead saves nothing (the package __init__ runs
-# first either way); docs/performance.md, target 7.
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, CORSConfig, Response, content_types
+# From its modules, not the package: the package's __init__ (every resolver, and asyncio) is deferred by
+# dfd.lazyinit, which every function's init imports first (dfd.handlers).
+from aws_lambda_powertools.event_handler import content_types
+from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, CORSConfig, Response
 from aws_lambda_powertools.logging import correlation_paths
 
 from dfd.config import settings

@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+from aws_lambda_powertools.utilities.data_classes.api_gateway_proxy_event import APIGatewayProxyEventV2
 
 from dfd.errors import Forbidden, Unauthorized
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+    from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver
 
 ADMIN_GROUP = "admins"
 TENANT_GROUP_PREFIX = "tenant-"

@@ -17,7 +17,9 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+TMPFS = "/dev/shm"  # noqa: S108 (a directory of our own is made in it, mkdtemp)
 POLL_SECONDS = 0.05
 FINAL = {"stored", "duplicate"}
 
@@ -134,15 +137,29 @@ def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
 
 
 def run_stack(uploads: list[Upload], clients: int, seed: int = 0) -> dict[str, Any]:
-    import requests
-
-    from dfdlocal.stack import LocalStack, StackOptions
+    from dfdlocal.stack import StackOptions
 
     # the reconcile's timer off: its sweep would HeadObject every seeded content (their objects were never put)
     os.environ["DFD_RECONCILE_INTERVAL"] = "0"
-    # as make run: no batching window (dfdlocal's --batching-window 0)
-    options = StackOptions(root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR", batching_window=0)
+    # as make run: no batching window (dfdlocal's --batching-window 0), state kept in a data directory (DynamoDB
+    # Local's -dbPath, objects, queues, users), here a fresh one on tmpfs where there is one (TMPFS): this disk's
+    # fsyncs made seeding 10 times slower (docs/performance.md, target 8)
+    data_dir = Path(tempfile.mkdtemp(prefix="dfd-bench-", dir=TMPFS if os.access(TMPFS, os.W_OK) else None))
+    options = StackOptions(
+        root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR", batching_window=0, data_dir=data_dir
+    )
     local = threading.local()
+    try:
+        return _run_stack(uploads, clients, seed, options, local)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _run_stack(uploads: list[Upload], clients: int, seed: int, options: Any, local: threading.local) -> dict[str, Any]:
+    import requests
+
+    from dfdlocal.stack import LocalStack
+
     with LocalStack(options) as stack:
         assert stack.dynamodb is not None
         seeded = seed_files(stack.dynamodb.url, seed) if seed else 0.0
@@ -189,7 +206,13 @@ def run_stack(uploads: list[Upload], clients: int, seed: int = 0) -> dict[str, A
     for _, status in results:
         outcomes[status] = outcomes.get(status, 0) + 1
     result = summary("stack", uploads, elapsed, [latency for latency, _ in results], outcomes)
-    return result | {"seeded_files": seed, "seed_seconds": seeded}
+    data_dir = str(options.data_dir)
+    return result | {
+        "seeded_files": seed,
+        "seed_seconds": seeded,
+        "data_dir": data_dir,
+        "tmpfs": data_dir.startswith(TMPFS),
+    }
 
 
 # ---------------------------------------------------------------------- in-process, handlers called directly

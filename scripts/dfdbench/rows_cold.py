@@ -39,16 +39,22 @@ FUNCTIONS_DIR = ROOT / "functions"
 MARK = "@@bench-done"
 ARCHITECTURES = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}  # platform.machine() -> Lambda's
 
-# the clients each function builds to serve its first request, configured as dfd.aws builds them
-_CLIENTS = {
-    "dynamodb": "boto3.client('dynamodb', config=Config(retries={'max_attempts': 6, 'mode': 'adaptive'}, "
-    "max_pool_connections=32))",
-    "s3": "boto3.client('s3', config=Config(signature_version='s3v4', retries={'max_attempts': 6, "
-    "'mode': 'adaptive'}))",
-    "s3_ingest": "boto3.client('s3', config=Config(signature_version='s3v4', retries={'max_attempts': 6, "
-    "'mode': 'adaptive'}, response_checksum_validation='when_required', max_pool_connections=64, "
-    "tcp_keepalive=True))",
-}
+
+def baseline_clients() -> dict[str, str]:
+    """The clients each function builds to serve its first request, made by boto3 with the configuration dfd.aws
+    gives them (dfd.retry's standard-mode attempts and timeouts, as on this environment's endpoint)."""
+    from dfd.aws import s3_addressing
+    from dfd.retry import API_CALLS, OBJECT_READS
+
+    api, reads, addressing = API_CALLS.config(), OBJECT_READS.config(), s3_addressing()
+    return {
+        "dynamodb": f"boto3.client('dynamodb', config=Config(**{api!r}, max_pool_connections=32))",
+        "s3": f"boto3.client('s3', config=Config(signature_version='s3v4', s3={addressing!r}, **{api!r}))",
+        "s3_ingest": f"boto3.client('s3', config=Config(signature_version='s3v4', s3={addressing!r}, **{reads!r}, "
+        "response_checksum_validation='when_required', max_pool_connections=64, tcp_keepalive=True))",
+    }
+
+
 FUNCTIONS = {
     "upload": ["dynamodb", "s3"],
     "metadata": ["dynamodb"],
@@ -330,7 +336,7 @@ def _cold_rows(
         unsampled = {**env, "_X_AMZN_TRACE_ID": env["_X_AMZN_TRACE_ID"].replace("Sampled=1", "Sampled=0")}
         no_bytecode = _code_environment(lambda_env, plain)
         baseline_env = _code_environment(lambda_env, baseline_code_dir)
-        baseline_code = _BASELINE.format(clients="\n".join("    " + _CLIENTS[c] for c in clients))
+        baseline_code = _BASELINE.format(clients="\n".join("    " + baseline_clients()[c] for c in clients))
         module = f"dfd.handlers.{function}"
         spawner.spawn(["-c", _HANDLER, module, json.dumps(events[function][-1]), "0"], env)  # warm the page cache
         ratios: list[float] = []

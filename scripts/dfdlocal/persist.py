@@ -313,15 +313,17 @@ def restore_queues(data_dir: Path) -> int:
     if not path.exists():
         return 0
     try:
-        kept: dict[str, list[Any]] = pickle.loads(path.read_bytes())  # noqa: S301 - our own file
+        kept: dict[str, bytes | list[Any]] = pickle.loads(path.read_bytes())  # noqa: S301 - our own file
     except (OSError, EOFError, pickle.UnpicklingError) as exc:
         log.warning("%s unreadable (%s): the queues start empty", path, exc)
         return 0
     count = 0
-    for name, messages in kept.items():
+    for name, pickled in kept.items():
         queue = _sqs_backend().queues.get(name)
         if queue is None:
             continue
+        # each queue pickled on its own (a file of an earlier release: the messages themselves)
+        messages = pickle.loads(pickled) if isinstance(pickled, bytes) else pickled  # noqa: S301 - our own file
         for message in messages:
             message.visible_at = 0.0
             message.receipt_handle = None
@@ -341,12 +343,24 @@ class QueueSnapshots:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dfd-sqs-snapshots", daemon=True)
         self._last: bytes | None = None
+        self._queues: dict[str, tuple[tuple[tuple[str, int], ...], bytes]] = {}  # name: (signature, pickled)
 
     def start(self) -> None:
         self._thread.start()
 
     def save(self) -> None:
-        data = pickle.dumps(snapshot_queues(), protocol=5)
+        """One file, every queue in it (written whole: a message moved between queues is in one of them, never
+        in both or neither); a queue pickled again only when its messages changed (which ones, or how often
+        each was received): dfd-events, which nobody drains locally, holds every event the stack published, and
+        pickling it every second cost ~220 ms of CPU at 50,000 (docs/performance.md, target 8)."""
+        parts: dict[str, bytes] = {}
+        for name, messages in snapshot_queues().items():
+            signature = tuple((message.id, message.approximate_receive_count) for message in messages)
+            kept = self._queues.get(name)
+            if kept is None or kept[0] != signature:
+                kept = self._queues[name] = (signature, pickle.dumps(messages, protocol=5))
+            parts[name] = kept[1]
+        data = pickle.dumps(parts, protocol=5)
         if data != self._last:
             write_whole(self.path, data)
             self._last = data

@@ -7,13 +7,13 @@ retried on every invocation, so the stack can start before all handlers exist.
 
 Invocations run concurrently in the servers' threads, like concurrent Lambda instances would, except that
 they share one process: module state, the Powertools Metrics singleton and os.environ are shared (metric
-operations are serialized: see :func:`serialize_powertools_metrics`; HTTP API events are handled one at a time:
-see ``_HTTP_API_LOCK``).
+operations are serialized: see :func:`serialize_powertools_metrics`; the state Powertools' HTTP resolvers keep of
+the request they resolve is made per thread: see :func:`isolate_powertools_resolvers`).
 """
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import functools
 import importlib
 import json
@@ -113,15 +113,65 @@ def _under_metrics_lock(method: Callable[..., Any]) -> Callable[..., Any]:
     return locked
 
 
-# Powertools' HTTP resolvers keep the request they resolve in process-wide state (BaseRouter.current_event is a
-# class attribute; each app's context dict): on Lambda one invocation per process makes it that request's; here
-# concurrent HTTP API invocations read each other's event (a git-lfs push's parallel verifies got each other's
-# bodies). So HTTP API events are handled one at a time; every other event (SQS, streams, direct) runs in parallel.
-_HTTP_API_LOCK = threading.Lock()
+class _PerThread:
+    """A data descriptor whose value is per thread (and per object, unless `shared`): a thread that has not set it
+    reads a shallow copy of the last value set by any thread, else of the object's own from before the descriptor
+    was installed (None when there is none)."""
+
+    def __init__(self, name: str, shared: bool) -> None:
+        self._name = name
+        self._shared = shared
+        self._local = threading.local()
+        self._last: dict[int, Any] = {}
+
+    def _key(self, obj: object) -> int:
+        return 0 if self._shared else id(obj)
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        values: dict[int, Any] = self._local.__dict__.setdefault("values", {})
+        key = self._key(obj)
+        if key not in values:
+            if key in self._last:
+                values[key] = copy.copy(self._last[key])
+            else:
+                values[key] = copy.copy(getattr(obj, "__dict__", {}).get(self._name))
+        return values[key]
+
+    def __set__(self, obj: object, value: Any) -> None:
+        key = self._key(obj)
+        self._local.__dict__.setdefault("values", {})[key] = value
+        self._last[key] = value
 
 
-def _http_api_event(event: Any) -> bool:
-    return isinstance(event, dict) and "routeKey" in event and "requestContext" in event
+def isolate_powertools_resolvers() -> bool:
+    """The state Powertools' HTTP resolvers keep of the request they resolve, per thread (idempotent; False without
+    Powertools): on Lambda one invocation per process makes it that request's; here invocations run concurrently in
+    one process. `BaseRouter.current_event` and `lambda_context` are class attributes (set on the class by
+    `resolve`, so for every app at once), `context` (the matched route, its path arguments) and
+    `processed_stack_frames` an app's own: unisolated, concurrent HTTP API invocations read each other's
+    requests (issue 37's fuzzer saw another request's path and body answered 200). Isolated, they run in
+    parallel as the functions' instances do on AWS (they were serialized before: docs/local-stack.md)."""
+    try:
+        from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, BaseRouter
+    except ImportError:  # pragma: no cover - Powertools is a dependency of the functions
+        return False
+    if getattr(BaseRouter, "_dfd_per_thread", False):
+        return True
+    event, context = _PerThread("current_event", shared=True), _PerThread("lambda_context", shared=True)
+    for name, value in (("current_event", event), ("lambda_context", context)):
+        type.__setattr__(BaseRouter, name, value)  # read through an app (self.current_event)
+
+    class PerThreadRouterType(type(BaseRouter)):  # type: ignore[misc]
+        """`BaseRouter.current_event = ...` (a class attribute set): the descriptors' own, per thread."""
+
+        current_event = event
+        lambda_context = context
+
+    BaseRouter.__class__ = PerThreadRouterType  # type: ignore[method-assign]
+    for name in ("context", "processed_stack_frames"):
+        type.__setattr__(ApiGatewayResolver, name, _PerThread(name, shared=False))
+    type.__setattr__(BaseRouter, "_dfd_per_thread", True)
+    return True
 
 
 class Runtime:
@@ -132,6 +182,7 @@ class Runtime:
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.Lock()
         serialize_powertools_metrics()  # before any handler runs: invocations here are concurrent
+        isolate_powertools_resolvers()
 
     def resolve(self, name: str) -> str | None:
         """Logical id for a function name, ARN or ``name:qualifier`` (None when unknown)."""
@@ -210,8 +261,7 @@ class Runtime:
         started = time.perf_counter()
         try:
             handler = self._handler(name)
-            with _HTTP_API_LOCK if _http_api_event(event) else contextlib.nullcontext():
-                result = handler(event, LambdaContext(function, request_id))
+            result = handler(event, LambdaContext(function, request_id))
         except _ImportFailure as failure:
             log.error("%s: %s", name, failure.error["errorMessage"])
             return Invocation(name, request_id, None, failure.error, _elapsed(started))

@@ -1,6 +1,7 @@
 """What a function's init loads, in a fresh interpreter as Lambda starts one (its cold start: docs/performance.md,
 target 7): never boto3 (the clients are botocore's, the attribute values dfd's own: importing boto3 costs ~25 ms),
-and, in a read function, nothing of the write side."""
+in a read function nothing of the write side, in an HTTP function none of Powertools' other resolvers and no
+asyncio (dfd.lazyinit), not even once a sampled request has loaded the X-Ray SDK."""
 
 from __future__ import annotations
 
@@ -17,12 +18,23 @@ import dfd.handlers
 HANDLERS = sorted(p.stem for p in Path(dfd.handlers.__file__).parent.glob("*.py") if p.stem != "__init__")
 READS = ("metadata", "download", "admin_stats", "admin_hashes")
 WRITE_SIDE = {"dfd.ports.uploads", "dfd.uploads", "dfd.multipart", "dfd.deletes", "dfd.ingest"}
+HTTP = ("upload", "uploads", "multipart", "metadata", "download", "admin_stats", "admin_hashes", "me", "tokens", "lfs")
+# what the event handler package's __init__ and the data classes package's __init__ import besides what an HTTP
+# API function uses, and what wrapt's (the X-Ray SDK's) imports (asyncio)
+OTHER_RESOLVERS = {
+    "aws_lambda_powertools.event_handler.appsync",
+    "aws_lambda_powertools.event_handler.bedrock_agent",
+    "aws_lambda_powertools.event_handler.vpc_lattice",
+    "aws_lambda_powertools.utilities.data_classes.kinesis_firehose_event",
+    "aws_lambda_powertools.utilities.data_classes.s3_batch_operation_event",
+    "asyncio",
+}
 
 
 @cache
-def loaded(handler: str) -> frozenset[str]:
-    """The modules loaded once the handler module is imported (init, without a request)."""
-    code = f"import sys, dfd.handlers.{handler}\nprint(' '.join(sys.modules))"
+def loaded(handler: str, then: str = "") -> frozenset[str]:
+    """The modules loaded once the handler module is imported (init, without a request), and `then` run."""
+    code = f"import sys, dfd.handlers.{handler}\n{then}\nprint(' '.join(sys.modules))"
     # no request is made: the endpoint only keeps a stray call from reaching AWS; the queue is the reconcile's
     env = os.environ | {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "INGEST_QUEUE_URL": "http://127.0.0.1:9/q"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
@@ -46,6 +58,20 @@ def test_read_functions_load_nothing_of_the_write_side(handler: str) -> None:
     modules = loaded(handler)
     assert "dfd.ports.objects" in modules
     assert not modules & WRITE_SIDE
+
+
+@pytest.mark.parametrize("handler", HTTP)
+def test_http_functions_load_no_other_resolver_and_no_asyncio(handler: str) -> None:
+    modules = loaded(handler)
+    assert "aws_lambda_powertools.event_handler.api_gateway" in modules
+    assert not modules & OTHER_RESOLVERS
+    # a sampled first request imports the X-Ray SDK (dfd.observability): wrapt's __init__ would import asyncio
+    assert not loaded(handler, "import aws_xray_sdk.core") & OTHER_RESOLVERS
+
+
+def test_every_http_function_is_checked() -> None:
+    folder = Path(dfd.handlers.__file__).parent
+    assert set(HTTP) == {h for h in HANDLERS if "make_app" in (folder / f"{h}.py").read_text()}
 
 
 def test_bench_row_7_runs_the_runtimes_python_with_the_code_directory_read_only(tmp_path: Path) -> None:

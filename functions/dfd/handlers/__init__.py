@@ -10,12 +10,17 @@ service and AWS clients: AWS's advice is SDK clients at init, not per request), 
 (`gc.freeze()`: moved to the permanent generation, never walked again) and resumes collection. The running
 function collects as usual. (A handler module whose import fails leaves collection paused; its function cannot
 run anyway: Lambda reports the init error.)
+
+Before any handler module, dfd.lazyinit defers the `__init__` of two Powertools packages that import far more
+than a function uses (their submodules are imported as needed).
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+
+import dfd.lazyinit  # noqa: F401 (deferring Powertools' package inits, before any handler imports them)
 
 gc.disable()
 

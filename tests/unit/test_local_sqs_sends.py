@@ -1,0 +1,56 @@
+"""The local stack's moto: a SendMessage never walks the messages a queue holds (dfd-events, which nobody drains
+locally, made every PutEvents slower as the stack aged: docs/performance.md, target 8), and the queue's
+approximate counts are still exact when asked for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from dfdlocal.streams import patch_moto_streams
+
+
+@pytest.fixture
+def sqs(monkeypatch: pytest.MonkeyPatch) -> Any:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        patch_moto_streams()
+        yield boto3.client("sqs")
+
+
+def test_a_send_reads_no_message_the_queue_holds(sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.sqs import models
+
+    url = sqs.create_queue(QueueName="held")["QueueUrl"]
+    for index in range(50):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{index}")
+    reads: list[str] = []
+    visible: Any = models.Message.visible
+
+    def read(message: Any) -> bool:
+        reads.append("visible")
+        return bool(visible.fget(message))
+
+    monkeypatch.setattr(models.Message, "visible", property(read))
+    sqs.send_message(QueueUrl=url, MessageBody="one more")
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "a"}, {"Id": "b", "MessageBody": "b"}])
+    assert reads == []
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert counts["ApproximateNumberOfMessages"] == "53"
+    assert len(reads) >= 53  # the counts asked for walk the queue, as moto does
+
+
+def test_the_counts_follow_receives_and_deletes(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="counted", Attributes={"VisibilityTimeout": "60"})["QueueUrl"]
+    for index in range(5):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{index}")
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=received[0]["ReceiptHandle"])
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    assert counts == {"ApproximateNumberOfMessages": "3", "ApproximateNumberOfMessagesNotVisible": "1"}
