@@ -11,7 +11,7 @@ DynamoDB Local keeps the tables itself (``-dbPath``); this module keeps the rest
 - **Cognito** (:func:`save_cognito` after each change through the API, :func:`restore_cognito` at start): the
   user pools with their clients, groups and users, whose ``sub`` (the owner of every upload) never changes.
 - **the signing key** (:func:`signing_key`): tokens issued before a restart verify after it, until they expire.
-- **SQS** (:class:`QueueSnapshots`): the queues' messages, written every second and at a clean stop, put back
+- **SQS** (:class:`QueueSnapshots`): the queues' messages, written every second (a long queue paced) and at a clean stop, put back
   visible at start. A kill loses at most the last second's messages: the S3 notifications among them are what
   the reconcile re-drives (a pending upload whose object exists), which the stack runs once at every start.
 
@@ -26,6 +26,7 @@ import os
 import pickle
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -337,28 +338,42 @@ def restore_queues(data_dir: Path) -> int:
 class QueueSnapshots:
     """Writes the queues' messages to ``data_dir`` every ``interval`` seconds and at :meth:`stop`."""
 
-    def __init__(self, data_dir: Path, interval: float = 1.0) -> None:
+    # a queue whose look (its signature and, when changed, its pickle) took D seconds is looked at again after
+    # PACE * D at the soonest: the snapshots take at most ~1/PACE of a core, whatever a queue's length
+    PACE = 10.0
+
+    def __init__(self, data_dir: Path, interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = data_dir / SQS
         self.interval = interval
+        self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dfd-sqs-snapshots", daemon=True)
         self._last: bytes | None = None
         self._queues: dict[str, tuple[tuple[tuple[str, int], ...], bytes]] = {}  # name: (signature, pickled)
+        self._due: dict[str, float] = {}  # name: when its messages are looked at next (the clock's time)
 
     def start(self) -> None:
         self._thread.start()
 
-    def save(self) -> None:
+    def save(self, *, whole: bool = False) -> None:
         """One file, every queue in it (written whole: a message moved between queues is in one of them, never
         in both or neither); a queue pickled again only when its messages changed (which ones, or how often
-        each was received): dfd-events, which nobody drains locally, holds every event the stack published, and
-        pickling it every second cost ~220 ms of CPU at 50,000 (docs/performance.md, target 8)."""
+        each was received), and a long one looked at only every PACE times what its last look took (`whole`:
+        every queue as it is now). dfd-events, which nobody drains locally, holds every event the stack
+        published: looked at every second, it took 115-450 ms of the process's CPU a second at 53,000 events
+        (docs/performance.md, target 8); paced, a kill loses at most its last few seconds of events, while a
+        short queue (the ingest's) is still kept every second."""
         parts: dict[str, bytes] = {}
         for name, messages in snapshot_queues().items():
-            signature = tuple((message.id, message.approximate_receive_count) for message in messages)
             kept = self._queues.get(name)
+            started = self._clock()
+            if kept is not None and not whole and started < self._due.get(name, started):
+                parts[name] = kept[1]  # paced: the bytes of its last look
+                continue
+            signature = tuple((message.id, message.approximate_receive_count) for message in messages)
             if kept is None or kept[0] != signature:
                 kept = self._queues[name] = (signature, pickle.dumps(messages, protocol=5))
+            self._due[name] = started + self.PACE * (self._clock() - started)
             parts[name] = kept[1]
         data = pickle.dumps(parts, protocol=5)
         if data != self._last:
@@ -376,4 +391,4 @@ class QueueSnapshots:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5)
-        self.save()
+        self.save(whole=True)

@@ -88,3 +88,65 @@ def test_a_file_of_the_earlier_format_restores(sqs: Any, tmp_path: Path) -> None
     sqs.purge_queue(QueueUrl=url)
     assert persist.restore_queues(tmp_path) == 1
     assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["kept"]
+
+
+class _Timed(list):  # type: ignore[type-arg]
+    """A queue's messages whose iteration (the snapshot's look at them) calls `on_look`; pickled as a plain list."""
+
+    def __init__(self, messages: list[Any], on_look: Any) -> None:
+        super().__init__(messages)
+        self.on_look = on_look
+
+    def __iter__(self) -> Any:
+        self.on_look()
+        return super().__iter__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (list, (list(super().__iter__()),))
+
+
+def test_a_long_queue_is_looked_at_only_every_pace_times_its_last_look(
+    sqs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue whose look took D is not looked at again before PACE * D; a short one is, every round; stop's save
+    (whole) writes every queue as it is."""
+    long = sqs.create_queue(QueueName="long")["QueueUrl"]
+    short = sqs.create_queue(QueueName="short")["QueueUrl"]
+    sqs.send_message(QueueUrl=long, MessageBody="first")
+    now = [0.0]
+    took = {"long": 0.2, "short": 0.0}  # seconds a look at each takes
+    looked: list[str] = []
+
+    def look(name: str) -> Any:
+        def on_look() -> None:
+            looked.append(name)
+            now[0] += took[name]
+
+        return on_look
+
+    real = persist.snapshot_queues
+    monkeypatch.setattr(persist, "snapshot_queues", lambda: {name: _Timed(m, look(name)) for name, m in real().items()})
+    snapshots = persist.QueueSnapshots(tmp_path, clock=lambda: now[0])
+
+    def kept() -> dict[str, int]:
+        parts = pickle.loads((tmp_path / persist.SQS).read_bytes())  # noqa: S301 - the test's own file
+        return {name: len(pickle.loads(data)) for name, data in parts.items()}  # noqa: S301
+
+    snapshots.save()
+    assert sorted(looked) == ["long", "short"]
+    for _ in range(3):  # 0.5 s apart: the long queue's look took 0.2 s, so it is due 2 s after it began
+        looked.clear()
+        sqs.send_message(QueueUrl=long, MessageBody="more")
+        sqs.send_message(QueueUrl=short, MessageBody="more")
+        now[0] += 0.5
+        snapshots.save()
+        assert looked == ["short"]
+    assert kept() == {"long": 1, "short": 3}  # the long queue as last looked at
+    now[0] += 1.0
+    looked.clear()
+    snapshots.save()
+    assert sorted(looked) == ["long", "short"] and kept() == {"long": 4, "short": 3}
+    looked.clear()
+    sqs.send_message(QueueUrl=long, MessageBody="last")
+    snapshots.save(whole=True)  # what stop() writes
+    assert "long" in looked and kept() == {"long": 5, "short": 3}
