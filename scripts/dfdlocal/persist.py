@@ -11,9 +11,10 @@ DynamoDB Local keeps the tables itself (``-dbPath``); this module keeps the rest
 - **Cognito** (:func:`save_cognito` after each change through the API, :func:`restore_cognito` at start): the
   user pools with their clients, groups and users, whose ``sub`` (the owner of every upload) never changes.
 - **the signing key** (:func:`signing_key`): tokens issued before a restart verify after it, until they expire.
-- **SQS** (:class:`QueueSnapshots`): the queues' messages, written every second (a long queue paced) and at a clean stop, put back
-  visible at start. A kill loses at most the last second's messages: the S3 notifications among them are what
-  the reconcile re-drives (a pending upload whose object exists), which the stack runs once at every start.
+- **SQS** (:class:`QueueSnapshots`): the queues' messages, written every second (a long queue paced) and at a
+  clean stop, put back visible at start. A kill loses at most a queue's last second of messages (a long queue's:
+  its last few seconds): the S3 notifications among them are what the reconcile re-drives (a pending upload
+  whose object exists), which the stack runs once at every start.
 
 The moto internals used are those of the locked release (dfdlocal.motoversion).
 """
