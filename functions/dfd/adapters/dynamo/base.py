@@ -9,9 +9,8 @@ record (dfd.adapters.dynamo.codec). A new item in a transaction is one more ``pl
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -106,30 +105,27 @@ def already_put(error: ClientError | BotoCoreError, item: dict[str, Any]) -> boo
     return condition_failed(error) and refused_item(error) == from_item(item)
 
 
-def request_token(items: list[dict[str, Any]]) -> str:
-    """The ClientRequestToken of one TransactWriteItems: a digest of the operation's identity AND of every
-    parameter of this very request.
+def request_token() -> str:
+    """A ClientRequestToken of its own for one TransactWriteItems call.
 
     DynamoDB answers a request that repeats a token of the last 10 minutes with the first one's result, without
-    applying it again — when every parameter is identical; a token reused with different parameters raises
-    IdempotentParameterMismatchException. A lost response is retried by botocore, which resends the same
-    serialized request: same items, same token, recognised. A retry the domain builds itself (a new attempt
-    after a conflict or after botocore gave up) has a new timestamp and counter shard, perhaps a different
-    decision, hence a new token: it must not be taken for the first request, and needs not be — whatever the
-    first one applied is visible to the conditions (the event record, the upload record), which make the
-    second a replay. Since the items carry the identity (event key, upload id) and the token carries the
-    items, two operations never share a token and no parameter mismatch can occur. Where tokens are not
-    honoured (moto: the local stack and the tests), :meth:`Plan.applied_before` recognises our own
-    transaction from the item its identity condition returns."""
-    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(b"dfd-transact\n" + canonical.encode()).hexdigest()[:36]
+    applying it again. botocore retries a call whose response was lost by resending the same request, token
+    included: a transaction applied before its response was lost is not applied twice. Any other call gets a
+    token of its own, even with the very same items (the same operation again within one second: the same ids
+    and the same timestamps), and is judged by its conditions — a token derived from the items would have
+    answered such a second call with the first one's success, without its writes (the repository's contract
+    run on DynamoDB Local showed it). A retry the domain builds itself (after a conflict, or after botocore gave
+    up) is such another call: whatever the first one applied is visible to the conditions (the event record,
+    the upload record), and :meth:`Plan.applied_before` recognises our own transaction from the item its
+    identity condition returns."""
+    return secrets.token_hex(16)
 
 
 def transact(client: Any, items: list[Request]) -> None:
-    """One TransactWriteItems with the ClientRequestToken of its exact request (:func:`request_token`); a
+    """One TransactWriteItems with a ClientRequestToken of its own (:func:`request_token`); a
     cancellation by failed conditions raises :class:`CancelledTransaction` (:func:`translate`)."""
     try:
-        client.transact_write_items(TransactItems=items, ClientRequestToken=request_token(items))
+        client.transact_write_items(TransactItems=items, ClientRequestToken=request_token())
     except (ClientError, BotoCoreError) as error:
         raise translate(error, "TransactWriteItems") from error
 
