@@ -9,20 +9,9 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from dfdlocal import persist
-
-
-@pytest.fixture
-def sqs(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        yield boto3.client("sqs")
 
 
 def _pickled_lists(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from dfdlocal.streams import patch_moto_streams
 
 
-@pytest.fixture
-def sqs(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with mock_aws():
-        patch_moto_streams()
-        yield boto3.client("sqs")
+@pytest.fixture(autouse=True)
+def _sends_patched(sqs: Any) -> None:
+    """The local stack's moto (dfdlocal.streams.patch_moto_streams) behind the shared `sqs` fixture's client."""
+    patch_moto_streams()
 
 
 def test_a_send_reads_no_message_the_queue_holds(sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
