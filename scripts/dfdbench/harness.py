@@ -4,6 +4,7 @@ test objects, AWS call counting (botocore event hooks), timing helpers and the r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import statistics
@@ -77,6 +78,51 @@ class Options:
 
     def runs(self, full: int, quick: int) -> int:
         return quick if self.quick else full
+
+
+def http_api_event(
+    method: str, path: str, *, route: str | None = None, params: dict[str, str] | None = None,
+    query: dict[str, str] | None = None, body: Any = None, headers: dict[str, str] | None = None,
+    claims: dict[str, Any] | None = None, request_id: str = "bench",
+) -> dict[str, Any]:  # fmt: skip
+    """An API Gateway HTTP API (payload 2.0) event for `route` (default: `path` itself), with `claims` as the JWT
+    authorizer passes them (None: unauthorized)."""
+    route_key = f"{method} {route or path}"
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": path,
+        "rawQueryString": "&".join(f"{k}={v}" for k, v in (query or {}).items()),
+        "headers": {"content-type": "application/json", "host": "api.example.com", **(headers or {})},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "bench",
+            "domainName": "api.example.com",
+            "domainPrefix": "api",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.1",
+                "userAgent": "bench",
+            },
+            "requestId": request_id,
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": "27/Nov/2026:12:00:00 +0000",
+            "timeEpoch": 1795780800000,
+        },
+        "isBase64Encoded": False,
+    }
+    if query:
+        event["queryStringParameters"] = query
+    if params:
+        event["pathParameters"] = params
+    if body is not None:
+        event["body"] = json.dumps(body)
+    if claims is not None:
+        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+    return event
 
 
 @cache

@@ -13,7 +13,17 @@ from functools import partial
 from typing import Any
 
 from dfdbench.cost import item_size
-from dfdbench.harness import BUCKET, FILES_TABLE, Bench, Row, counting, dfd_clients, median, timed
+from dfdbench.harness import (
+    BUCKET,
+    FILES_TABLE,
+    Bench,
+    Row,
+    counting,
+    dfd_clients,
+    http_api_event,
+    median,
+    timed,
+)
 
 SMALL = 64 * 1024
 
@@ -395,47 +405,17 @@ BENCH_CLAIMS = {
 
 
 def api_event(method: str, path: str, query: dict[str, str] | None = None, body: Any = None) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload 2.0) event."""
+    """An API Gateway HTTP API (payload 2.0) event, as the bench's admin of tenant `bench` (its rows seed file
+    records directly, which only an admin's global view reads)."""
     route = path
     params = None
     for prefix in ("/metadata/", "/download/"):
         if path.startswith(prefix):
             route, params = prefix + "{id}", {"id": path[len(prefix) :]}
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": f"{method} {route}",
-        "rawPath": path,
-        "rawQueryString": "&".join(f"{k}={v}" for k, v in (query or {}).items()),
-        "headers": {"content-type": "application/json", "host": "api.local", "origin": "http://localhost"},
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "domainName": "api.local",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "bench",
-            },
-            "requestId": "bench",
-            "routeKey": f"{method} {route}",
-            # as API Gateway's JWT authorizer passes them: the bench calls as an admin of tenant `bench` (its
-            # rows seed file records directly, which only an admin's global view reads)
-            "authorizer": {"jwt": {"claims": BENCH_CLAIMS, "scopes": None}},
-            "stage": "$default",
-            "time": "22/Nov/2026:03:00:00 +0000",
-            "timeEpoch": 1795316400000,
-        },
-        "isBase64Encoded": False,
-    }
-    if query:
-        event["queryStringParameters"] = query
-    if params:
-        event["pathParameters"] = params
-    if body is not None:
-        event["body"] = json.dumps(body)
-    return event
+    headers = {"host": "api.local", "origin": "http://localhost"}
+    return http_api_event(
+        method, path, route=route, params=params, query=query, body=body, headers=headers, claims=BENCH_CLAIMS
+    )
 
 
 def _drop_files(bench: Bench, count: int, start: int = 0) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import requests
 
 from dfdbench import cost
-from dfdbench.harness import BUCKET, Bench, Row
+from dfdbench.harness import BUCKET, Bench, Row, http_api_event
 from dfdlocal.template import TEMPLATE, read_model
 
 MIB = 1024 * 1024
@@ -282,40 +282,10 @@ def api_event(
     params: dict[str, str] | None = None, authorized: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """An API Gateway HTTP API (v2) event, authorized as the JWT authorizer passes it."""
-    route_key = f"{method} {route or path}"
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {"content-type": "application/json", "host": "api.example.com", **(headers or {})},
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "costapi",
-            "domainName": "api.example.com",
-            "domainPrefix": "api",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "192.0.2.1",
-                "userAgent": "cost",
-            },
-            "requestId": uuid.uuid4().hex,
-            "routeKey": route_key,
-            "stage": "$default",
-            "time": "27/Nov/2026:12:00:00 +0000",
-            "timeEpoch": 1795780800000,
-        },
-        "isBase64Encoded": False,
-    }
-    if params:
-        event["pathParameters"] = params
-    if body is not None:
-        event["body"] = json.dumps(body)
-    if authorized:
-        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims(), "scopes": None}}
-    return event
+    return http_api_event(
+        method, path, route=route, params=params, body=body, headers=headers,
+        claims=claims() if authorized else None, request_id=uuid.uuid4().hex,
+    )  # fmt: skip
 
 
 def s3_notification(bucket: str, key: str, size: int, etag: str) -> dict[str, Any]:
