@@ -309,6 +309,19 @@ def test_every_function_has_its_own_role_naming_its_own_log_group(template: dict
         assert not {"Tracing", "Role"} & set(resource["Properties"]), logical_id
 
 
+def test_every_function_logs_json_at_the_template_s_levels(template: dict[str, Any]) -> None:
+    """Every function logs in Lambda's JSON format, its own lines at FunctionSystemLogLevel (WARN by default: no
+    START/END/REPORT, which bench row 17's log budget counts out) and the application's at LogLevel's mapping."""
+    functions = _of_type(template, "AWS::Serverless::Function")
+    assert functions
+    for logical_id, resource in functions.items():
+        config = resource["Properties"]["LoggingConfig"]
+        assert config["LogFormat"] == "JSON", logical_id
+        assert _describe(config["SystemLogLevel"]) == "Ref(FunctionSystemLogLevel)", logical_id
+        assert "LogLevel" in _describe(config["ApplicationLogLevel"]), logical_id
+    assert template["Parameters"]["FunctionSystemLogLevel"]["Default"] == "WARN"
+
+
 def _strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
     for where, value in _walk(node, path):
         if isinstance(value, str) and not re.search(r"/(\w*Description|Comment|Metadata)(/|$)", where):
