@@ -90,10 +90,19 @@ def find_java() -> str:
     )
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def reserve_port(host: str = "127.0.0.1") -> socket.socket:
+    """A free port held until the JVM listens on it: bound with SO_REUSEADDR and never listening, so the JVM (whose
+    server socket also sets SO_REUSEADDR) can bind it, while Linux gives it to no other bind to port 0 or outgoing
+    connection. A port merely found free is open to the whole machine during the JVM's 20-40 s start: a server
+    that got it meanwhile (a test's emulator) answered the readiness check in place of DynamoDB Local."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _die_with_parent() -> None:
@@ -114,6 +123,7 @@ class DynamoDBLocal:
         self.process: subprocess.Popen[bytes] | None = None
         self.started_seconds = 0.0  # from exec to the first answer
         self._started = 0.0
+        self._reservation: socket.socket | None = None
 
     @property
     def url(self) -> str:
@@ -142,7 +152,9 @@ class DynamoDBLocal:
         jar, java = find_jar(), find_java()
         if self.db_path is not None:
             self.db_path.mkdir(parents=True, exist_ok=True)
-        self.port = free_port(self.host)
+        self._release()
+        self._reservation = reserve_port(self.host)
+        self.port = int(self._reservation.getsockname()[1])
         output: IO[bytes] | int = subprocess.DEVNULL
         if self.log_file is not None:
             output = self.log_file.open("ab")
@@ -162,7 +174,10 @@ class DynamoDBLocal:
                 output.close()
 
     def wait_ready(self) -> None:
-        self._wait_ready(self._started)
+        try:
+            self._wait_ready(self._started)
+        finally:
+            self._release()
         self.started_seconds = time.monotonic() - self._started
         log.info("DynamoDB Local on %s ready in %.1f s (%s)", self.url, self.started_seconds, self.db_path or "memory")
 
@@ -202,7 +217,13 @@ class DynamoDBLocal:
         finally:
             connection.close()
 
+    def _release(self) -> None:
+        reservation, self._reservation = self._reservation, None
+        if reservation is not None:
+            reservation.close()
+
     def stop(self) -> None:
+        self._release()
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return

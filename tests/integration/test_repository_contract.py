@@ -1,5 +1,6 @@
 """The repository's contract (dfd.ports.repository.Repository), one suite run against both implementations: the
-in-memory FakeRepository the unit tests use (tests/unit/fakes.py) and the DynamoDB adapter on moto. Every condition —
+in-memory FakeRepository the unit tests use (tests/unit/fakes.py) and the DynamoDB adapter, on moto and on AWS's
+DynamoDB Local (the engine of make run and the e2e stacks). Every condition —
 replays, races, quota refusals, delete and resurrection transitions, multipart records — must give the same
 records and the same typed conflicts, carrying the same records, so the fake cannot drift from the adapter.
 
@@ -55,11 +56,15 @@ def _now() -> datetime:
     return datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
-@pytest.fixture(params=["fake", "dynamo"])
+@pytest.fixture(params=["fake", "dynamo", "dynamodb-local"])
 def repo(request: pytest.FixtureRequest) -> Iterator[Repository]:
     if request.param == "fake":
         base = Settings.from_env()
         yield FakeRepository(_limits(base))
+        return
+    if request.param == "dynamodb-local":  # AWS's own emulator: the engine make run and the e2e stacks use
+        client, settings = request.getfixturevalue("local_dynamodb")
+        yield DynamoRepository(client, _limits(settings))
         return
     aws = request.getfixturevalue("aws")
     yield DynamoRepository(boto3.client("dynamodb"), _limits(aws.settings))
