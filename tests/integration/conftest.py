@@ -17,7 +17,7 @@ from moto import mock_aws
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from dfd import deps
-from dfd.config import Settings
+from dfd.core.config import Settings
 from dfdlocal import reconcile
 from dfdlocal.ddblocal import DynamoDBLocal
 from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, _create_table, make_emulator_server

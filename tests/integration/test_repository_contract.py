@@ -1,4 +1,4 @@
-"""The repository's contract (dfd.ports.repository.Repository), one suite run against both implementations: the
+"""The repository's contract (dfd.core.repository.Repository), one suite run against both implementations: the
 in-memory FakeRepository the unit tests use (tests/unit/fakes.py) and the DynamoDB adapter, on moto and on AWS's
 DynamoDB Local (the engine of make run and the e2e stacks). Every condition —
 replays, races, quota refusals, delete and resurrection transitions, multipart records — must give the same
@@ -18,10 +18,10 @@ from typing import Any
 import boto3
 import pytest
 
-from dfd import clock
 from dfd.adapters.dynamo import Repository as DynamoRepository
-from dfd.config import Settings
-from dfd.conflicts import (
+from dfd.core import clock
+from dfd.core.config import Settings
+from dfd.core.conflicts import (
     CommitRefused,
     DeleteRaced,
     EventRecorded,
@@ -38,11 +38,11 @@ from dfd.conflicts import (
     TenantRefChanged,
     UploadTaken,
 )
-from dfd.ids import event_key
-from dfd.ports.contents import ObjectVersion, TenantShare
-from dfd.ports.repository import Repository
-from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
-from dfd.records import ContentState, TenantUsage, UploadRecord, UploadStatus
+from dfd.core.ids import event_key
+from dfd.core.records import ContentState, TenantUsage, UploadRecord, UploadStatus
+from dfd.core.repository import Repository
+from dfd.ingest.ports import ObjectVersion, TenantShare
+from dfd.uploads.ports import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
 from tests.unit.fakes import FakeRepository
 
 BUCKET = "dfd-files-local"
@@ -92,7 +92,7 @@ def new_upload(n: int, size: int = 100, tenant: str = "acme", owner: str = "alic
 
 
 def version(n: int, digest: str = DIGEST, size: int = 100, upload_id: str | None = None) -> ObjectVersion:
-    # an object at an upload key has that upload's id (ingest: dfd.ids.upload_id_from_key); one with none was put
+    # an object at an upload key has that upload's id (ingest: dfd.core.ids.upload_id_from_key); one with none was put
     # straight into the bucket, at another key
     key = f"uploads/{n:032x}" if upload_id is not None else f"uploads/direct/{n}.bin"
     return ObjectVersion(event_key(BUCKET, key, f"etag{n}"), BUCKET, key, f'"etag{n}"', size, digest, upload_id)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from dfd import clock
 from dfd.adapters.dynamo import codec
-from dfd.config import Settings
-from dfd.conflicts import (
+from dfd.core import clock
+from dfd.core.config import Settings
+from dfd.core.conflicts import (
     CommitRefused,
     DeleteRaced,
     EventRecorded,
@@ -44,14 +44,10 @@ from dfd.conflicts import (
     TenantRefChanged,
     UploadTaken,
 )
-from dfd.errors import MultipartGone, ObjectChanged, ObjectNotFound
-from dfd.ids import tenant_from_metadata, upload_id_of_event
-from dfd.ports.contents import IngestState, ObjectVersion, TenantShare
-from dfd.ports.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
-from dfd.ports.repository import Cursor
-from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
-from dfd.reconcile import Reconciler
-from dfd.records import (
+from dfd.core.errors import MultipartGone, ObjectChanged, ObjectNotFound
+from dfd.core.ids import tenant_from_metadata, upload_id_of_event
+from dfd.core.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
+from dfd.core.records import (
     COUNTER_FIELDS,
     EventRecord,
     FileRecord,
@@ -64,6 +60,10 @@ from dfd.records import (
     counts_stored,
     holds,
 )
+from dfd.core.repository import Cursor
+from dfd.ingest.ports import IngestState, ObjectVersion, TenantShare
+from dfd.reconcile.service import Reconciler
+from dfd.uploads.ports import NewMultipart, NewUpload, PrecheckDuplicate, UploadDeletion
 
 Item = dict[str, Any]
 R = TypeVar("R")
@@ -429,7 +429,7 @@ class FakeRepository:
             upload["status"] = UploadStatus.STORED.value
         self.adopted.append((version.hash, version.key))
 
-    # ---------------------------------------------------------------- the reconcile (dfd.reconcile)
+    # ---------------------------------------------------------------- the reconcile (dfd.reconcile.service)
     def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:
         found = {key: self.get_event(key) for key in event_keys}
         return {key: event for key, event in found.items() if event is not None}
@@ -941,7 +941,7 @@ class FakeObjectStore:
 
 @dataclass
 class FakeIngestQueue:
-    """The ingest queue (dfd.ports.queue.IngestQueue): the bodies sent, in order."""
+    """The ingest queue (dfd.reconcile.ports.IngestQueue): the bodies sent, in order."""
 
     bodies: list[str] = field(default_factory=list)
 

@@ -1,11 +1,11 @@
-"""In-memory stores of the LFS ports (dfd.pats.TokenStore, dfd.locks.LockStore) for the unit tests."""
+"""In-memory stores of the LFS ports (dfd.identity.pats.TokenStore, dfd.lfs.locks.LockStore) for the unit tests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dfd.locks import Lock, LockExists
-from dfd.pats import DirectoryUser, PersonalToken
+from dfd.identity.pats import DirectoryUser, PersonalToken
+from dfd.lfs.locks import Lock, LockExists
 from tests.support import USERS
 
 

@@ -26,7 +26,7 @@ gc.disable()
 
 
 def init_done(*build: Callable[[], object]) -> None:
-    """End of a function's init: call `build` (dfd.deps factories, dfd.aws clients' `build`), freeze what init
+    """End of a function's init: call `build` (dfd.deps factories, dfd.adapters.aws clients' `build`), freeze what init
     built, collect garbage as usual from now on."""
     try:
         for step in build:

@@ -1,5 +1,5 @@
 """DynamoDB adapter: the only package that knows item layouts, keys, conditions and transaction shapes, and the
-one that turns ClientError into domain errors (implements :class:`dfd.ports.repository.Repository`).
+one that turns ClientError into domain errors (implements :class:`dfd.core.repository.Repository`).
 
 One module per aggregate — :mod:`.uploads` (registration, quota, multipart records, cancel), :mod:`.contents`
 (the ingest's commits, the precheck's duplicate, adoption, resurrection), :mod:`.deletes`, :mod:`.reads` (reads
