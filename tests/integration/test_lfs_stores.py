@@ -16,7 +16,8 @@ from dfd.adapters import aws as dfd_aws
 from dfd.adapters.dynamo.locks import DynamoLockStore
 from dfd.adapters.dynamo.pats import DynamoTokenStore
 from dfd.identity.pats import PatService
-from dfd.lfs.locks import Lock, LockExists, LockService, lock_id
+from dfd.lfs.locks import LockService, lock_id
+from dfd.lfs.ports import Lock, LockExists
 from tests.integration.conftest import Aws
 from tests.support import ADMIN, ALICE, BOB, CAROL, api_event, call
 from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore

@@ -18,7 +18,8 @@ from dfd import deps
 from dfd.adapters import aws as dfd_aws
 from dfd.adapters.dynamo.pats import CountCodec, DynamoTokenStore, TokenCodec
 from dfd.core.errors import Conflict
-from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService, PersonalToken
+from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService
+from dfd.identity.ports import PersonalToken
 from tests.integration.conftest import Aws
 from tests.support import ALICE, BOB, api_event, call
 from tests.unit.lfs_fakes import FakeDirectory

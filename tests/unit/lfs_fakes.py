@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dfd.identity.pats import DirectoryUser, PersonalToken
-from dfd.lfs.locks import Lock, LockExists
+from dfd.identity.ports import DirectoryUser, PersonalToken
+from dfd.lfs.ports import Lock, LockExists
 from tests.support import USERS
 
 

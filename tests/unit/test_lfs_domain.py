@@ -14,7 +14,8 @@ import pytest
 
 from dfd.core.errors import NotFound, ValidationFailed
 from dfd.core.notifications import ObjectRef
-from dfd.identity.pats import PREFIX, DirectoryUser, PatService
+from dfd.identity.pats import PREFIX, PatService
+from dfd.identity.ports import DirectoryUser
 from dfd.ingest.service import Ingestor
 from dfd.lfs import request as lfsrequest
 from dfd.lfs.batch import LfsError, LfsService

@@ -13,7 +13,8 @@ from dfd.adapters.dynamo.pats import CountCodec, DynamoTokenStore
 from dfd.core.errors import Conflict, TransactionRetryable, ValidationFailed
 from dfd.core.retry import CONFLICT_ATTEMPTS, Backoff
 from dfd.core.text import ECHO_CHARS, ECHO_ITEMS, printable
-from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService, PersonalToken, parse_create
+from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService, parse_create
+from dfd.identity.ports import PersonalToken
 from tests.support import ALICE, BOB
 from tests.unit.lfs_fakes import FakeDirectory, FakeTokenStore
 

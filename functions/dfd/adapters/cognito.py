@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.core.errors import ServiceUnavailable
-from dfd.identity.pats import DirectoryUser
+from dfd.identity.ports import DirectoryUser
 
 CACHE_SECONDS = 60.0
 _GONE = {"UserNotFoundException", "ResourceNotFoundException"}

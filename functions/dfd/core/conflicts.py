@@ -1,4 +1,4 @@
-"""The typed conflicts of the repository's writes (dfd.core.repository.Repository): a write refused by one of its
+"""The typed conflicts of the repository's writes (each feature's port): a write refused by one of its
 conditions raises the one that says which, carrying the record that stood in the way (dfd.core.records) as the store
 returned it, or None."""
 

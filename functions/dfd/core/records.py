@@ -1,4 +1,4 @@
-"""The stored records, typed: what the repository (dfd.core.repository.Repository) reads and what its conflicts carry.
+"""The stored records, typed: what the repository (the ports of each feature) reads and what its conflicts carry.
 
 Each is parsed from its item and written to it in one place, the adapter's codec (dfd.adapters.dynamo.codec);
 everything else — the domain modules, the views, the handlers — sees these records and enums only. A field the
@@ -226,7 +226,8 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class CounterShard:
-    """One shard of the global counters (docs/design.md, "Counters"): summed by Repository.counter_totals."""
+    """One shard of the global counters (docs/design.md, "Counters"): summed by StatsReads.counter_totals
+    (dfd.core.reads)."""
 
     total_files: int = 0
     total_bytes_stored: int = 0

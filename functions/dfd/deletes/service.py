@@ -2,7 +2,7 @@
 
 * A processed upload (`stored`, `duplicate`) is ONE reference, counted on its tenant's reference item and on the
   content's live count (FileMetadata `live_refs`). Its delete is TWO calls: the upload's record read (GetItem),
-  then ONE transaction (Repository.commit_delete) that reads nothing else: the upload `deleted` (conditioned on
+  then ONE transaction (DeleteStore.commit_delete) that reads nothing else: the upload `deleted` (conditioned on
   the status read), -1 on the tenant's reference and -1 on the live count (each conditioned on being above 0,
   each marked for the reaper), `deleted_uploads` +1. A content whose count reaches 0 is TOMBSTONED — derived from
   the count, nothing else is written — and the reaper frees its bytes `DeleteGraceSeconds` after the last delete;
@@ -35,13 +35,13 @@ from dfd.core.errors import Conflict, ServiceUnavailable, TransactionRetryable
 from dfd.core.observability import logger
 from dfd.core.records import UploadRecord, UploadStatus
 from dfd.core.retry import CONFLICT_ATTEMPTS, Backoff
+from dfd.deletes.ports import UploadDeletion
 from dfd.queries.service import check_upload_id
 from dfd.uploads.ownership import owned_upload
-from dfd.uploads.ports import UploadDeletion
 
 if TYPE_CHECKING:
     from dfd.core.config import Settings
-    from dfd.core.repository import Repository
+    from dfd.deletes.ports import DeleteStore
     from dfd.identity.caller import Caller
     from dfd.uploads.multipart import MultipartService
 
@@ -59,7 +59,7 @@ class DeleteService:
     def __init__(
         self,
         settings: Settings,
-        repo: Repository,
+        repo: DeleteStore,
         multipart: MultipartService,
         *,
         now: Callable[[], datetime] = clock.now,

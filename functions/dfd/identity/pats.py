@@ -23,15 +23,18 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from dfd.core import clock
 from dfd.core.errors import Conflict, NotFound, TransactionRetryable, ValidationFailed
 from dfd.core.retry import CONFLICT_ATTEMPTS, Backoff
 from dfd.core.text import refuse_unknown
 from dfd.identity.caller import Caller, caller_from_claims
+from dfd.identity.ports import PersonalToken
+
+if TYPE_CHECKING:
+    from dfd.identity.ports import TokenStore, UserDirectory
 
 PREFIX = "dfd_pat_"
 TOKEN_ID = re.compile(r"[0-9a-f]{16}")
@@ -41,58 +44,6 @@ MAX_DAYS = 365
 MAX_TOKENS_PER_USER = 50
 MAX_NAME = 100
 _FIELDS = {"name", "expires_in_days"}
-
-
-@dataclass(frozen=True, slots=True)
-class PersonalToken:
-    """One personal access token's record (never the secret: its SHA-256)."""
-
-    token_id: str
-    owner: str  # the user's sub
-    username: str  # the user's name in the user pool (what the directory is asked with)
-    name: str
-    secret_hash: str
-    created_at: datetime
-    expires_at: datetime
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "id": self.token_id,
-            "name": self.name,
-            "created_at": clock.iso(self.created_at),
-            "expires_at": clock.iso(self.expires_at),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class DirectoryUser:
-    sub: str
-    groups: tuple[str, ...]
-
-
-class UserDirectory(Protocol):
-    def user(self, username: str) -> DirectoryUser | None:
-        """The user as the pool knows them now; None when deleted or disabled."""
-        ...
-
-
-class TokenStore(Protocol):
-    def add(self, token: PersonalToken, limit: int) -> bool:
-        """Writes a new record (its id is new) counted against its owner's tokens, in ONE conditional step: False,
-        writing nothing, when the owner holds `limit` tokens unexpired at ``token.created_at``. Repeating the same
-        add (a lost response) writes and counts it once. TransactionRetryable: a concurrent write of the count."""
-        ...
-
-    def get(self, token_id: str) -> PersonalToken | None: ...
-
-    def list_for(self, owner: str) -> list[PersonalToken]:
-        """The owner's tokens, oldest first."""
-        ...
-
-    def delete(self, token_id: str, owner: str) -> bool:
-        """Deletes the owner's token and uncounts it, in one step; False when there is no such token of this
-        owner."""
-        ...
 
 
 def secret_hash(token: str) -> str:

@@ -1,11 +1,15 @@
-"""What the ingest reads and commits through the repository (the contents aggregate: dfd.adapters.dynamo.contents
-and .reads): one consistent read, the object version it hashed, the uploader's tenant's share."""
+"""The contents aggregate's port: what the ingest reads and commits through the repository
+(dfd.adapters.dynamo.contents and .reads), and the payloads — one consistent read, the object version it hashed,
+the uploader's tenant's share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
 
-from dfd.core.records import EventRecord, FileRecord, TenantRef, UploadRecord, counts_stored, holds
+from dfd.core.reads import FileReads
+from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadRecord, counts_stored, holds
 
 
 @dataclass(frozen=True)
@@ -58,3 +62,85 @@ class TenantShare:
     def of(cls, tenant: str, ref: TenantRef | None, pending_bytes: int = 0) -> TenantShare:
         """The share as the tenant's reference item read says (None: absent)."""
         return cls(tenant, held=holds(ref), counted=counts_stored(ref), pending_bytes=pending_bytes)
+
+
+class IngestStore(FileReads, Protocol):
+    """What dfd.ingest.service reads and writes."""
+
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """The ingest's first read, ONE consistent read: the event record, the file record, the upload record
+        (with an upload id) and `tenant_hint`'s reference to the content (with an upload id and a hint)."""
+        ...
+
+    def get_event(self, event_key: str) -> EventRecord | None: ...
+
+    def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
+        """The claim of an object key that holds a stored copy (its `hash`), or None."""
+        ...
+
+    def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        """Record the version's outcome on its own (nothing else changes); False when already recorded."""
+        ...
+
+    def commit_stored(
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """In one transaction: the event (stored), the file record, the key's claim, the upload finished,
+        counted as a file stored, and (with a tenant) +1 upload on the tenant's reference, created when absent.
+        Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, TenantRefChanged, CommitRefused."""
+        ...
+
+    def commit_duplicate(
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """In one transaction: the event (duplicate), +1 upload on the file record, no claim on the key, the
+        upload finished (`duplicate`, or `stored` when its tenant did not hold the content), counted as a
+        duplicate avoided, and (with a tenant) +1 upload on the tenant's reference, created when absent.
+        Raises EventRecorded, KeyClaimed, FileVanished, FileIsThisObject, FileChanged, UploadTaken,
+        TenantRefChanged, CommitRefused."""
+        ...
+
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: FileRecord,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """Tombstoned content uploaded again, in one transaction: THIS object becomes the canonical copy of a new
+        generation (the record's s3_key/etag move here, its key is claimed, live again with one reference); the
+        tombstoned generation's object is handed to the reaper (`reap_key`/`reap_etag`). Conditioned on the record
+        still tombstoned at the generation read. Raises EventRecorded, KeyClaimed, FileChanged (resurrected or
+        reaped meanwhile: FileVanished), ReapPending, UploadTaken, TenantRefChanged."""
+        ...
+
+    def adopt_copy(
+        self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
+    ) -> None:
+        """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
+        the stored copy, in one transaction conditioned on the record still naming the lost object — the
+        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored` unless it is
+        deleted (`upload_deleted`, as read: its bytes still serve the content's other uploads, the upload stays
+        deleted). Raises FileChanged (the record moved on: item is the record now), UploadTaken (the upload was
+        deleted meanwhile: item is the upload now) or CommitRefused."""
+        ...

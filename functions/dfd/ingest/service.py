@@ -5,18 +5,18 @@ Flow per object (docs/design.md):
      upload id in the key says the PUT signed a SHA-256 (ids.hints_checksum) — a HeadObject asking for S3's
      stored full-object SHA-256, so a checksummed object costs no GetObject at all.
   2. Otherwise hash the body as it streams (ranged GETs in parallel, IfMatch the ETag, for large objects).
-  3. ONE consistent read of the state (Repository.ingest_state): the event record (at an upload key, the one
+  3. ONE consistent read of the state (IngestStore.ingest_state): the event record (at an upload key, the one
      its upload record carries), the file record for the hash, the upload record and — with the tenant hint the
      object's metadata carries (dfd.core.ids.tenant_metadata) — that tenant's reference to the content. S3's stored
      SHA-256 is trusted only when it equals the sha256 the upload record declared (the one its presigned URL
      signed, so S3 verified the body against it): any other stored checksum — an unsigned header, a trailer, a
      direct put — may name bytes the object does not hold, and the body is hashed instead (then the state is
      read again for that hash).
-  4. ONE transaction keyed on the event and the content: Repository.commit_stored (new content) or
+  4. ONE transaction keyed on the event and the content: IngestStore.commit_stored (new content) or
      commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo.codec).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
      is confirmed (HeadObject IfMatch its ETag). When it is lost, this object becomes the stored copy instead
-     (Repository.adopt_copy) and is kept: the last copy of a content is never deleted.
+     (IngestStore.adopt_copy) and is kept: the last copy of a content is never deleted.
 The repository's typed conflicts (dfd.ports) drive the retries: event already recorded → replay; key claimed by
 a stored copy → conflict (or canonical); file appeared → duplicate; file vanished → new; file is this very
 object → canonical (never deleted); upload already processed → rejected; a TransactionConflict or a refusal no
@@ -56,7 +56,7 @@ from dfd.ingest.ports import ObjectVersion, TenantShare
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.notifications import ObjectRef
-    from dfd.core.repository import Repository
+    from dfd.ingest.ports import IngestStore
 
 MAX_ATTEMPTS = INGEST_ATTEMPTS
 
@@ -109,7 +109,7 @@ class Ingestor:
     def __init__(
         self,
         settings: Settings,
-        repo: Repository,
+        repo: IngestStore,
         objects: ObjectStore,
         *,
         now: Callable[[], datetime] = clock.now,

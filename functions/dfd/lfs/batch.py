@@ -36,8 +36,8 @@ from dfd.uploads.service import DEFAULT_CONTENT_TYPE, UploadRequest, UploadServi
 
 if TYPE_CHECKING:
     from dfd.core.objects import ObjectStore
-    from dfd.core.repository import Repository
     from dfd.identity.caller import Caller
+    from dfd.lfs.ports import LfsStore
 
 MAX_OBJECTS = 100  # objects per batch request (git-lfs sends 100 at most: lfs.tq batch size)
 MEDIA_TYPE = "application/vnd.git-lfs+json"
@@ -95,7 +95,7 @@ class LfsService:
     def __init__(
         self,
         settings: Settings,
-        repo: Repository,
+        repo: LfsStore,
         objects: ObjectStore,
         uploads: UploadService,
         ingest: Callable[[ObjectRef], object],

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from dfd.core import clock
+from dfd.lfs.ports import Lock, LockExists
 
 if TYPE_CHECKING:
     from dfd.identity.caller import Caller
+    from dfd.lfs.ports import LockStore
     from dfd.lfs.request import LockQuery, Page
 
 
@@ -32,46 +33,6 @@ class LockError(Exception):
         self.status = status
         self.message = message
         self.lock = lock
-
-
-@dataclass(frozen=True, slots=True)
-class Lock:
-    repo_key: str  # <tenant>/<repo>
-    lock_id: str  # sha256 of the path (hex)
-    path: str
-    owner: str  # the locker's sub
-    owner_name: str
-    locked_at: datetime
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "id": self.lock_id,
-            "path": self.path,
-            "locked_at": clock.iso(self.locked_at),
-            "owner": {"name": self.owner_name},
-        }
-
-
-class LockExists(Exception):
-    def __init__(self, existing: Lock | None) -> None:
-        super().__init__("lock exists")
-        self.existing = existing
-
-
-class LockStore(Protocol):
-    def create(self, lock: Lock) -> None:
-        """Puts the lock unless one exists with its id: LockExists (with the existing lock) then."""
-        ...
-
-    def get(self, repo_key: str, lock_id: str) -> Lock | None: ...
-
-    def page(self, repo_key: str, limit: int, after: str | None) -> tuple[list[Lock], str | None]:
-        """Locks of a repository in id order after ``after``: (at most ``limit`` locks, the next cursor)."""
-        ...
-
-    def delete(self, lock: Lock) -> bool:
-        """Deletes the lock if it is still this very lock (same owner and time); False when it is not."""
-        ...
 
 
 def repo_key(tenant: str, repo: str) -> str:

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dfd.core.config import Settings
-    from dfd.core.repository import Repository
+    from dfd.core.reads import UsageReads
     from dfd.identity.caller import Caller
 
 
-def me(caller: Caller, repo: Repository, settings: Settings) -> dict[str, Any]:
+def me(caller: Caller, repo: UsageReads, settings: Settings) -> dict[str, Any]:
     """The caller as the API sees it. Limits of 0 mean unlimited (TenantQuotaBytes, TenantPendingLimit)."""
     return {
         "owner": caller.owner,

@@ -15,8 +15,8 @@ from dfd.queries.views import file_view, listed_upload_view, tenant_file_view, u
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.objects import ObjectStore
-    from dfd.core.repository import Repository
     from dfd.identity.caller import Caller
+    from dfd.queries.ports import QueryStore
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -57,7 +57,7 @@ class Queries:
     through its tenant's reference and uploads only of its tenant (or its own); "not yours" answers exactly like
     "does not exist" (404, same body), never 403; admins see the global records; /admin/* is admins only."""
 
-    def __init__(self, settings: Settings, repo: Repository, objects: ObjectStore | None = None) -> None:
+    def __init__(self, settings: Settings, repo: QueryStore, objects: ObjectStore | None = None) -> None:
         self._s = settings
         self._repo = repo
         self._objects = objects

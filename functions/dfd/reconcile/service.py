@@ -32,8 +32,7 @@ from dfd.reconcile.audit import Recount, proven_drift
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.objects import ListedObject, ObjectStore
-    from dfd.core.repository import Cursor, Repository
-    from dfd.reconcile.ports import IngestQueue
+    from dfd.reconcile.ports import Cursor, IngestQueue, ReconcileStore
 
 T = TypeVar("T")
 # a metric the run emits: name, value, unit (the handler hands them to Powertools Metrics)
@@ -151,7 +150,7 @@ class Reconciler:
     def __init__(
         self,
         settings: Settings,
-        repo: Repository,
+        repo: ReconcileStore,
         store: ObjectStore,
         queue: IngestQueue,
         *,

@@ -46,8 +46,8 @@ from dfd.uploads.ports import NewMultipart, NewUpload
 
 if TYPE_CHECKING:
     from dfd.core.objects import ObjectStore, PartInfo
-    from dfd.core.repository import Repository
     from dfd.identity.caller import Caller
+    from dfd.uploads.ports import MultipartStore
 
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 MAX_PARTS_PER_CALL = 100
@@ -95,7 +95,7 @@ class MultipartService:
     def __init__(
         self,
         settings: Settings,
-        repo: Repository,
+        repo: MultipartStore,
         objects: ObjectStore,
         *,
         now: Callable[[], datetime] = clock.now,

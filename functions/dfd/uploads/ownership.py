@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 from dfd.core.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
+    from dfd.core.reads import UploadReads
     from dfd.core.records import UploadRecord
-    from dfd.core.repository import Repository
     from dfd.identity.caller import Caller
 
 
-def owned_upload(repo: Repository, caller: Caller, upload_id: str, *, missing: str) -> UploadRecord:
+def owned_upload(repo: UploadReads, caller: Caller, upload_id: str, *, missing: str) -> UploadRecord:
     """The upload, when the caller may act on it: another tenant's (or an unknown, or one with no tenant — a
     direct put) is 404 `missing`, exactly as one that does not exist; another user's of the same tenant is 403
     `not_owner`; admins pass."""

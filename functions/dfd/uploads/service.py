@@ -23,8 +23,8 @@ from dfd.uploads.ports import NewUpload, PrecheckBound, PrecheckDuplicate
 
 if TYPE_CHECKING:
     from dfd.core.objects import ObjectStore
-    from dfd.core.repository import Repository
     from dfd.identity.caller import Caller
+    from dfd.uploads.ports import UploadStore
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 _FIELDS = {"filename", "size", "content_type", "sha256", "multipart", "part_size"}
@@ -105,7 +105,7 @@ class UploadService:
     def __init__(
         self,
         settings: Settings,
-        repo: Repository,
+        repo: UploadStore,
         objects: ObjectStore,
         *,
         now: Callable[[], datetime] = clock.now,

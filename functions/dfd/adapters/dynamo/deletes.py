@@ -13,7 +13,7 @@ from dfd.core.conflicts import DeleteRaced, ReferenceMissing
 from dfd.core.records import UploadStatus
 
 if TYPE_CHECKING:
-    from dfd.uploads.ports import UploadDeletion
+    from dfd.deletes.ports import UploadDeletion
 
 
 class Deletes(Store):

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.adapters.dynamo import from_item, to_item, translate
 from dfd.adapters.dynamo.base import condition_failed
 from dfd.core import clock
-from dfd.lfs.locks import Lock, LockExists
+from dfd.lfs.ports import Lock, LockExists
 
 
 class LockCodec:

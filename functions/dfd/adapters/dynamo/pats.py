@@ -28,7 +28,7 @@ from dfd.adapters.dynamo import from_item, to_item, translate
 from dfd.adapters.dynamo.base import CancelledTransaction, Plan, condition_failed, transact
 from dfd.core import clock
 from dfd.core.errors import ServiceUnavailable
-from dfd.identity.pats import PersonalToken
+from dfd.identity.ports import PersonalToken
 
 OWNER_INDEX = "OwnerIndex"
 TTL_GRACE_DAYS = 1

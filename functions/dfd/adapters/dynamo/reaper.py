@@ -16,7 +16,7 @@ from dfd.core.conflicts import CommitRefused
 
 if TYPE_CHECKING:
     from dfd.core.records import FileRecord, TenantRef
-    from dfd.core.repository import Cursor
+    from dfd.reconcile.ports import Cursor
 
 
 class Reaper(Store):

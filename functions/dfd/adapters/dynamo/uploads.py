@@ -15,7 +15,7 @@ from dfd.core.conflicts import CommitRefused, MultipartAttached, QuotaRefused
 from dfd.core.records import TenantUsage, UploadRecord, UploadStatus
 
 if TYPE_CHECKING:
-    from dfd.core.repository import Cursor
+    from dfd.reconcile.ports import Cursor
     from dfd.uploads.ports import NewMultipart, NewUpload
 
 _PENDING = UploadStatus.PENDING.value
