@@ -1,9 +1,8 @@
 """Wiring: settings → clients → adapters → domain services, built once per process on first use.
 
 Each factory imports its service when it is first called, so a function imports only what its first request
-needs: the read functions never load the ingest, upload, multipart or delete services (six services by now:
-importing them all at module level cost the metadata function ~15 ms of its cold start, docs/performance.md,
-target 7).
+needs: the read functions never load the ingest, upload, multipart or delete services (their cost to a cold
+start: docs/performance.md, target 7).
 """
 
 from __future__ import annotations

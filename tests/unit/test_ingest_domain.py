@@ -1,4 +1,4 @@
-"""The ingest decision and the upload service on in-memory ports (tests/unit/fakes.py): every outcome and
+"""The ingest decision and the upload service on in-memory ports (tests/unit/fakes/): every outcome and
 every retry path, in milliseconds. tests/integration runs the same flows on moto's DynamoDB and S3."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ What is compared, each side read from where it is defined:
   operations; every route is behind the JWT authorizer, every operation requires the bearer scheme;
 * parameters: the path's ``{name}`` segments, the query parameters a handler takes (``query_values``);
 * request and response fields: the field lists of dfd.uploads.service, dfd.uploads.multipart, dfd.queries.views,
-dfd.queries.service, dfd.ports;
+dfd.queries.service, dfd.uploads.ports;
 * statuses: the ones a handler answers (``json_response(N, ...)``, ``Response(status_code=N)``, the service
   answers it passes on), the error codes dfd raises with their statuses (every ``DfdError`` built in
   functions/dfd).

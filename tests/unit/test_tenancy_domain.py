@@ -1,4 +1,4 @@
-"""The tenant layer on the in-memory ports (tests/unit/fakes.py), through the domain services: the rules
+"""The tenant layer on the in-memory ports (tests/unit/fakes/), through the domain services: the rules
 table (Queries.metadata/download/stats/hashes, UploadService.create's precheck) for the owner, the same tenant,
 another tenant, an admin, a user in no tenant group and an upload made before tenants; the ingest's per-tenant
 decision (a cross-tenant duplicate is `stored` for its uploader, a same-tenant one `duplicate`); objects put

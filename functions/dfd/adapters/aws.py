@@ -2,16 +2,15 @@
 
 Each factory is cached; the client behind it is built on its first attribute access, or at init by
 `dfd.handlers.init_done` for the clients a function's first request needs, so a function that never calls S3
-(metadata, stats, hashes, and the ingest's presigner) never pays for building an S3 client: 33-46 ms CPU
-(median 40) of a metadata cold start, measured by bench row 7's harness (docs/performance.md, target 7), so
-LazyClient stays. `deps.reset()` clears the factories.
+(metadata, stats, hashes, and the ingest's presigner) never pays for building an S3 client (its cost to a cold
+start: docs/performance.md, target 7). `deps.reset()` clears the factories.
 
 Every client retries in botocore's standard mode within the attempts and timeouts of dfd.core.retry (the one retry
 policy: docs/retries.md).
 
-The clients are botocore's, made by one botocore session: boto3 would make the same clients, but importing it
-(with s3transfer, which it imports) costs ~25 ms of every cold start (docs/performance.md, target 7), and the
-functions use nothing of it beyond the clients.
+The clients are botocore's, made by one botocore session: boto3 would make the same clients, but the functions
+never import it (nor s3transfer, which it imports: docs/performance.md, target 7) and use nothing of it beyond
+the clients.
 """
 
 from __future__ import annotations

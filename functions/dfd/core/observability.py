@@ -1,9 +1,7 @@
 """Powertools Logger, Tracer and Metrics shared by every function (service/namespace from the environment).
 
 Powertools' Tracer imports the X-Ray SDK as it is built (auto_patch or not), and outside Lambda the SDK then
-builds two botocore clients for its sampler: 11-19 ms CPU (median 15) of an unsampled Lambda cold start as
-measured by bench row 7's harness (docs/performance.md, target 7; so this provider stays), ~100 ms of every
-local process.
+builds two botocore clients for its sampler (their cost to a cold start: docs/performance.md, target 7).
 The Tracer here gets a provider that imports the SDK on the first traced invocation instead, and never when
 tracing is off (POWERTOOLS_TRACE_DISABLED, AWS_XRAY_SDK_ENABLED=false, or outside Lambda) or when Lambda did not
 sample the invocation (`Sampled=0` in its trace header: the SDK would record into a dummy subsegment that is

@@ -30,8 +30,8 @@ from typing import Any
 BOTOCORE_THROTTLING_SCALE = 1.0
 BOTOCORE_MAX_BACKOFF = 20.0
 
-# the local stack's emulator answers in up to ~2 s what DynamoDB answers in 30 ms (docs/performance.md): its
-# timeouts are this many times AWS's (the budgets are AWS's)
+# the local stack's emulator answers far slower than DynamoDB (docs/performance.md): its timeouts are this many
+# times AWS's (the budgets are AWS's)
 EMULATOR_TIMEOUT_FACTOR = 10
 
 

@@ -1,11 +1,11 @@
 """Strings that came from a client, made safe to echo in a response and to write into a log line.
 
-Three faults of echoing input as it came: no bound (a 4.8 MB body of unknown field names became a
-6.8 MB response, over Lambda's 6 MB limit, and a 2.8 MB log line), unpaired surrogates (``"\\ud800"`` is a valid
-JSON string escape, so ``json.loads`` yields a lone surrogate that no UTF-8 writer accepts: the logger failed and the
-400 was never logged), and control characters (a field name holding ESC sequences or a newline, shown as sent by a
-client that prints the message, or a log viewer). :func:`echo` fixes all three for one string;
-:func:`refuse_unknown` is the one answer to unknown fields of a JSON body.
+What is echoed is bounded (a body of many unknown field names never makes a response over Lambda's 6 MB limit,
+nor a log line as large), holds no unpaired surrogate (``"\\ud800"`` is a valid JSON string escape, so
+``json.loads`` yields a lone surrogate that no UTF-8 writer accepts), and no control character (a field name
+holding ESC sequences or a newline, shown as sent by a client that prints the message, or a log viewer).
+:func:`echo` holds all three for one string; :func:`refuse_unknown` is the one answer to unknown fields of a JSON
+body.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 hand-written event (operators' replays). Each object goes through the exactly-once ingest decision.
 
 The records of an SQS batch are ingested concurrently, RECORD_WORKERS at a time: a small object's ingest is
-three to four AWS round trips (~45 ms) and a few ms of CPU, so one instance moves ~5 times the records a
-sequential loop would, until its vCPU binds (docs/scaling.md). Powertools' AsyncBatchProcessor runs one
+three to four AWS round trips and little CPU, so one instance moves several times the records a sequential loop
+would, until its vCPU binds (docs/scaling.md). Powertools' AsyncBatchProcessor runs one
 coroutine per record and reports each failed record on its own (`batchItemFailures`); each coroutine hands its
 record to a thread of a bounded pool. Correctness does not depend on the order: each record is one independent,
 idempotent ingest (the same event, or the same content, twice in one batch is resolved by DynamoDB's

@@ -17,7 +17,7 @@ Flow per object (docs/design.md):
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
      is confirmed (HeadObject IfMatch its ETag). When it is lost, this object becomes the stored copy instead
      (IngestStore.adopt_copy) and is kept: the last copy of a content is never deleted.
-The repository's typed conflicts (dfd.ports) drive the retries: event already recorded → replay; key claimed by
+The repository's typed conflicts (dfd.core.conflicts) drive the retries: event already recorded → replay; key claimed by
 a stored copy → conflict (or canonical); file appeared → duplicate; file vanished → new; file is this very
 object → canonical (never deleted); upload already processed → rejected; a TransactionConflict or a refusal no
 condition explains → backoff (dfd.core.retry: throttling and transient errors are botocore's to retry, and what it
