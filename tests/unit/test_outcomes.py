@@ -1,4 +1,4 @@
-"""Outcome events from committed changes (dfd.events.outcomes, dfd.events.publisher) on the in-memory ports: every
+"""Outcome events from committed changes (dfd.events.outcomes, dfd.adapters.publisher) on the in-memory ports: every
 transition of every path the fakes model (the API's register, 409 precheck, delete and cancel; the ingest's stored,
 duplicate, cross-tenant duplicate, resurrection and replay; the reconcile's expire and fail) emits exactly one event, a
 write that changed nothing emits none, and a re-delivered change carries the same event_id."""
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from dfd.adapters.publisher import publish
 from dfd.core.config import Settings
 from dfd.core.notifications import ObjectRef
 from dfd.core.records import FileRecord, UploadRecord, UploadStatus
 from dfd.deletes.service import DeleteService
 from dfd.events.outcomes import DetailType, OutcomeEvent, event_id, file_events, upload_events
-from dfd.events.publisher import publish
 from dfd.identity.caller import Caller
 from dfd.ingest.service import Ingestor, Outcome
 from dfd.uploads.multipart import MultipartService

@@ -1,5 +1,6 @@
-"""The outbox's publisher: a batch of stream records (the committed changes of uploads and contents) in, their
-outcomes (dfd.events.outcomes) out to the event bus, and which records must be delivered again.
+"""The outbox's publisher: a batch of DynamoDB stream records (the committed changes of uploads and contents,
+parsed by the adapter's codec) in, their outcomes (dfd.events.outcomes) out to the event bus (an EventSink:
+dfd.adapters.eventbridge), and which records must be delivered again.
 
 Records are published in stream order, all of a batch's events in few PutEvents calls (10 entries each); an
 entry the bus refused is retried (bounded), and a record any of whose events is still unpublished is reported
