@@ -1,5 +1,5 @@
 """The LFS adapters on moto with the template's tables (dfd.adapters.dynamo.pats, dfd.adapters.dynamo.locks) behave as
-the in-memory stores the unit tests use (tests/unit/lfs_fakes.py), and POST/GET/DELETE /me/tokens through their
+the in-memory stores the unit tests use (tests/unit/fakes/lfs.py), and POST/GET/DELETE /me/tokens through their
 handler: a token made there is accepted by the /lfs credential check until it is revoked."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dfd.lfs.locks import LockService, lock_id
 from dfd.lfs.ports import Lock, LockExists
 from tests.integration.conftest import Aws
 from tests.support import ADMIN, ALICE, BOB, CAROL, api_event, call
-from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
+from tests.unit.fakes.lfs import FakeDirectory, FakeLockStore, FakeTokenStore
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService
 from dfd.identity.ports import PersonalToken
 from tests.integration.conftest import Aws
 from tests.support import ALICE, BOB, api_event, call
-from tests.unit.lfs_fakes import FakeDirectory
+from tests.unit.fakes.lfs import FakeDirectory
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ from dfd.identity.jwtverify import JwtVerifier
 from dfd.identity.pats import PatService
 from dfd.lfs.locks import LockService
 from tests.support import ALICE, LambdaContext, api_event
-from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
+from tests.unit.fakes.lfs import FakeDirectory, FakeLockStore, FakeTokenStore
 
 ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TEST"
 CLIENT = "testclient0000000000000000"

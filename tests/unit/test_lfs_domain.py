@@ -23,8 +23,8 @@ from dfd.lfs.locks import LockError, LockService
 from dfd.lfs.request import LockQuery, Page
 from dfd.uploads.service import UploadService
 from tests.support import ALICE, BOB, CAROL, ApiUser
+from tests.unit.fakes.lfs import FakeDirectory, FakeLockStore, FakeTokenStore
 from tests.unit.ingest_world import BUCKET, NOW, World
-from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
 
 BASE = "https://api.example"
 GIB = 1024**3

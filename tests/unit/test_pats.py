@@ -16,7 +16,7 @@ from dfd.core.text import ECHO_CHARS, ECHO_ITEMS, printable
 from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService, parse_create
 from dfd.identity.ports import PersonalToken
 from tests.support import ALICE, BOB
-from tests.unit.lfs_fakes import FakeDirectory, FakeTokenStore
+from tests.unit.fakes.lfs import FakeDirectory, FakeTokenStore
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The user directory of personal access tokens (dfd.identity.pats.UserDirectory): the Cognito user pool.
+"""The user directory of personal access tokens (dfd.identity.ports.UserDirectory): the Cognito user pool.
 
 A token's user is looked up by username (AdminGetUser: its sub and whether it is enabled; AdminListGroupsForUser:
 its groups) and the answer kept CACHE_SECONDS per process, so a git push's dozens of requests cost the pool one

@@ -1,4 +1,4 @@
-"""DynamoDB adapter of Git LFS locks (dfd.lfs.locks.LockStore): the LfsLocks table.
+"""DynamoDB adapter of Git LFS locks (dfd.lfs.ports.LockStore): the LfsLocks table.
 
 One item kind, one codec: ``repo_key`` (HASH, ``<tenant>/<repo>``) and ``lock_id`` (RANGE, the SHA-256 of the
 path) → path, owner, owner_name, locked_at. A lock is created by a conditional put (no item with its key yet)

@@ -1,4 +1,4 @@
-"""DynamoDB adapter of personal access tokens (dfd.identity.pats.TokenStore): the LfsTokens table.
+"""DynamoDB adapter of personal access tokens (dfd.identity.ports.TokenStore): the LfsTokens table.
 
 Two item kinds, a codec each:
 

@@ -1,4 +1,4 @@
-"""In-memory stores of the LFS ports (dfd.identity.pats.TokenStore, dfd.lfs.locks.LockStore) for the unit tests."""
+"""In-memory stores of the LFS ports (dfd.identity.ports.TokenStore, dfd.lfs.ports.LockStore) for the unit tests."""
 
 from __future__ import annotations
 
