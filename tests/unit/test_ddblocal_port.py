@@ -30,4 +30,3 @@ def test_a_reserved_port_is_refused_to_any_other_bind_and_given_to_the_listener_
                 late.bind(("127.0.0.1", port))
     finally:
         reservation.close()
-
