@@ -1,4 +1,6 @@
-"""moto `mock_aws` environment with the resources the template defines, and the dfd wiring reset."""
+"""The template's resources for the integration tests: its tables on AWS's DynamoDB Local (one per test process,
+each test's tables under names of their own), everything else on moto's in-process `mock_aws`; the dfd wiring
+reset. The reconcile workflow's tests (`emulator`, `local`) run on one moto server, its DynamoDB included."""
 
 from __future__ import annotations
 
@@ -35,20 +37,54 @@ def template_model() -> LocalModel:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel) -> Iterator[Aws]:
+def aws(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel, dynamodb_local: DynamoDBLocal) -> Iterator[Aws]:
+    """The template's tables on DynamoDB Local (the engine of make run and of AWS's API), its queues and bucket on
+    moto; the handlers' clients reach both (AWS_ENDPOINT_URL_DYNAMODB names DynamoDB Local)."""
     serialize_moto(monkeypatch)
     for name, value in TEST_ENV.items():
         monkeypatch.setenv(name, value)
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
+    model = own_tables(monkeypatch, template_model, dynamodb_local)
     deps.reset()
     with mock_aws():
-        resources = template_resources(template_model, boto3.client)
+        resources = template_resources(model, boto3.client)
         ddb, s3, sqs = boto3.client("dynamodb"), boto3.client("s3"), boto3.client("sqs")
-        env = Aws(Settings.from_env(), s3, ddb, sqs, resources.queues["IngestQueue"].url)
+        env = Aws(Settings.from_env(), s3, ddb, sqs, resources.queues["IngestQueue"].url, model)
         env.drain()  # the s3:TestEvent sent when the notification was configured
-        yield env
+        try:
+            yield env
+        finally:
+            drop_tables(ddb, model)
     deps.reset()
+
+
+def own_tables(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel, engine: DynamoDBLocal) -> LocalModel:
+    """The model with its tables renamed for one test (created by the caller, deleted by :func:`drop_tables`: no
+    test sees another's items, even one whose teardown did not run), the environment naming them and DynamoDB
+    Local. Without their TTL: DynamoDB Local deletes expired items as DynamoDB does, and the tests' clocks are
+    fixed in the past, so their items would vanish at the sweeper's whim (TTL deletion is DynamoDB's background
+    cleanup, no condition the service relies on)."""
+    suffix = "-" + uuid.uuid4().hex[:8]
+    tables = {
+        logical_id: dataclasses.replace(
+            table,
+            name=table.name + suffix,
+            properties={k: v for k, v in table.properties.items() if k != "TimeToLiveSpecification"},
+        )
+        for logical_id, table in template_model.tables.items()
+    }
+    renamed = {table.name: table.name + suffix for table in template_model.tables.values()}
+    for name, value in TEST_ENV.items():
+        monkeypatch.setenv(name, renamed.get(value, value))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", engine.url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", engine.url)
+    return dataclasses.replace(template_model, tables=tables)
+
+
+def drop_tables(client: Any, model: LocalModel) -> None:
+    for table in model.tables.values():
+        client.delete_table(TableName=table.name)
 
 
 @pytest.fixture(scope="session")
@@ -64,22 +100,8 @@ def dynamodb_local() -> Iterator[DynamoDBLocal]:
 def local_dynamodb(
     monkeypatch: pytest.MonkeyPatch, template_model: LocalModel, dynamodb_local: DynamoDBLocal
 ) -> Iterator[tuple[Any, Settings]]:
-    """The template's tables on DynamoDB Local, created for the test under names of its own (deleted after: no test
-    sees another's items, even one whose teardown did not run), and the settings naming them. Without their TTL:
-    DynamoDB Local deletes expired items as DynamoDB does, and the tests' clock is fixed in the past, so their items
-    would vanish at the sweeper's whim (TTL deletion is DynamoDB's background cleanup, no condition of the contract)."""
-    suffix = "-" + uuid.uuid4().hex[:8]
-    tables = [
-        dataclasses.replace(
-            table,
-            name=table.name + suffix,
-            properties={k: v for k, v in table.properties.items() if k != "TimeToLiveSpecification"},
-        )
-        for table in template_model.tables.values()
-    ]
-    renamed = {table.name: table.name + suffix for table in template_model.tables.values()}
-    for name, value in TEST_ENV.items():
-        monkeypatch.setenv(name, renamed.get(value, value))
+    """The template's tables alone on DynamoDB Local (:func:`own_tables`), and the settings naming them."""
+    model = own_tables(monkeypatch, template_model, dynamodb_local)
     client = boto3.client(
         "dynamodb",
         endpoint_url=dynamodb_local.url,
@@ -87,13 +109,12 @@ def local_dynamodb(
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
-    for table in tables:
+    for table in model.tables.values():
         _create_table(client, table, Resources())
     try:
         yield client, Settings.from_env()
     finally:
-        for table in tables:
-            client.delete_table(TableName=table.name)
+        drop_tables(client, model)
 
 
 class _Quiet(WSGIRequestHandler):

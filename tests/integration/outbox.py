@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def in_process_client(service: str) -> Any:
-    """A client of in-process moto: DynamoDB Streams at its regional endpoint (botocore would send its calls to
-    <account>.streams-ddb..., which moto does not answer)."""
+    """A client of the test's services: in-process moto, DynamoDB and its streams on DynamoDB Local (the ``aws``
+    fixture's AWS_ENDPOINT_URL_DYNAMODB*); DynamoDB Streams at its regional endpoint otherwise (botocore would send
+    its calls to <account>.streams-ddb..., which moto does not answer)."""
     config = Config(account_id_endpoint_mode="disabled") if service == "dynamodbstreams" else None
     return boto3.client(service, config=config)  # type: ignore[call-overload]
 

@@ -285,6 +285,7 @@ class Aws:
     ddb: Any
     sqs: Any
     queue_url: str
+    model: LocalModel  # the template's resources as this test's names them
 
     def audit(self, *, settled: bool = True) -> Report:
         return audit(self.ddb, self.s3, self.settings, settled=settled)

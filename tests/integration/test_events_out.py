@@ -1,4 +1,4 @@
-"""Events out on moto's DynamoDB streams: the API and the ingest write, the tables' streams carry the committed
+"""Events out on DynamoDB Local's streams: the API and the ingest write, the tables' streams carry the committed
 changes, the stream event source mapping (dfdlocal.streams) runs the publisher, EventBridge routes every event
 to the local `dfd-events` queue. A storm with replays ends with event counts equal to the audit's counts and no
 event_id twice; a publisher crash between two PutEvents calls re-publishes the same event_ids only."""
@@ -17,17 +17,19 @@ import requests
 
 from dfd import deps
 from dfd.adapters.eventbridge import EventBridgeSink
+from dfd.adapters.publisher import Tables
 from dfd.handlers import ingest, publisher, upload
-from dfdlocal.template import LocalModel
 from tests.integration.outbox import Outbox, in_process_client, kinds
 from tests.integration.support import Aws, delete
 from tests.support import ALICE, BOB, CAROL, ApiUser, LambdaContext, api_event, call, sqs_batch
 
 
 @pytest.fixture
-def outbox(aws: Aws, template_model: LocalModel) -> Iterator[Outbox]:
+def outbox(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[Outbox]:
     deps.reset()
-    yield Outbox(template_model, in_process_client)
+    # the publisher reads its table names once, at init, as on Lambda: this test's own (tests.integration.conftest)
+    monkeypatch.setattr(publisher, "TABLES", Tables(aws.settings.uploads_table, aws.settings.files_table))
+    yield Outbox(aws.model, in_process_client)
 
 
 def post(data: bytes, user: ApiUser = ALICE, **extra: Any) -> tuple[int, dict[str, Any]]:
