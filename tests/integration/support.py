@@ -344,7 +344,7 @@ def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def bench_rows(row: str, tmp_path: Path, *, timeout: float) -> list[dict[str, Any]]:
-    """``scripts/bench --only ROW --quick`` in its own process, which must exit 0: the rows it writes as JSON."""
+    """``bench/run --only ROW --quick`` in its own process, which must exit 0: the rows it writes as JSON."""
     out = tmp_path / "bench.json"
     command = [sys.executable, "-m", "dfdbench", "--only", row, "--quick", "--json", str(out)]
     root = Path(__file__).resolve().parents[2]
