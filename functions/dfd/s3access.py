@@ -86,28 +86,37 @@ def parse_key(key: str) -> tuple[str, str, str] | None:
     return tenant, owner, parts[2]
 
 
-def session_policy(bucket: str, prefix: str, partition: str = "aws") -> dict[str, Any]:
+def session_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn: str = "") -> dict[str, Any]:
     """The session policy of one caller's credentials: write and multipart calls on ``<bucket>/<prefix>*``,
-    and listing of the bucket with an ``s3:prefix`` inside the prefix; nothing else."""
+    and listing of the bucket with an ``s3:prefix`` inside the prefix; with the bucket's customer-managed
+    key (``kms_key_arn``), the use S3 makes of it for these writes (the role allows it through S3 only)."""
     parsed = parse_key(prefix + "x")
     if parsed is None or prefix_for(parsed[0], parsed[1]) != prefix:
         raise ValueError(f"not a caller's prefix: {prefix!r}")
     bucket_arn = f"arn:{partition}:s3:::{bucket}"
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "WriteOwnPrefix",
+            "Effect": "Allow",
+            "Action": list(OBJECT_ACTIONS),
+            "Resource": f"{bucket_arn}/{prefix}*",
+        },
+        {
+            "Sid": "ListOwnPrefix",
+            "Effect": "Allow",
+            "Action": LIST_ACTION,
+            "Resource": bucket_arn,
+            "Condition": {"StringLike": {"s3:prefix": f"{prefix}*"}},
+        },
+    ]
+    if kms_key_arn:
+        # an SSE-KMS PutObject needs GenerateDataKey; CreateMultipartUpload and UploadPart need Decrypt too
+        statements.append(
             {
-                "Sid": "WriteOwnPrefix",
+                "Sid": "BucketKey",
                 "Effect": "Allow",
-                "Action": list(OBJECT_ACTIONS),
-                "Resource": f"{bucket_arn}/{prefix}*",
-            },
-            {
-                "Sid": "ListOwnPrefix",
-                "Effect": "Allow",
-                "Action": LIST_ACTION,
-                "Resource": bucket_arn,
-                "Condition": {"StringLike": {"s3:prefix": f"{prefix}*"}},
-            },
-        ],
-    }
+                "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+                "Resource": kms_key_arn,
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}

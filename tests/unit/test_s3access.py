@@ -105,3 +105,12 @@ def test_the_session_policy_allows_writes_and_multipart_under_the_prefix_and_lis
 def test_a_session_policy_names_a_caller_s_prefix_only(prefix: str) -> None:
     with pytest.raises(ValueError):
         session_policy("b", prefix)
+
+
+def test_with_the_bucket_s_key_the_session_may_use_it() -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/0000"
+    statements = session_policy("b", prefix_for("acme", "u"), kms_key_arn=key)["Statement"]
+    assert statements[:2] == session_policy("b", prefix_for("acme", "u"))["Statement"]
+    assert statements[2:] == [
+        {"Sid": "BucketKey", "Effect": "Allow", "Action": ["kms:GenerateDataKey", "kms:Decrypt"], "Resource": key}
+    ]
