@@ -77,6 +77,8 @@ def _environ(remote: str, method: str = "POST", **extra: str) -> dict[str, Any]:
             False,
         ),
         (_environ("192.0.2.7", "PUT", QUERY_STRING="X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab"), True),
+        # temporary (STS-issued) credentials: the guard checks them (dfdlocal.s3session), from anywhere
+        (_environ("192.0.2.7", "PUT", HTTP_AUTHORIZATION="AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20260101/..."), True),
         (_environ("192.0.2.7", "OPTIONS", PATH_INFO="/dfd-file-service/uploads/x"), True),
         (_environ("192.0.2.7", "GET", PATH_INFO="/us-east-1_abc/.well-known/jwks.json"), True),
     ],
