@@ -31,6 +31,7 @@ from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.persist import PersistCognito, PersistS3
 from dfdlocal.s3auth import PresignedS3Guard
 from dfdlocal.s3session import IssuedCredentialsGuard, moto_role_policies, moto_sessions, names_temporary_key
+from dfdlocal.stspersist import PersistSts
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, RoleDef, TableDef
 
 if TYPE_CHECKING:
@@ -215,8 +216,8 @@ def make_emulator_server(
 ) -> BaseWSGIServer:
     """moto's server app on an already bound socket (call after :func:`prepare_environment`); with ``dynamodb``
     (host, port of DynamoDB Local) its DynamoDB and DynamoDB Streams requests go there, else to moto (serialized);
-    with ``data_dir`` every change to S3 objects and to the user pools is kept there before it is answered
-    (dfdlocal.persist)."""
+    with ``data_dir`` every change to S3 objects and to the user pools, and the credentials STS issues, are kept
+    there before they are answered (dfdlocal.persist, dfdlocal.stspersist)."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -241,6 +242,8 @@ def make_emulator_server(
     verified = IssuedCredentialsGuard(VerifyPresigned(store), moto_sessions(ACCOUNT_ID), moto_role_policies(ACCOUNT_ID))
     tables: WSGIApplication = SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
     users = tables if data_dir is None else PersistCognito(tables, data_dir, COGNITO_TARGET_PREFIX)
+    if data_dir is not None:  # the credentials STS issued (dfdlocal.stspersist)
+        users = PersistSts(users, data_dir)
     app = LoopbackApi(CognitoCors(users))
     host, port = sock.getsockname()[:2]
     return make_server(host, port, app, threaded=True, request_handler=QuietMotoRequestHandler, fd=sock.fileno())

@@ -386,3 +386,54 @@ def test_a_decoded_length_other_than_the_body_s_is_refused(stack: Emulator) -> N
     request = _signed(credentials, ALICE + "short", encoded, sigv4.STREAMING_UNSIGNED_TRAILER, headers)
     response = requests.put(request.url, data=encoded, headers=dict(request.headers), timeout=10)
     assert (response.status_code, _code(response)) == (400, "IncompleteBody")
+
+
+# --------------------------------------------------------------------------------------------------------
+# A restart of the local stack
+# --------------------------------------------------------------------------------------------------------
+def test_issued_credentials_survive_a_restart_until_they_expire(stack: Emulator, tmp_path: Any) -> None:
+    """What the stack keeps in its data directory (dfdlocal.stspersist) and puts back at start."""
+    from moto.sts.models import sts_backends
+
+    from dfdlocal import stspersist
+
+    credentials, expired = issue(stack), issue(stack, prefix=BOB)
+    for role in sts_backends[ACCOUNT_ID]["aws"].assumed_roles:
+        if role.access_key_id == expired["AccessKeyId"]:
+            role.expiration = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=1)
+    stspersist.save_sessions(tmp_path)
+    assert (tmp_path / stspersist.STS_SESSIONS).stat().st_mode & 0o777 == 0o600
+    urlopen(Request(stack.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()  # the restart
+    stack.client("s3").create_bucket(Bucket=BUCKET)
+    for role in stack.model.roles.values():
+        _create_role(stack.client("iam"), role)
+    refused(
+        lambda: s3(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"), 403, "InvalidAccessKeyId"
+    )
+
+    assert stspersist.restore_sessions(tmp_path) == 1  # the expired one is gone
+    s3(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x")
+    assert stored(stack, ALICE + "f") == b"x"
+    refused(lambda: s3(stack, credentials).put_object(Bucket=BUCKET, Key=BOB + "f", Body=b"x"), 403, "AccessDenied")
+    refused(lambda: s3(stack, expired).put_object(Bucket=BUCKET, Key=BOB + "f", Body=b"x"), 403, "InvalidAccessKeyId")
+    assert stspersist.restore_sessions(tmp_path) == 0  # already there
+
+
+def test_every_successful_sts_call_saves_the_sessions(stack: Emulator, tmp_path: Any) -> None:
+    from dfdlocal import stspersist
+
+    credentials = issue(stack)
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response(environ["answer"], [])
+        return [b"<AssumeRoleResponse/>"]
+
+    saved = tmp_path / stspersist.STS_SESSIONS
+    middleware = stspersist.PersistSts(app, tmp_path)
+    sts = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=x"
+    s3_call = sts.replace("/sts/", "/s3/")
+    for authorization, answer in ((s3_call, "200 OK"), (sts, "403 Forbidden")):
+        b"".join(middleware({"HTTP_AUTHORIZATION": authorization, "answer": answer}, lambda *a: None))
+        assert not saved.exists()
+    b"".join(middleware({"HTTP_AUTHORIZATION": sts, "answer": "200 OK"}, lambda *a: None))
+    assert [kept["access_key_id"] for kept in json.loads(saved.read_text())] == [credentials["AccessKeyId"]]
