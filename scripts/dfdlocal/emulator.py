@@ -30,7 +30,7 @@ from dfdlocal.ddblocal import ForwardDynamoDB
 from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.persist import PersistCognito, PersistS3
 from dfdlocal.s3auth import PresignedS3Guard
-from dfdlocal.s3session import IssuedCredentialsGuard, moto_role_policies, moto_sessions, names_temporary_key
+from dfdlocal.s3session import IssuedCredentialsGuard, is_temporary_s3_request, moto_role_policies, moto_sessions
 from dfdlocal.stspersist import PersistSts
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, RoleDef, TableDef
 
@@ -169,14 +169,14 @@ def _is_loopback_peer(address: str) -> bool:
 
 
 def is_public_request(environ: WSGIEnvironment) -> bool:
-    """What AWS answers anyone on the internet: presigned S3 requests (verified by the guard), requests signed
-    with temporary credentials (verified by IssuedCredentialsGuard), CORS preflights, Cognito's unauthenticated
+    """What AWS answers anyone on the internet: presigned S3 requests (verified by the guard), S3 requests
+    signed with temporary credentials (verified by IssuedCredentialsGuard), CORS preflights, Cognito's unauthenticated
     user-pool calls and its published keys. Everything else on the emulator is its API, open to whoever holds
     the public emulator credentials."""
     method = environ.get("REQUEST_METHOD", "")
     if method == "OPTIONS" or "X-Amz-Signature=" in str(environ.get("QUERY_STRING", "")):
         return True
-    if names_temporary_key(environ):
+    if is_temporary_s3_request(environ):
         return True
     if method == "POST" and not environ.get("HTTP_AUTHORIZATION"):
         return str(environ.get("HTTP_X_AMZ_TARGET", "")) in COGNITO_PUBLIC_ACTIONS
@@ -238,9 +238,15 @@ def make_emulator_server(
     _cache_module_listing()
     dispatcher = DomainDispatcherApplication(create_backend_app)
     store: WSGIApplication = dispatcher if data_dir is None else PersistS3(dispatcher, data_dir)
-    # requests signed with credentials the emulator's STS issued (dfd/s3access.py's), then presigned ones
-    verified = IssuedCredentialsGuard(VerifyPresigned(store), moto_sessions(ACCOUNT_ID), moto_role_policies(ACCOUNT_ID))
-    tables: WSGIApplication = SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
+    verified = VerifyPresigned(store)
+    forwarded: WSGIApplication = (
+        SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
+    )
+    # requests signed with credentials the emulator's STS issued (dfd/s3access.py's) are checked before any
+    # service sees them, DynamoDB's forwarding included: they are for S3 only
+    tables: WSGIApplication = IssuedCredentialsGuard(
+        forwarded, moto_sessions(ACCOUNT_ID), moto_role_policies(ACCOUNT_ID)
+    )
     users = tables if data_dir is None else PersistCognito(tables, data_dir, COGNITO_TARGET_PREFIX)
     if data_dir is not None:  # the credentials STS issued (dfdlocal.stspersist)
         users = PersistSts(users, data_dir)

@@ -223,10 +223,17 @@ def _headers(environ: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
-def names_temporary_key(environ: Mapping[str, Any]) -> bool:
-    """Whether the request is header-signed with temporary (STS) credentials."""
-    key = sigv4.access_key_of(str(environ.get("HTTP_AUTHORIZATION", "")))
-    return key is not None and key.startswith(TEMPORARY_KEY_PREFIX)
+def is_temporary_s3_request(environ: Mapping[str, Any]) -> bool:
+    """Whether the request is an S3 request header-signed with temporary (STS) credentials (what
+    :class:`IssuedCredentialsGuard` checks before any service sees it)."""
+    authorization = str(environ.get("HTTP_AUTHORIZATION", ""))
+    key = sigv4.access_key_of(authorization)
+    return (
+        key is not None
+        and key.startswith(TEMPORARY_KEY_PREFIX)
+        and "/s3/aws4_request" in authorization
+        and "HTTP_X_AMZ_TARGET" not in environ
+    )
 
 
 class IssuedCredentialsGuard:
@@ -267,7 +274,7 @@ class IssuedCredentialsGuard:
                 403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records."
             )
         auth = sigv4.parse_authorization(authorization)
-        if auth.service != "s3":
+        if auth.service != "s3" or "HTTP_X_AMZ_TARGET" in environ:  # S3's API names no X-Amz-Target
             raise Refused(403, "AccessDenied", "these credentials are for S3 only")
         method = str(environ["REQUEST_METHOD"])
         raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI") or quote(str(environ.get("PATH_INFO", "")))

@@ -186,6 +186,11 @@ def test_the_credentials_are_for_s3_only(stack: Emulator) -> None:
         config=Config(retries={"max_attempts": 1}),
     )
     refused(dynamodb.list_tables, 403, None)
+    # signed for S3 but naming a DynamoDB operation: refused before DynamoDB's forwarding sees it
+    target = {"X-Amz-Target": "DynamoDB_20120810.Scan"}
+    request = _signed(credentials, "", b"{}", hashlib.sha256(b"{}").hexdigest(), target, method="POST", path="/")
+    response = requests.post(request.url, data=b"{}", headers=dict(request.headers), timeout=10)
+    assert (response.status_code, _code(response)) == (403, "AccessDenied")
 
 
 def test_expired_credentials_are_refused(stack: Emulator) -> None:
@@ -250,9 +255,16 @@ class _Payload(S3SigV4Auth):
 
 
 def _signed(
-    credentials: dict[str, Any], key: str, body: Any, payload: str, headers: dict[str, str] | None = None
+    credentials: dict[str, Any],
+    key: str,
+    body: Any,
+    payload: str,
+    headers: dict[str, str] | None = None,
+    method: str = "PUT",
+    path: str | None = None,
 ) -> AWSRequest:
-    request = AWSRequest(method="PUT", url=f"{_ENDPOINT[0]}/{BUCKET}/{quote(key)}", data=body, headers=headers or {})
+    url = _ENDPOINT[0] + (path if path is not None else f"/{BUCKET}/{quote(key)}")
+    request = AWSRequest(method=method, url=url, data=body, headers=headers or {})
     creds = Credentials(credentials["AccessKeyId"], credentials["SecretAccessKey"], credentials["SessionToken"])
     _Payload(creds, payload).add_auth(request)
     return request
