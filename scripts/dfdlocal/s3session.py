@@ -255,13 +255,10 @@ class IssuedCredentialsGuard:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         authorization = str(environ.get("HTTP_AUTHORIZATION", ""))
         key = sigv4.access_key_of(authorization)
-        if key is None:
-            return self.app(environ, start_response)
-        session = self.sessions(key)
-        if session is None and not key.startswith(TEMPORARY_KEY_PREFIX):
-            return self.app(environ, start_response)  # the stack's own credentials: as before
+        if key is None or not key.startswith(TEMPORARY_KEY_PREFIX):
+            return self.app(environ, start_response)  # the stack's own credentials, presigned URLs: as before
         try:
-            self._verify(environ, authorization, session)
+            self._verify(environ, authorization, self.sessions(key))
         except Refused as refused:
             status, headers, body = _error(refused)
             start_response(status, headers)
