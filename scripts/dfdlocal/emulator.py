@@ -30,7 +30,9 @@ from dfdlocal.ddblocal import ForwardDynamoDB
 from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.persist import PersistCognito, PersistS3
 from dfdlocal.s3auth import PresignedS3Guard
-from dfdlocal.template import BucketDef, LocalModel, QueueDef, TableDef
+from dfdlocal.s3session import IssuedCredentialsGuard, is_temporary_s3_request, moto_role_policies, moto_sessions
+from dfdlocal.stspersist import PersistSts
+from dfdlocal.template import BucketDef, LocalModel, QueueDef, RoleDef, TableDef
 
 if TYPE_CHECKING:
     import socket
@@ -167,11 +169,14 @@ def _is_loopback_peer(address: str) -> bool:
 
 
 def is_public_request(environ: WSGIEnvironment) -> bool:
-    """What AWS answers anyone on the internet: presigned S3 requests (verified by the guard), CORS preflights,
-    Cognito's unauthenticated user-pool calls and its published keys. Everything else on the emulator is its
-    API, open to whoever holds the public emulator credentials."""
+    """What AWS answers anyone on the internet: presigned S3 requests (verified by the guard), S3 requests
+    signed with temporary credentials (verified by IssuedCredentialsGuard), CORS preflights, Cognito's unauthenticated
+    user-pool calls and its published keys. Everything else on the emulator is its API, open to whoever holds
+    the public emulator credentials."""
     method = environ.get("REQUEST_METHOD", "")
     if method == "OPTIONS" or "X-Amz-Signature=" in str(environ.get("QUERY_STRING", "")):
+        return True
+    if is_temporary_s3_request(environ):
         return True
     if method == "POST" and not environ.get("HTTP_AUTHORIZATION"):
         return str(environ.get("HTTP_X_AMZ_TARGET", "")) in COGNITO_PUBLIC_ACTIONS
@@ -211,8 +216,8 @@ def make_emulator_server(
 ) -> BaseWSGIServer:
     """moto's server app on an already bound socket (call after :func:`prepare_environment`); with ``dynamodb``
     (host, port of DynamoDB Local) its DynamoDB and DynamoDB Streams requests go there, else to moto (serialized);
-    with ``data_dir`` every change to S3 objects and to the user pools is kept there before it is answered
-    (dfdlocal.persist)."""
+    with ``data_dir`` every change to S3 objects and to the user pools, and the credentials STS issues, are kept
+    there before they are answered (dfdlocal.persist, dfdlocal.stspersist)."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -234,8 +239,17 @@ def make_emulator_server(
     dispatcher = DomainDispatcherApplication(create_backend_app)
     store: WSGIApplication = dispatcher if data_dir is None else PersistS3(dispatcher, data_dir)
     verified = VerifyPresigned(store)
-    tables: WSGIApplication = SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
+    forwarded: WSGIApplication = (
+        SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
+    )
+    # requests signed with credentials the emulator's STS issued (dfd/identity/s3access.py's) are checked before any
+    # service sees them, DynamoDB's forwarding included: they are for S3 only
+    tables: WSGIApplication = IssuedCredentialsGuard(
+        forwarded, moto_sessions(ACCOUNT_ID), moto_role_policies(ACCOUNT_ID)
+    )
     users = tables if data_dir is None else PersistCognito(tables, data_dir, COGNITO_TARGET_PREFIX)
+    if data_dir is not None:  # the credentials STS issued (dfdlocal.stspersist)
+        users = PersistSts(users, data_dir)
     app = LoopbackApi(CognitoCors(users))
     host, port = sock.getsockname()[:2]
     return make_server(host, port, app, threaded=True, request_handler=QuietMotoRequestHandler, fd=sock.fileno())
@@ -329,6 +343,12 @@ def create_resources(
                 _create_table(dynamodb, table, resources)
         resources.tables[table.logical_id] = table.name
 
+    if model.roles:
+        iam = client("iam")
+        for role in model.roles.values():
+            with _creating(role.logical_id):
+                _create_role(iam, role)
+
     s3 = client("s3")
     for bucket in model.buckets.values():
         with _creating(bucket.logical_id):
@@ -404,6 +424,25 @@ def _create_table(dynamodb: Any, table: TableDef, resources: Resources) -> None:
             TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
         )
     log.debug("table %s (%s) created", table.name, table.logical_id)
+
+
+def _create_role(iam: Any, role: RoleDef) -> None:
+    """The role in the emulator's IAM with its trust policy and inline policies (what the S3 guard reads)."""
+    props = role.properties
+    trust = json.dumps(props.get("AssumeRolePolicyDocument") or {})
+    try:
+        iam.create_role(
+            RoleName=role.name,
+            AssumeRolePolicyDocument=trust,
+            MaxSessionDuration=int(props.get("MaxSessionDuration", 3600)),
+        )
+    except iam.exceptions.EntityAlreadyExistsException:  # an emulator shared by two model reads (the tests)
+        iam.update_assume_role_policy(RoleName=role.name, PolicyDocument=trust)
+    for policy in props.get("Policies") or []:
+        iam.put_role_policy(
+            RoleName=role.name, PolicyName=policy["PolicyName"], PolicyDocument=json.dumps(policy["PolicyDocument"])
+        )
+    log.debug("role %s (%s) created", role.name, role.logical_id)
 
 
 def _enabled(value: Any) -> bool:

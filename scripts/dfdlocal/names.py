@@ -75,6 +75,11 @@ def other_bucket_name(logical_id: str) -> str:
     return NAME_PREFIX + kebab(logical_id)
 
 
+def role_name(logical_id: str) -> str:
+    """S3CredentialsRole -> dfd-s3-credentials-role."""
+    return NAME_PREFIX + kebab(logical_id)
+
+
 def event_bus_name(logical_id: str) -> str:
     """EventBus -> dfd-bus, AuditEventBus -> dfd-audit-bus."""
     stem = logical_id.removesuffix("EventBus")

@@ -28,7 +28,7 @@ import boto3
 from botocore.config import Config
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from dfdlocal import persist
+from dfdlocal import persist, stspersist
 from dfdlocal.apigw import HttpApi, RouteAuthorizer, config_js
 from dfdlocal.cognito import (
     ADMIN_GROUP,
@@ -80,7 +80,15 @@ PORT_OPTIONS = {
 
 # what a stack keeps in its data directory (--reset deletes these, nothing else)
 DATA_ENTRIES = frozenset(
-    {"dynamodb", "dynamodb.log", persist.SIGNING_KEY, persist.COGNITO, persist.S3_DIR, persist.SQS}
+    {
+        "dynamodb",
+        "dynamodb.log",
+        persist.SIGNING_KEY,
+        persist.COGNITO,
+        persist.S3_DIR,
+        persist.SQS,
+        stspersist.STS_SESSIONS,
+    }
 )
 DATA_PREFIXES = ("stream-",)
 
@@ -343,13 +351,15 @@ class LocalStack:
         if data is not None:
             objects, uploads = persist.restore_s3(data)
             messages = persist.restore_queues(data)
+            sessions = stspersist.restore_sessions(data)
             restored = bool(objects or uploads or messages or persist.kept_pools(data))
             log.info(
-                "state from %s: %d object(s), %d multipart upload(s), %d queued message(s)",
+                "state from %s: %d object(s), %d multipart upload(s), %d queued message(s), %d STS session(s)",
                 data,
                 objects,
                 uploads,
                 messages,
+                sessions,
             )
             self.queue_snapshots = persist.QueueSnapshots(data)
             self.queue_snapshots.start()

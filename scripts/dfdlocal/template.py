@@ -33,6 +33,7 @@ HTTP_API_TYPES = {"AWS::Serverless::HttpApi"}
 COGNITO_TYPES = {"AWS::Cognito::UserPool", "AWS::Cognito::UserPoolClient", "AWS::Cognito::UserPoolGroup"}
 STATE_MACHINE_TYPES = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine"}
 EVENT_BUS_TYPES = {"AWS::Events::EventBus"}
+ROLE_TYPES = {"AWS::IAM::Role"}
 IMPLICIT_HTTP_API = "ServerlessHttpApi"
 
 Json = Any
@@ -96,6 +97,24 @@ class BucketDef:
     logical_id: str
     name: str
     properties: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RoleDef:
+    """An IAM role the stack's code assumes (its trust policy names no AWS service): created in the emulator's
+    IAM, with its inline policies, so that the S3 guard evaluates its sessions against them."""
+
+    logical_id: str
+    name: str
+    properties: dict[str, Any]  # evaluated CloudFormation properties
+
+    @property
+    def arn(self) -> str:
+        return role_arn(self.name)
+
+
+def role_arn(name: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT_ID}:role/{name}"
 
 
 @dataclass(frozen=True)
@@ -215,6 +234,7 @@ class LocalModel:
     stream_sources: list[StreamSource] = field(default_factory=list)
     event_buses: dict[str, str] = field(default_factory=dict)  # logical id -> local name
     state_machines: dict[str, StateMachineDef] = field(default_factory=dict)
+    roles: dict[str, RoleDef] = field(default_factory=dict)  # the roles the code assumes (not the functions')
     environment: dict[str, str] = field(default_factory=dict)  # union of the functions' variables
     ignored: dict[str, str] = field(default_factory=dict)  # logical id -> type, not emulated
     warnings: list[str] = field(default_factory=list)
@@ -310,6 +330,8 @@ class Resolver:
             return _Identity(arn, {"Arn": arn, "Name": name})
         if kind in EVENT_BUS_TYPES:
             return _Identity(name, {"Arn": f"{arn_prefix.format('events')}:event-bus/{name}", "Name": name})
+        if kind in ROLE_TYPES:
+            return _Identity(name, {"Arn": role_arn(name), "RoleId": f"AROA{name.upper()}"})
         return _Identity(logical_id, {})
 
     def _pseudo(self, name: str) -> Any:
@@ -469,6 +491,9 @@ def _local_names(template: Mapping[str, Any]) -> dict[str, str]:
     for kind in EVENT_BUS_TYPES:
         for logical_id in by_type.get(kind, []):
             local[logical_id] = names.event_bus_name(logical_id)
+    for kind in ROLE_TYPES:
+        for logical_id in by_type.get(kind, []):
+            local[logical_id] = names.role_name(logical_id)
     return local
 
 
@@ -531,6 +556,8 @@ def read_model(
             model.state_machines[logical_id] = StateMachineDef(logical_id, name, dict(raw))
         elif kind in EVENT_BUS_TYPES:
             model.event_buses[logical_id] = name
+        elif kind in ROLE_TYPES and not _assumed_by_a_service(raw):
+            model.roles[logical_id] = RoleDef(logical_id, name, _evaluated(resolver, logical_id, raw))
         else:
             model.ignored[logical_id] = kind
 
@@ -553,6 +580,13 @@ def read_model(
         if stream.on_failure_queue is not None and stream.on_failure_queue not in model.queues:
             raise TemplateError(f"{where}: the on-failure destination is not an AWS::SQS::Queue of the template")
     return model
+
+
+def _assumed_by_a_service(raw: Mapping[str, Any]) -> bool:
+    """Whether a role's trust policy names an AWS service (a function's role): such roles are not emulated."""
+    statements = (raw.get("AssumeRolePolicyDocument") or {}).get("Statement") or []
+    statements = statements if isinstance(statements, list) else [statements]
+    return any(isinstance(s, dict) and "Service" in (s.get("Principal") or {}) for s in statements)
 
 
 def _evaluated(resolver: Resolver, logical_id: str, raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The template's resources for the integration tests: its tables on AWS's DynamoDB Local (one per test process,
 each test's tables under names of their own), everything else on moto's in-process `mock_aws`; the dfd wiring
-reset. The reconcile workflow's tests (`emulator`, `local`) run on one moto server, its DynamoDB included."""
+reset. The reconcile workflow's tests (`emulator`, `local`) run on one moto server per module, its DynamoDB
+requests forwarded to DynamoDB Local as the local stack's are."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from moto import mock_aws
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from dfd import deps
+from dfd.adapters.publisher import Tables
 from dfd.core.config import Settings
+from dfd.handlers import publisher
 from dfdlocal import reconcile
 from dfdlocal.ddblocal import DynamoDBLocal
 from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, _create_table, make_emulator_server
@@ -27,7 +30,7 @@ from dfdlocal.lambda_api import LambdaApi
 from dfdlocal.runtime import Runtime
 from dfdlocal.template import TEMPLATE, LocalModel, read_model
 from tests.conftest import TEST_ENV
-from tests.integration.support import Aws, Emulator, Local, dynamodb_lock, serialize_moto, template_resources
+from tests.integration.support import Aws, Emulator, Local, serialize_moto, template_resources
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +82,8 @@ def own_tables(monkeypatch: pytest.MonkeyPatch, template_model: LocalModel, engi
         monkeypatch.setenv(name, renamed.get(value, value))
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", engine.url)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", engine.url)
+    # the publisher reads the names of the tables it serves once, at init (as on Lambda): this test's
+    monkeypatch.setattr(publisher, "TABLES", Tables(renamed[TEST_ENV["UPLOADS_TABLE"]], renamed[TEST_ENV["DDB_TABLE"]]))
     return dataclasses.replace(template_model, tables=tables)
 
 
@@ -130,7 +135,7 @@ def _listening() -> socket.socket:
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[Emulator]:
+def emulator(dynamodb_local: DynamoDBLocal) -> Iterator[Emulator]:
     """One moto server for the module (the local stack's emulator app), and the template's functions behind
     Lambda's Invoke API (the local runtime, where the reconcile workflow's lambda:invoke tasks go); each test
     resets the emulator."""
@@ -152,7 +157,7 @@ def emulator() -> Iterator[Emulator]:
         interpreter_log.setLevel(logging.CRITICAL)
         reconcile.patch_moto_start_execution()
         reconcile.patch_moto_lambda(lambda_url)
-        server = make_emulator_server(sock)
+        server = make_emulator_server(sock, dynamodb=(dynamodb_local.host, dynamodb_local.port))
         runtime = Runtime(model.functions, reconcile.ROOT)
         host, lambda_port = lambda_sock.getsockname()[:2]
         functions = make_server(
@@ -162,7 +167,7 @@ def emulator() -> Iterator[Emulator]:
         for each in servers:
             threading.Thread(target=each.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         try:
-            yield Emulator(endpoint, lambda_url, model, dynamodb_lock(server.app))
+            yield Emulator(endpoint, lambda_url, model)
         finally:
             for each in servers:
                 each.shutdown()
@@ -174,10 +179,11 @@ def emulator() -> Iterator[Emulator]:
 
 
 @pytest.fixture
-def local(emulator: Emulator) -> Iterator[Local]:
+def local(emulator: Emulator, dynamodb_local: DynamoDBLocal, monkeypatch: pytest.MonkeyPatch) -> Iterator[Local]:
     urlrequest.urlopen(urlrequest.Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
     reconcile.enable_executions(emulator.endpoint)
-    resources = template_resources(emulator.model, emulator.client)
+    model = own_tables(monkeypatch, emulator.model, dynamodb_local)
+    resources = template_resources(model, emulator.client)
     name, path, substitutions = reconcile.state_machine_from_model(emulator.model)
     sfn = emulator.client("stepfunctions")
     arn = reconcile.create_state_machine(sfn, substitutions, name=name, definition_path=path)
@@ -191,7 +197,11 @@ def local(emulator: Emulator) -> Iterator[Local]:
         sfn,
         resources.queues["IngestQueue"].url,
         arn,
+        model,
     )
     env.drain()  # the s3:TestEvent sent when the notification was configured
-    yield env
+    try:
+        yield env
+    finally:
+        drop_tables(env.ddb, model)
     deps.reset()

@@ -24,7 +24,7 @@ from dfd.core.config import MIB, Settings
 from dfd.handlers import download, ingest, metadata, upload, uploads
 from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile
-from dfdlocal.emulator import Resources, SerializeDynamoDB, create_resources
+from dfdlocal.emulator import Resources, create_resources
 from dfdlocal.names import REGION
 from dfdlocal.streams import patch_moto_streams
 from dfdlocal.template import LocalModel
@@ -155,19 +155,11 @@ def is_lease(item: dict[str, Any]) -> bool:
     return item.get("counter_id", {}).get("S") == LEASE_ID
 
 
-def dynamodb_lock(app: Any) -> Any:
-    """The lock of the emulator's SerializeDynamoDB middleware, wherever it sits in the middleware chain."""
-    while not isinstance(app, SerializeDynamoDB):
-        app = app.app
-    return app.lock
-
-
 @dataclass
 class Emulator:
     endpoint: str
     lambda_url: str  # the template's functions (Lambda's Invoke API on the local runtime)
     model: Any
-    dynamodb_lock: Any  # the emulator's DynamoDB serialization: held, it pauses every DynamoDB request
 
     def client(self, service: str) -> Any:
         return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
@@ -183,6 +175,7 @@ class Local:
     sfn: Any
     queue_url: str
     state_machine_arn: str
+    model: LocalModel  # the template's resources as this test's names them
 
     # -- the workflow ---------------------------------------------------------------------------------
     def run(self, **execution_input: Any) -> dict[str, Any]:
@@ -351,7 +344,7 @@ def serialize_moto(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def bench_rows(row: str, tmp_path: Path, *, timeout: float) -> list[dict[str, Any]]:
-    """``scripts/bench --only ROW --quick`` in its own process, which must exit 0: the rows it writes as JSON."""
+    """``bench/run --only ROW --quick`` in its own process, which must exit 0: the rows it writes as JSON."""
     out = tmp_path / "bench.json"
     command = [sys.executable, "-m", "dfdbench", "--only", row, "--quick", "--json", str(out)]
     root = Path(__file__).resolve().parents[2]

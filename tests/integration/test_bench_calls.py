@@ -1,5 +1,5 @@
 """Bench row 5 runs and meets its call budgets: the AWS calls of an ingest, a delete and the reaper are counts,
-not timings, so the suite holds them (the rest of scripts/bench measures time and stays out of the tests)."""
+not timings, so the suite holds them (the rest of bench/run measures time and stays out of the tests)."""
 
 from __future__ import annotations
 

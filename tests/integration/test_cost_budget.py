@@ -1,5 +1,5 @@
 """Bench row 17 runs and every path stays within its cost budget: the units, events, log bytes and dollars per
-million of each path are counts priced from a dated file (scripts/dfdbench/prices-2026-11.json), not timings, so
+million of each path are counts priced from a dated file (bench/dfdbench/prices-2026-11.json), not timings, so
 the suite holds them — a change that raises what a path costs on AWS fails here instead of on the bill."""
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ import requests
 
 from dfd import deps
 from dfd.adapters.eventbridge import EventBridgeSink
-from dfd.adapters.publisher import Tables
 from dfd.handlers import ingest, publisher, upload
 from tests.integration.outbox import Outbox, in_process_client, kinds
 from tests.integration.support import Aws, delete
@@ -25,10 +24,8 @@ from tests.support import ALICE, BOB, CAROL, ApiUser, LambdaContext, api_event, 
 
 
 @pytest.fixture
-def outbox(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[Outbox]:
+def outbox(aws: Aws) -> Iterator[Outbox]:
     deps.reset()
-    # the publisher reads its table names once, at init, as on Lambda: this test's own (tests.integration.conftest)
-    monkeypatch.setattr(publisher, "TABLES", Tables(aws.settings.uploads_table, aws.settings.files_table))
     yield Outbox(aws.model, in_process_client)
 
 

@@ -10,7 +10,7 @@ from tests.integration.support import Local, delete, later
 
 
 def test_expired_uploads_and_reaped_contents_are_published_once(local: Local) -> None:
-    outbox = Outbox(local.emulator.model, local.emulator.client)
+    outbox = Outbox(local.model, local.emulator.client)
     answer = local.upload(b"reaped, then published\n" * 40)
     local.deliver()
     assert delete(answer["upload_id"])[0] == 204
@@ -28,7 +28,7 @@ def test_expired_uploads_and_reaped_contents_are_published_once(local: Local) ->
 
 
 def test_an_upload_the_reconcile_gives_up_on_is_published_failed_once(local: Local) -> None:
-    outbox = Outbox(local.emulator.model, local.emulator.client)
+    outbox = Outbox(local.model, local.emulator.client)
     max_redrives = int(load_template(TEMPLATE)["Parameters"]["ReconcileMaxRedrives"]["Default"])
     answer = local.upload(b"never ingested\n" * 50, "poison.bin")
     local.drain()  # the notification is lost, and every re-drive dead-lettered

@@ -113,7 +113,7 @@ def test_a_page_left_out_of_the_nav_fails_the_build(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "docs", docs)
     (docs / "orphan.md").write_text("# Nobody links here\n")
     config = (ROOT / "mkdocs.yml").read_text()
-    for relative in ("docs_dir: docs", "- README.md", "- scripts/dfdbench/"):
+    for relative in ("docs_dir: docs", "- README.md", "- bench/dfdbench/"):
         assert relative in config
         config = config.replace(relative, relative.replace(" ", f" {ROOT}/", 1).replace(f"{ROOT}/docs", str(docs)))
     (tmp_path / "mkdocs.yml").write_text(config)

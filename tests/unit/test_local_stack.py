@@ -10,6 +10,7 @@ import pytest
 from dfdlocal.emulator import LoopbackApi
 from dfdlocal.stack import LocalStack, StackOptions, StartupError, remote_warning
 
+ASIA = "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20260101"
 ANY_V4 = "0.0.0.0"  # noqa: S104 - an option's value under test, nothing is bound
 
 
@@ -77,6 +78,17 @@ def _environ(remote: str, method: str = "POST", **extra: str) -> dict[str, Any]:
             False,
         ),
         (_environ("192.0.2.7", "PUT", QUERY_STRING="X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab"), True),
+        # S3 with temporary (STS-issued) credentials: the guard checks them (dfdlocal.s3session), from anywhere
+        (_environ("192.0.2.7", "PUT", HTTP_AUTHORIZATION=f"{ASIA}/us-east-1/s3/aws4_request, ..."), True),
+        (_environ("192.0.2.7", HTTP_AUTHORIZATION=f"{ASIA}/us-east-1/dynamodb/aws4_request, ..."), False),
+        (
+            _environ(
+                "192.0.2.7",
+                HTTP_X_AMZ_TARGET="DynamoDB_20120810.Scan",
+                HTTP_AUTHORIZATION=f"{ASIA}/us-east-1/s3/aws4_request",
+            ),
+            False,
+        ),
         (_environ("192.0.2.7", "OPTIONS", PATH_INFO="/dfd-file-service/uploads/x"), True),
         (_environ("192.0.2.7", "GET", PATH_INFO="/us-east-1_abc/.well-known/jwks.json"), True),
     ],

@@ -509,7 +509,8 @@ def test_bucket_name_is_computed_lowercase_and_unique_per_stack(template: dict[s
 def test_bucket_policy_is_tls_only_and_forbids_overwrites(template: dict[str, Any]) -> None:
     (policy,) = _resources(template, "AWS::S3::BucketPolicy").values()
     assert _is_ref(policy["Properties"]["Bucket"], "FilesBucket")
-    statement, no_overwrites, inventory = _statements(policy["Properties"]["PolicyDocument"])
+    # the statements after these three deny S3CredentialsRole's sessions (tests/unit/test_s3_credentials_template.py)
+    statement, no_overwrites, inventory, *_ = _statements(policy["Properties"]["PolicyDocument"])
     # S3 Inventory (the service, for this bucket and account) may write its reports under inventory/ only
     assert inventory["Effect"] == "Allow" and inventory["Principal"] == {"Service": "s3.amazonaws.com"}
     assert inventory["Action"] == "s3:PutObject"

@@ -222,7 +222,8 @@ def test_with_a_key_every_role_may_use_it_only_through_the_stack_services(templa
     assert policy["Type"] == "AWS::IAM::Policy"
     assert policy["Condition"] == "HasKmsKey"
     roles = {role["Ref"] for role in policy["Properties"]["Roles"]}
-    assert roles == {f"{name}Role" for name in [*FUNCTIONS, "ReconcileStateMachine"]}
+    # and the prefix-scoped S3 credentials' role: S3 encrypts their writes with the key
+    assert roles == {f"{name}Role" for name in [*FUNCTIONS, "ReconcileStateMachine", "S3Credentials"]}
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Effect"] == "Allow"
     assert set(statement["Action"]) == {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}
@@ -255,9 +256,12 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 if statement.get("Sid") == "ListInventoryReports":  # the reconcile's: the inventory reports only
                     assert logical_id == "ReconcileFunctionRole" and keys == {"s3:prefix": "inventory/*"}
                     continue
+                if logical_id == "S3CredentialsRole":  # the callers' prefixes (each session narrows it to its own)
+                    assert keys == {"s3:prefix": "s3/*"}
+                    continue
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
     roles = ("Ingest", "Lfs", "Reconcile", "Reconcile", "UploadParts")  # the reconcile's second: the inventory's
-    assert sorted(found) == [f"{name}FunctionRole" for name in roles]
+    assert sorted(found) == sorted([*(f"{name}FunctionRole" for name in roles), "S3CredentialsRole"])
 
 
 # --------------------------------------------------------------------------------------------------------

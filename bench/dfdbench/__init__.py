@@ -1,4 +1,4 @@
-"""The benchmark suite (``scripts/bench``, ``make bench``): every target of docs/performance.md as one table row.
+"""The benchmark suite (``bench/run``, ``make bench``): every target of docs/performance.md as one table row.
 
 Modules:
 

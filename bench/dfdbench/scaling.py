@@ -1,6 +1,6 @@
 """Target 9: throughput limits on AWS, on paper (the model docs/scaling.md explains), backed by the counter
 simulation. The deployment's numbers are read from template.yaml's defaults and the ingest handler; every
-other input is a documented AWS quota, a measurement, or a named assumption. `scripts/bench --only 9`."""
+other input is a documented AWS quota, a measurement, or a named assumption. `bench/run --only 9`."""
 
 from __future__ import annotations
 

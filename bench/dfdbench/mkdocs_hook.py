@@ -1,5 +1,5 @@
 """The documentation site's hook (mkdocs.yml ``hooks``): a page's bench marker becomes the latest run's table,
-rendered from docs/bench.json by the table code ``scripts/bench`` prints, so a bench run updates one file.
+rendered from docs/bench.json by the table code ``bench/run`` prints, so a bench run updates one file.
 
 A line ``<!-- bench:table -->`` is replaced by the table of every row, ``<!-- bench:summary -->`` by one line
 saying when and where the run was made and how many targets it met. mkdocs-material has no data-to-table

@@ -270,7 +270,7 @@ def rows(options: Any) -> list[Any]:
 
     sizes = ["200", "400"] if options.quick else ["250", "500", "1000"]
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / d) for d in ("scripts", "functions"))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / d) for d in ("bench", "scripts", "functions"))}
     done = subprocess.run(
         [sys.executable, "-m", "dfdbench.rows_reconcile", *sizes],
         capture_output=True,

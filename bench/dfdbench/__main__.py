@@ -1,10 +1,10 @@
-"""``scripts/bench`` — dfd's benchmark suite: every target of docs/performance.md as rows of one table, each
+"""``bench/run`` — dfd's benchmark suite: every target of docs/performance.md as rows of one table, each
 figure next to a baseline measured in the same run (absolute times on a shared machine are not comparable
 across runs; ratios are).
 
-  scripts/bench                       all rows (a few minutes on 2 cores)
-  scripts/bench --only 1,3,5 --quick  some rows, fewer repetitions
-  scripts/bench --json out.json --markdown table.md --svg docs/throughput.svg
+  bench/run                           all rows (a few minutes on 2 cores)
+  bench/run --only 1,3,5 --quick      some rows, fewer repetitions
+  bench/run --json out.json --markdown table.md --svg docs/throughput.svg
 
 Rows: 1 streaming hash throughput · 2 flat memory · 3 verified-checksum fast path · 4 parallel ranged reads
 behind a bandwidth-capped link · 5 AWS calls and DynamoDB capacity per ingest · 6 stats/hashes cost · 7 cold
@@ -59,7 +59,7 @@ NAMES = {
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-17)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"scripts/bench: unknown rows {sorted(unknown)} (1-17)", file=sys.stderr)
+        print(f"bench/run: unknown rows {sorted(unknown)} (1-17)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,

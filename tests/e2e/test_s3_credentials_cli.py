@@ -1,0 +1,126 @@
+"""The real AWS CLI (`aws s3 cp`, `aws s3 sync`) against the local stack with prefix-scoped credentials issued by
+the emulator's STS (the call the service makes: AssumeRole on S3CredentialsRole with dfd.identity.s3access's session
+policy): a small file, an 80 MiB file (the CLI's own multipart) and a directory land under the prefix; a write
+outside it and a read are refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dfd.identity.s3access import prefix_for, session_policy
+from tests.e2e.e2e_helpers import RunningStack
+
+pytestmark = pytest.mark.e2e
+
+PREFIX = prefix_for("acme", "cli-user")
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def cli_env(stack: RunningStack) -> dict[str, str]:
+    if shutil.which("aws") is None:
+        pytest.skip("aws CLI not installed (make aws-cli)")
+    answer = stack.client("sts").assume_role(
+        RoleArn=stack.description["environment"]["S3_CREDENTIALS_ROLE_ARN"],
+        RoleSessionName="cli-user",
+        Policy=json.dumps(session_policy(stack.bucket, PREFIX)),
+        DurationSeconds=3600,
+    )
+    credentials = answer["Credentials"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ACCESS_KEY_ID=credentials["AccessKeyId"],
+        AWS_SECRET_ACCESS_KEY=credentials["SecretAccessKey"],
+        AWS_SESSION_TOKEN=credentials["SessionToken"],
+        AWS_DEFAULT_REGION=stack.region,
+        AWS_ENDPOINT_URL=stack.aws_url,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_MAX_ATTEMPTS="1",
+    )
+    return env
+
+
+def aws(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["aws", "s3", *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def stored(stack: RunningStack, key: str) -> bytes:
+    body: bytes = stack.client("s3").get_object(Bucket=stack.bucket, Key=key)["Body"].read()
+    return body
+
+
+def test_aws_s3_cp_of_a_small_and_an_80_mib_file(stack: RunningStack, cli_env: dict[str, str], tmp_path: Path) -> None:
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"hello from the AWS CLI\n")
+    result = aws(cli_env, "cp", str(small), f"s3://{stack.bucket}/{PREFIX}small.txt")
+    assert result.returncode == 0, result.stderr
+    assert stored(stack, PREFIX + "small.txt") == small.read_bytes()
+
+    big = tmp_path / "big.bin"
+    block = hashlib.sha256(b"dfd").digest() * (MIB // 32)
+    with big.open("wb") as out:
+        for index in range(80):
+            out.write(index.to_bytes(4, "big") + block[4:])
+    result = aws(cli_env, "cp", str(big), f"s3://{stack.bucket}/{PREFIX}big.bin")
+    assert result.returncode == 0, result.stderr
+    head = stack.client("s3").head_object(Bucket=stack.bucket, Key=PREFIX + "big.bin")
+    assert head["ContentLength"] == 80 * MIB
+    assert head["ETag"].strip('"').endswith("-10")  # the CLI's multipart: 8 MiB parts
+    assert hashlib.sha256(stored(stack, PREFIX + "big.bin")).digest() == hashlib.sha256(big.read_bytes()).digest()
+
+
+def test_aws_s3_sync_lists_and_writes_its_own_prefix(
+    stack: RunningStack, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "dir"
+    (folder / "sub").mkdir(parents=True)
+    for index in range(5):
+        path = folder / ("sub" if index % 2 else "") / f"f{index}.txt"
+        path.write_text(f"file {index}\n")
+        # older than the upload by more than a listing's precision (whole seconds): the second sync compares
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    target = f"s3://{stack.bucket}/{PREFIX}dir/"
+    result = aws(cli_env, "sync", str(folder), target)
+    assert result.returncode == 0, result.stderr
+    listed = stack.client("s3").list_objects_v2(Bucket=stack.bucket, Prefix=PREFIX + "dir/")["Contents"]
+    assert sorted(item["Key"].removeprefix(PREFIX) for item in listed) == [
+        "dir/f0.txt",
+        "dir/f2.txt",
+        "dir/f4.txt",
+        "dir/sub/f1.txt",
+        "dir/sub/f3.txt",
+    ]
+    again = aws(cli_env, "sync", str(folder), target)  # the listing shows everything is there: nothing sent
+    assert again.returncode == 0 and "upload:" not in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("cp", "{file}", "s3://{bucket}/" + prefix_for("acme", "someone-else") + "x.txt"),
+        ("cp", "{file}", "s3://{bucket}/uploads/x.txt"),
+        ("cp", "s3://{bucket}/" + PREFIX + "small.txt", "{file}.back"),
+        ("ls", "s3://{bucket}/s3/"),
+    ],
+    ids=["another-prefix", "upload-prefix", "read", "list-outside"],
+)
+def test_writes_outside_the_prefix_and_reads_are_refused(
+    stack: RunningStack, cli_env: dict[str, str], tmp_path: Path, args: Any
+) -> None:
+    file = tmp_path / "f.txt"
+    file.write_text("x")
+    stack.client("s3").put_object(Bucket=stack.bucket, Key=PREFIX + "small.txt", Body=b"mine")
+    result = aws(cli_env, *(arg.format(file=file, bucket=stack.bucket) for arg in args))
+    assert result.returncode != 0
+    assert "AccessDenied" in result.stderr or "403" in result.stderr, result.stderr
+    assert not (tmp_path / "f.txt.back").exists()
