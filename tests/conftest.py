@@ -17,7 +17,7 @@ TEST_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "dfd",
     "POWERTOOLS_TRACE_DISABLED": "true",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
-    # the /lfs routes verify tokens themselves (dfd.credentials): tests inject the keys, nothing is fetched
+    # the /lfs routes verify tokens themselves (dfd.identity.credentials): tests inject the keys, nothing is fetched
     "JWT_ISSUER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TEST",
     "JWT_AUDIENCE": "testclient0000000000000000",
     "USER_POOL_ID": "us-east-1_TEST",

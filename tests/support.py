@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote_plus
 
-from dfd.identity import Caller, caller_from_claims
+from dfd.identity.caller import Caller, caller_from_claims
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "events"

@@ -1,6 +1,6 @@
 """Sharded counters under transaction conflicts: a deterministic simulation driving the REAL ingest decision.
 
-N ingesters (threads) each run :class:`dfd.ingest.Ingestor` over their objects. Their S3 and DynamoDB are
+N ingesters (threads) each run :class:`dfd.ingest.service.Ingestor` over their objects. Their S3 and DynamoDB are
 fakes that live on a clock of ticks; one tick is the window in which DynamoDB sees two transactions on the
 same item as concurrent. Every transaction submitted in a tick is resolved together: in a random order, a
 transaction commits unless an item it writes was already written in that tick — then it is cancelled with
@@ -29,17 +29,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dfd import usage
 from dfd.adapters.dynamo import Repository, codec
 from dfd.adapters.dynamo.codec import from_item, to_item
-from dfd.config import Settings
-from dfd.errors import ServiceUnavailable, TransactionRetryable
-from dfd.events import ObjectRef
-from dfd.ingest import Ingestor, Outcome
-from dfd.ports.contents import IngestState
-from dfd.ports.objects import ObjectInfo, OpenedObject
-from dfd.ports.uploads import NewUpload
-from dfd.records import UploadRecord, UploadStatus
+from dfd.core import usage
+from dfd.core.config import Settings
+from dfd.core.errors import ServiceUnavailable, TransactionRetryable
+from dfd.core.notifications import ObjectRef
+from dfd.core.objects import ObjectInfo, OpenedObject
+from dfd.core.records import UploadRecord, UploadStatus
+from dfd.ingest.ports import IngestState
+from dfd.ingest.service import Ingestor, Outcome
+from dfd.uploads.ports import NewUpload
 
 Item = dict[str, Any]
 

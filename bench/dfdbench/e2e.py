@@ -92,10 +92,10 @@ def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
     leaves them (dfd's codec) — a stack holding ``count`` files without uploading them. Seconds taken."""
     import boto3
 
-    from dfd import clock
     from dfd.adapters.dynamo import codec
-    from dfd.ports.contents import ObjectVersion
-    from dfd.records import UploadStatus
+    from dfd.core import clock
+    from dfd.core.records import UploadStatus
+    from dfd.ingest.ports import ObjectVersion
     from dfdlocal.names import BUCKET, CREDENTIALS, REGION, TABLES
 
     keys = {"aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": "testing"}

@@ -213,7 +213,7 @@ class Bench:
         """PUT `size` bytes of unique content under a fresh uploads/<id> key (the id hints the checksum). With
         `checksum`, the upload is first registered declaring its sha256, as POST /upload does when its URL signs
         it: the only stored checksum the ingest trusts."""
-        from dfd.ids import new_upload_id
+        from dfd.core.ids import new_upload_id
 
         upload_id = new_upload_id(checksummed=checksum)
         key = f"uploads/{upload_id}"
@@ -238,7 +238,7 @@ class Bench:
         """Delete what an ingest recorded (event, the key's claim, file record, the upload record its key names:
         an upload bound to the event would make the next ingest a replay) so the same object ingests as new
         again."""
-        from dfd.ids import key_claim
+        from dfd.core.ids import key_claim
 
         if result.event_key:
             self.ddb.delete_item(TableName=EVENTS_TABLE, Key={"event_key": {"S": result.event_key}})
@@ -339,7 +339,7 @@ def counting(*clients: Any) -> Iterator[CallCounter]:
 
 def dfd_clients() -> list[Any]:
     """dfd's own (cached) clients, as the functions use them."""
-    from dfd import aws
+    from dfd.adapters import aws
 
     return [aws.dynamodb(), aws.s3(), aws.s3_ingest()]
 

@@ -21,8 +21,8 @@ def _status() -> dict[str, int]:
 
 def main() -> None:
     from dfd import deps
-    from dfd.config import settings
-    from dfd.events import ObjectRef
+    from dfd.core.config import settings
+    from dfd.core.notifications import ObjectRef
 
     warmup, key = sys.argv[1], sys.argv[2]
     ingestor = deps.ingestor()

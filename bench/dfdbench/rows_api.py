@@ -105,7 +105,7 @@ class _Recorder:
 
 def _scenario(bench: Bench, key: str, counter: Any) -> tuple[Any, dict[str, int], float, float, float]:
     from dfd import deps
-    from dfd.events import ObjectRef
+    from dfd.core.notifications import ObjectRef
 
     model = CapacityModel(bench)
     counter.reset()
@@ -190,9 +190,9 @@ def _delete_calls(bench: Bench, counter: Any) -> list[Row]:
     whether it removes the content's last reference or not — and, once the grace period is over, the reaper's
     calls per reaped content and per reaped tenant reference."""
     from dfd import deps
-    from dfd.events import ObjectRef
-    from dfd.identity import Caller
-    from dfd.uploads import UploadRequest
+    from dfd.core.notifications import ObjectRef
+    from dfd.identity.caller import Caller
+    from dfd.uploads.service import UploadRequest
 
     acme = Caller("bench-a", "acme", False)
     acme_too = Caller("bench-c", "acme", False)
@@ -244,11 +244,12 @@ def _reaper_calls(bench: Bench, digests: list[str], counter: Any) -> list[Row]:
     """One reconcile run ({"sweep": false}, its clock past the grace period) over `contents` tombstoned contents
     and as many tenant references at 0, run page by page as its Lambda runs it: its AWS calls, counted at dfd's
     clients per phase."""
-    from dfd import aws, deps
+    from dfd import deps
+    from dfd.adapters import aws
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
-    from dfd.config import settings
-    from dfd.reconcile import Reconciler
+    from dfd.core.config import settings
+    from dfd.reconcile.service import Reconciler
 
     sqs = bench.client("sqs")
     queue = SqsIngestQueue(sqs, sqs.create_queue(QueueName="bench-reconcile")["QueueUrl"])
@@ -314,8 +315,8 @@ def _tenant_calls(bench: Bench, counter: Any) -> list[Row]:
     the same tenant, one held only by another tenant — with the tenant hint in the object's metadata (as the
     presigned PUT signs it) and without (an object that lost it: the ingest assumes and is corrected)."""
     from dfd import deps
-    from dfd.identity import Caller
-    from dfd.uploads import UploadRequest
+    from dfd.identity.caller import Caller
+    from dfd.uploads.service import UploadRequest
 
     acme = Caller("bench-a", "acme", False)
     acme_too = Caller("bench-c", "acme", False)
@@ -362,9 +363,10 @@ def _put(bench: Bench, body: bytes, checksum: bool, hint: bool | None = None, *,
     """An object at an upload key; `checksum`: PUT with its SHA-256 (S3 stores it); `declared` (default: as
     `checksum`): the upload record declares that sha256, as POST /upload records it when its URL signs it —
     the only stored checksum the ingest trusts."""
-    from dfd import clock, deps
-    from dfd.ids import new_upload_id
-    from dfd.ports.uploads import NewUpload
+    from dfd import deps
+    from dfd.core import clock
+    from dfd.core.ids import new_upload_id
+    from dfd.uploads.ports import NewUpload
 
     upload_id = new_upload_id(checksummed=checksum if hint is None else hint)
     key = f"uploads/{upload_id}"

@@ -41,10 +41,11 @@ ARCHITECTURES = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}  # pl
 
 
 def baseline_clients() -> dict[str, str]:
-    """The clients each function builds to serve its first request, made by boto3 with the configuration dfd.aws
-    gives them (dfd.retry's standard-mode attempts and timeouts, as on this environment's endpoint)."""
-    from dfd.aws import s3_addressing
-    from dfd.retry import API_CALLS, OBJECT_READS
+    """The clients each function builds to serve its first request, made by boto3 with the configuration
+    dfd.adapters.aws gives them (dfd.core.retry's standard-mode attempts and timeouts, as on this environment's
+    endpoint)."""
+    from dfd.adapters.aws import s3_addressing
+    from dfd.core.retry import API_CALLS, OBJECT_READS
 
     api, reads, addressing = API_CALLS.config(), OBJECT_READS.config(), s3_addressing()
     return {
@@ -202,7 +203,7 @@ class Spawner:
 def _events(bench: Bench, runs: int) -> dict[str, list[dict[str, Any]]]:
     """One request per run and function (an ingest run gets a fresh object: a new content to store)."""
     from dfd import deps
-    from dfd.events import ObjectRef
+    from dfd.core.notifications import ObjectRef
 
     stored = bench.put(4096)
     result = deps.ingestor().ingest(ObjectRef(BUCKET, stored))

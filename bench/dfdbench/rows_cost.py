@@ -126,7 +126,7 @@ class Driver:
     """The handlers, the meter on dfd's clients, and a way to run each step with its logs captured."""
 
     def __init__(self, bench: Bench) -> None:
-        from dfd import aws
+        from dfd.adapters import aws
 
         self.bench = bench
         self.model = read_model(TEMPLATE, bench.url)
@@ -334,7 +334,7 @@ def _handler(module: str) -> Callable[..., Any]:
 @contextlib.contextmanager
 def captured_logs() -> Iterator[io.StringIO]:
     """Everything dfd's functions write to stdout (Powertools' JSON lines and EMF metrics) in the block."""
-    from dfd.observability import logger
+    from dfd.core.observability import logger
 
     out = io.StringIO()
     handlers = [h for h in logger.handlers if isinstance(h, logging.StreamHandler)]
@@ -382,8 +382,8 @@ def hash_first_duplicate(d: Driver, data: bytes) -> PathRun:
 
 def multipart(d: Driver, part_count: int) -> PathRun:
     """A multipart upload of `part_count` parts of the 1 GiB plan's part size, scaled to 1 GiB's parts."""
-    from dfd.config import settings
-    from dfd.multipart import MAX_PARTS_PER_CALL, part_layout
+    from dfd.core.config import settings
+    from dfd.uploads.multipart import MAX_PARTS_PER_CALL, part_layout
 
     part_size, parts_at_gib = part_layout(GIB, settings().multipart_min_part)
     size = part_size * part_count
@@ -431,8 +431,8 @@ def every_usage_shard(d: Driver, tenant: str) -> Callable[[], None]:
     largest the collection gets: ≤ 2 read units whatever the shard count); what it returns puts them back as they
     were. The bench's own client: not counted."""
     from dfd.adapters.dynamo import codec
-    from dfd.config import settings
-    from dfd.usage import every_shard
+    from dfd.core.config import settings
+    from dfd.core.usage import every_shard
 
     table, ddb = settings().tenant_files_table, d.bench.ddb
     before = {}
@@ -478,11 +478,12 @@ def read_paths(d: Driver, upload_id: str) -> list[PathRun]:
 def delete_and_reap(d: Driver, bench: Bench, contents: int) -> list[PathRun]:
     """DELETE /uploads/{id} of a content's only upload, and the reaper's run once the grace period is over, its
     calls shared by the `contents` it reaps."""
-    from dfd import aws, deps
+    from dfd import deps
+    from dfd.adapters import aws
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
-    from dfd.config import settings
-    from dfd.reconcile import Reconciler
+    from dfd.core.config import settings
+    from dfd.reconcile.service import Reconciler
 
     ids = [upload_new(d, "setup")[1]["upload_id"] for _ in range(contents)]
     deletes = []
@@ -706,7 +707,7 @@ def measure(bench: Bench) -> dict[str, dict[str, Any]]:
 
     os.environ["POWERTOOLS_LOG_LEVEL"] = template_log_level()
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"
-    from dfd.observability import logger
+    from dfd.core.observability import logger
 
     logger.setLevel(template_log_level())
     deps.reset()
@@ -822,7 +823,7 @@ def figure_of(figure: dict[str, Any], what: str) -> float:
 
 def ingest_ms(size: int) -> float:
     """A record's billed time: one stream's ~100 MB/s up to the parallel threshold, 8 ranged reads beyond it."""
-    from dfd.config import PARALLEL_THRESHOLD, PARALLEL_WORKERS
+    from dfd.core.config import PARALLEL_THRESHOLD, PARALLEL_WORKERS
 
     stream = min(size, PARALLEL_THRESHOLD) / 100e6
     ranged = max(0, size - PARALLEL_THRESHOLD) / (PARALLEL_WORKERS * 100e6)

@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         from dfd.adapters.dynamo import codec
         from dfd.adapters.dynamo.base import to_item
         from dfd.adapters.eventbridge import entry
-        from dfd.outcomes import upload_events
-        from dfd.ports.uploads import PrecheckDuplicate
+        from dfd.events.outcomes import upload_events
+        from dfd.uploads.ports import PrecheckDuplicate
 
         ddb, sqs, events = client("dynamodb"), client("sqs"), client("events")
         table = model.tables["UploadsTable"].name

@@ -47,7 +47,7 @@ def hash_ceiling() -> float:
 
 def _ingestor(bench: Bench, objects: Any = None, **settings: Any) -> Any:
     from dfd import deps
-    from dfd.ingest import Ingestor
+    from dfd.ingest.service import Ingestor
 
     base = deps.ingestor()
     chosen = dataclasses.replace(base._s, **settings) if settings else base._s
@@ -58,7 +58,7 @@ def ingest_once(bench: Bench, key: str, ingestor: Any = None) -> tuple[float, An
     """Ingest `key` as new content: (seconds the ingest took, its result). Only the ingest is timed: checking
     the hash and forgetting the records (so the next run ingests it as new again) happen after the clock."""
     from dfd import deps
-    from dfd.events import ObjectRef
+    from dfd.core.notifications import ObjectRef
 
     seconds, result = timed(partial((ingestor or deps.ingestor()).ingest, ObjectRef(BUCKET, key)))
     if str(result.outcome) != "stored":
@@ -266,7 +266,7 @@ def bare_parallel_fetch(client: Any, key: str, size: int, workers: int, settings
 @contextmanager
 def throttled_store(proxy: ThrottlingProxy) -> Any:
     """dfd's own ingest S3 client, configured as in production, but reaching S3 through the proxy."""
-    from dfd import aws
+    from dfd.adapters import aws
     from dfd.adapters.s3 import ObjectStore
 
     saved = os.environ.get("AWS_ENDPOINT_URL_S3")

@@ -93,7 +93,7 @@ def resume_upload(options: Options) -> list[Row]:
 # ---------------------------------------------------------------------- target 12
 def put_multipart(bench: Bench, size: int) -> str:
     """A multipart object as the server makes it: SHA-256 part checksums, so S3 holds only a composite one."""
-    from dfd.ids import new_upload_id
+    from dfd.core.ids import new_upload_id
 
     key = f"uploads/{new_upload_id(checksummed=False)}"
     body = content(size, int.from_bytes(os.urandom(7), "little"))

@@ -4,8 +4,8 @@ definition (every rule in ASL, a Map iteration per object and per file record) â
 Runs in its own process (``python -m dfdbench.rows_reconcile N...``, one JSON line on stdout) on in-process moto
 with the template's tables, bucket and queue: N healthy contents (a stored object, its file record, claim and event
 record, counted on the shards) and the bucket's S3 Inventory report listing them (as S3 writes it daily: the
-lost-copy check reads it instead of a HeadObject per content), then one sweep run of the real rules (dfd.reconcile:
-every page of every phase, as ReconcileFunction runs them), measuring per size:
+lost-copy check reads it instead of a HeadObject per content), then one sweep run of the real rules
+(dfd.reconcile.service: every page of every phase, as ReconcileFunction runs them), measuring per size:
 - pages (Lambda invocations) and their wall time, from which GB-seconds at the function's MemorySize;
 - AWS calls by operation, and the DynamoDB capacity the emulator reports;
 - state transitions: the definition's path per page (Route, the phase's task, Budget?), per run (Begin, Skipped?,
@@ -61,15 +61,16 @@ def measure(count: int) -> dict[str, Any]:
     import boto3
     from moto import mock_aws
 
-    from dfd import clock, deps
+    from dfd import deps
     from dfd.adapters.dynamo import Repository, codec
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
-    from dfd.config import Settings
-    from dfd.ids import event_key, upload_id_from_key, version_token
-    from dfd.ports.contents import ObjectVersion
-    from dfd.reconcile import DEFAULT_BUDGET, Reconciler
-    from dfd.records import UploadStatus
+    from dfd.core import clock
+    from dfd.core.config import Settings
+    from dfd.core.ids import event_key, upload_id_from_key, version_token
+    from dfd.core.records import UploadStatus
+    from dfd.ingest.ports import ObjectVersion
+    from dfd.reconcile.service import DEFAULT_BUDGET, Reconciler
     from dfdbench.harness import CallCounter
     from dfdlocal.emulator import IN_PROCESS_ENDPOINT, create_resources
     from dfdlocal.template import TEMPLATE, read_model
@@ -166,7 +167,7 @@ def write_inventory(s3: Any, bucket: str, prefix: str, listed_prefix: str) -> No
     import gzip
     import io
 
-    from dfd import clock
+    from dfd.core import clock
 
     rows = io.StringIO()
     writer = csv.writer(rows, quoting=csv.QUOTE_ALL)
@@ -208,8 +209,8 @@ SCAN_ITEM_BYTES = 420  # a file record as FileMetadata holds it (codec.new_file_
 
 def pages_at(contents: int, shards: int) -> int:
     """Pages of one sweep: each sharded index's shards (one page each when nothing is due: a healthy sweep),
-    the listing's and the Scan's pages (dfd.reconcile.PAGE)."""
-    from dfd.reconcile import PAGE
+    the listing's and the Scan's pages (dfd.reconcile.service.PAGE)."""
+    from dfd.reconcile.service import PAGE
 
     return 3 * shards + -(-contents // PAGE["orphans"]) + -(-contents // PAGE["files"])
 
@@ -232,7 +233,7 @@ def extrapolate(samples: list[dict[str, Any]], shards: int, budget: int, to: int
     """One sweep at `to` contents: per-item figures from the fitted slopes, per-page ones from the model's pages."""
     slope = per_content(samples)
     pages = pages_at(to, shards)
-    from dfd.reconcile import PAGE
+    from dfd.reconcile.service import PAGE
 
     sharded = 3 * shards
     return {

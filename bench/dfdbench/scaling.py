@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dfd import usage
+from dfd.core import usage
 from dfdbench.counters_sim import REGISTER_ATTEMPTS, TICK_SECONDS, Simulation
 from dfdbench.harness import Row
 from dfdlocal.template import load_template

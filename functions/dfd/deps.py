@@ -1,9 +1,8 @@
 """Wiring: settings → clients → adapters → domain services, built once per process on first use.
 
 Each factory imports its service when it is first called, so a function imports only what its first request
-needs: the read functions never load the ingest, upload, multipart or delete services (six services by now:
-importing them all at module level cost the metadata function ~15 ms of its cold start, docs/performance.md,
-target 7).
+needs: the read functions never load the ingest, upload, multipart or delete services (their cost to a cold
+start: docs/performance.md, target 7).
 """
 
 from __future__ import annotations
@@ -11,21 +10,21 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from dfd import aws
-from dfd.config import settings
+from dfd.adapters import aws
+from dfd.core.config import settings
 
 if TYPE_CHECKING:
     from dfd.adapters.dynamo import Repository
-    from dfd.credentials import CredentialChecker, LfsSettings
-    from dfd.deletes import DeleteService
-    from dfd.ingest import Ingestor
-    from dfd.lfs import LfsService
-    from dfd.locks import LockService
-    from dfd.multipart import MultipartService
-    from dfd.pats import PatService
-    from dfd.queries import Queries
-    from dfd.reconcile import Reconciler
-    from dfd.uploads import UploadService
+    from dfd.deletes.service import DeleteService
+    from dfd.identity.credentials import CredentialChecker, LfsSettings
+    from dfd.identity.pats import PatService
+    from dfd.ingest.service import Ingestor
+    from dfd.lfs.batch import LfsService
+    from dfd.lfs.locks import LockService
+    from dfd.queries.service import Queries
+    from dfd.reconcile.service import Reconciler
+    from dfd.uploads.multipart import MultipartService
+    from dfd.uploads.service import UploadService
 
 
 @cache
@@ -38,7 +37,7 @@ def repository() -> Repository:
 @cache
 def queries() -> Queries:
     from dfd.adapters.s3 import ObjectStore
-    from dfd.queries import Queries
+    from dfd.queries.service import Queries
 
     return Queries(settings(), repository(), ObjectStore(aws.s3()))
 
@@ -46,7 +45,7 @@ def queries() -> Queries:
 @cache
 def upload_service() -> UploadService:
     from dfd.adapters.s3 import ObjectStore
-    from dfd.uploads import UploadService
+    from dfd.uploads.service import UploadService
 
     return UploadService(settings(), repository(), ObjectStore(aws.s3()))
 
@@ -54,14 +53,14 @@ def upload_service() -> UploadService:
 @cache
 def multipart_service() -> MultipartService:
     from dfd.adapters.s3 import ObjectStore
-    from dfd.multipart import MultipartService
+    from dfd.uploads.multipart import MultipartService
 
     return MultipartService(settings(), repository(), ObjectStore(aws.s3(), complete_client=aws.s3_complete()))
 
 
 @cache
 def delete_service() -> DeleteService:
-    from dfd.deletes import DeleteService
+    from dfd.deletes.service import DeleteService
 
     return DeleteService(settings(), repository(), multipart_service())
 
@@ -69,7 +68,7 @@ def delete_service() -> DeleteService:
 @cache
 def ingestor() -> Ingestor:
     from dfd.adapters.s3 import ObjectStore, ReadTuning
-    from dfd.ingest import Ingestor
+    from dfd.ingest.service import Ingestor
 
     tuning = ReadTuning.from_settings(settings())
     return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
@@ -77,7 +76,7 @@ def ingestor() -> Ingestor:
 
 @cache
 def lfs_settings() -> LfsSettings:
-    from dfd.credentials import LfsSettings
+    from dfd.identity.credentials import LfsSettings
 
     return LfsSettings.from_env()
 
@@ -85,8 +84,8 @@ def lfs_settings() -> LfsSettings:
 @cache
 def pat_service() -> PatService:
     from dfd.adapters.cognito import CognitoDirectory
-    from dfd.adapters.pats import DynamoTokenStore
-    from dfd.pats import PatService
+    from dfd.adapters.dynamo.pats import DynamoTokenStore
+    from dfd.identity.pats import PatService
 
     directory = CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
     return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), directory)
@@ -94,15 +93,15 @@ def pat_service() -> PatService:
 
 @cache
 def credentials() -> CredentialChecker:
-    from dfd.credentials import CredentialChecker, verifier_for
+    from dfd.identity.credentials import CredentialChecker, verifier_for
 
     return CredentialChecker(verifier_for(lfs_settings()), pat_service())
 
 
 @cache
 def lock_service() -> LockService:
-    from dfd.adapters.locks import DynamoLockStore
-    from dfd.locks import LockService
+    from dfd.adapters.dynamo.locks import DynamoLockStore
+    from dfd.lfs.locks import LockService
 
     return LockService(DynamoLockStore(aws.dynamodb(), lfs_settings().locks_table))
 
@@ -110,7 +109,7 @@ def lock_service() -> LockService:
 @cache
 def lfs_service() -> LfsService:
     from dfd.adapters.s3 import ObjectStore
-    from dfd.lfs import LfsService
+    from dfd.lfs.batch import LfsService
 
     return LfsService(settings(), repository(), ObjectStore(aws.s3()), upload_service(), ingestor().ingest)
 
@@ -119,8 +118,8 @@ def lfs_service() -> LfsService:
 def reconciler() -> Reconciler:
     from dfd.adapters.queue import SqsIngestQueue
     from dfd.adapters.s3 import ObjectStore
-    from dfd.config import required_env
-    from dfd.reconcile import Reconciler
+    from dfd.core.config import required_env
+    from dfd.reconcile.service import Reconciler
 
     queue = SqsIngestQueue(aws.sqs(), required_env("INGEST_QUEUE_URL"))
     return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue)

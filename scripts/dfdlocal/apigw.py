@@ -48,7 +48,7 @@ from werkzeug.datastructures import Headers
 from werkzeug.security import safe_join
 from werkzeug.wrappers import Request, Response
 
-from dfd.headers import API_SECURITY_HEADERS
+from dfd.core.headers import API_SECURITY_HEADERS
 from dfdlocal import webheaders
 from dfdlocal.jwtauth import JwtVerifier, TokenRejected, api_gateway_claims
 from dfdlocal.names import ACCOUNT_ID

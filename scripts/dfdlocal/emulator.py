@@ -242,7 +242,7 @@ def make_emulator_server(
     forwarded: WSGIApplication = (
         SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
     )
-    # requests signed with credentials the emulator's STS issued (dfd/s3access.py's) are checked before any
+    # requests signed with credentials the emulator's STS issued (dfd/identity/s3access.py's) are checked before any
     # service sees them, DynamoDB's forwarding included: they are for S3 only
     tables: WSGIApplication = IssuedCredentialsGuard(
         forwarded, moto_sessions(ACCOUNT_ID), moto_role_policies(ACCOUNT_ID)

@@ -1,5 +1,5 @@
-"""The local stack's JWT authorizer: API Gateway's HTTP API JWT authorizer, verified by :mod:`dfd.jwtverify` (the
-same code the /lfs routes run), and the claims handed to the function as API Gateway does.
+"""The local stack's JWT authorizer: API Gateway's HTTP API JWT authorizer, verified by :mod:`dfd.identity.jwtverify`
+(the same code the /lfs routes run), and the claims handed to the function as API Gateway does.
 
 Every failure is a 401 ``{"message":"Unauthorized"}`` (dfdlocal.apigw).
 """
@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dfd.jwtverify import JwksSource, JwtVerifier, TokenRejected, http_jwks_source
+from dfd.identity.jwtverify import JwksSource, JwtVerifier, TokenRejected, http_jwks_source
 
 __all__ = ["JwksSource", "JwtVerifier", "TokenRejected", "api_gateway_claims", "http_jwks_source"]
 

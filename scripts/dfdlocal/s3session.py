@@ -1,5 +1,5 @@
 """What S3 enforces on requests signed with temporary credentials the emulator's STS issued (``AssumeRole``, the
-prefix-scoped S3 credentials of dfd/s3access.py), which moto does not: the SigV4 header signature made with
+prefix-scoped S3 credentials of dfd/identity/s3access.py), which moto does not: the SigV4 header signature made with
 the session's secret (dfdlocal.sigv4), the session token, the expiry, the request's S3 action on its resource
 allowed by the session policy AND the role's policies with no Deny, and what the bucket policy denies the role
 whatever the session says (template.yaml, FilesBucketPolicy: ACL headers, SSE-C; reads and keys outside ``s3/``

@@ -518,8 +518,8 @@ class LocalStack:
         if "S3_BUCKET" not in env and len(self.resources.buckets) == 1:
             env["S3_BUCKET"] = next(iter(self.resources.buckets.values()))
         if self.pool is not None:
-            # the /lfs routes verify tokens themselves (dfd.credentials): the pool exists only now (the template's
-            # variables were read with placeholder ids), and its keys are on the emulator
+            # the /lfs routes verify tokens themselves (dfd.identity.credentials): the pool exists only now (the
+            # template's variables were read with placeholder ids), and its keys are on the emulator
             if "JWT_ISSUER" in env:
                 env["JWT_ISSUER"] = self.pool.issuer
             if "JWT_AUDIENCE" in env:

@@ -1,6 +1,6 @@
 """The security headers of dfd's pages: ONE definition, used by the local stack's static server and written
 out for a hosted deployment (web/README.md, "Security headers"; a CloudFront response-headers policy takes the
-same values). The API's own responses carry :data:`dfd.headers.API_SECURITY_HEADERS`, set by the functions.
+same values). The API's own responses carry :data:`dfd.core.headers.API_SECURITY_HEADERS`, set by the functions.
 
 The pages' Content-Security-Policy allows what they legitimately do and nothing else:
 - scripts only from the pages' own origin — no inline script, no eval; ``'wasm-unsafe-eval'`` lets the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dfd.headers import API_SECURITY_HEADERS
+from dfd.core.headers import API_SECURITY_HEADERS
 
 __all__ = ["API_SECURITY_HEADERS", "hosted_connect_sources", "page_csp", "page_headers"]
 

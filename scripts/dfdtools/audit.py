@@ -16,13 +16,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import from_item
-from dfd.audit import Recount
-from dfd.config import Settings
-from dfd.ids import event_key, version_token
-from dfd.records import (
+from dfd.core import clock
+from dfd.core.config import Settings
+from dfd.core.ids import event_key, version_token
+from dfd.core.records import (
     COUNTER_FIELDS,
     REAPED_FIELDS,
     EventRecord,
@@ -32,7 +31,8 @@ from dfd.records import (
     UploadRecord,
     UploadStatus,
 )
-from dfd.usage import total
+from dfd.core.usage import total
+from dfd.reconcile.audit import Recount
 from dfdtools.tools import add_target_args, interruptible, reports_unreachable, target
 
 # Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
@@ -183,7 +183,7 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     # 2 + 3: counters equal an independent recount (each upload counted once in upload_count)
     totals = {name: sum(getattr(shard, name) for shard in shards) for name in COUNTER_FIELDS}
     reaped = {name: sum(getattr(shard, name) for shard in shards) for name in REAPED_FIELDS}
-    # the reconcile's audit recounts the same way (dfd.audit), a page at a time
+    # the reconcile's audit recounts the same way (dfd.reconcile.audit), a page at a time
     recount = Recount().add(files).with_reaped(reaped)
     # processed uploads deleted (a cancelled pending one was never processed: no processed_at)
     recount["deleted_uploads"] = sum(1 for u in uploads if u.status == UploadStatus.DELETED and u.processed_at)
@@ -262,7 +262,7 @@ def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: l
             pending.setdefault(upload.tenant, []).append(upload.quota_bytes)
             if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
-    shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.usage)
+    shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.core.usage)
     for item in usages:
         shard = codec.usage_shard(item)
         if shard is not None:

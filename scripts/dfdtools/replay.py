@@ -18,8 +18,8 @@ from typing import Any
 
 import requests
 
-from dfd.events import notification
-from dfd.records import COUNTER_FIELDS
+from dfd.core.notifications import notification
+from dfd.core.records import COUNTER_FIELDS
 from dfdtools.tools import (
     LOCAL_LAMBDA,
     LOCAL_QUEUE,

@@ -17,7 +17,7 @@ import requests
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 
-from dfd.config import Settings
+from dfd.core.config import Settings
 from dfdlocal import names
 from dfdtools import quiet_exit
 
@@ -33,7 +33,7 @@ LOCAL_CREDENTIALS = {
 # the local stack's resource names (AWS deployments pass theirs through the same variables)
 LOCAL_NAMES = names.ENVIRONMENT
 LOCAL_QUEUE = names.INGEST_QUEUE
-# a deployed stack's outputs (template.yaml Outputs) -> the variables dfd.config.Settings reads
+# a deployed stack's outputs (template.yaml Outputs) -> the variables dfd.core.config.Settings reads
 STACK_SETTINGS = {
     "FilesTableName": "DDB_TABLE",
     "CountersTableName": "DDB_COUNTERS_TABLE",

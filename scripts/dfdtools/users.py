@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.identity import ADMIN_GROUP, TENANT_GROUP_PREFIX, TENANT_NAME
+from dfd.identity.caller import ADMIN_GROUP, TENANT_GROUP_PREFIX, TENANT_NAME
 from dfdtools.token import TokenError, find_local_client, local_idp, template_names
 from dfdtools.tools import LOCAL_AWS, StackError, interruptible, reports_unreachable, require_output, stack_outputs
 

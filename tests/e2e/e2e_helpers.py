@@ -30,7 +30,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from dfd.config import Settings
+from dfd.core.config import Settings
 from dfdlocal.names import CREDENTIALS
 from dfdtools.audit import audit
 from tests.conftest import TEST_ENV

@@ -51,7 +51,7 @@ def template_routes() -> list[tuple[str, str]]:
 # token refused below is refused there too, with git-lfs's 401 (assert_lfs_refused)
 ROUTES = [route for route in template_routes() if not route[1].startswith("/lfs/")]
 # well-formed path parameters (a repo name, a verify link's 32-hex upload id, a lock id): a malformed one is a 404
-# before the credentials are read (dfd.lfsrequest), so only these reach the credentials' check
+# before the credentials are read (dfd.lfs.request), so only these reach the credentials' check
 LFS_ROUTES = [
     (method, re.sub(r"(/verify/)0{64}", r"\g<1>" + "0" * 32, path.replace("0" * 64, "game", 1)))
     for method, path in template_routes()

@@ -31,7 +31,7 @@ What each seed found, and the fix:
   answers were other requests' (the local runtime handled concurrent HTTP API events at once, and Powertools
   keeps the event being resolved in a class attribute). The runtime now handles them one at a time, every /lfs
   route checks its path parameters (repo, upload id, lock id: 404) before its credentials and anything else, and
-  every LFS field is checked in one place (dfd.lfsrequest: 422): ``ref`` an object on every route, a lock id 64
+  every LFS field is checked in one place (dfd.lfs.request: 422): ``ref`` an object on every route, a lock id 64
   hex, ``limit`` an integer in the body and digits in the query; the document says so.
 - 1735012375 (commit 676a301): ``GET /lfs/{repo}/locks?tenant=`` (empty) and ``POST .../locks/verify`` with
   ``"cursor": ""`` answered 200 against the document's patterns: an empty tenant or limit is a 422, an empty

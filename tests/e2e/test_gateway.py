@@ -266,7 +266,7 @@ def test_the_static_server_serves_only_the_app_s_files(api: Client, path: str) -
 
 
 def test_api_responses_carry_the_security_headers() -> None:
-    """Set by the functions themselves (dfd.http), so API Gateway on AWS sends them too."""
+    """Set by the functions themselves (dfd.core.http), so API Gateway on AWS sends them too."""
     from dfd.handlers import me, upload
     from tests.support import LambdaContext, api_event
 

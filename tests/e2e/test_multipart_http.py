@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from dfd.config import PARALLEL_THRESHOLD
+from dfd.core.config import PARALLEL_THRESHOLD
 from tests.e2e.e2e_helpers import RunningStack, wait_until
 
 pytestmark = pytest.mark.e2e

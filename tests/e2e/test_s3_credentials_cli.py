@@ -1,5 +1,5 @@
 """The real AWS CLI (`aws s3 cp`, `aws s3 sync`) against the local stack with prefix-scoped credentials issued by
-the emulator's STS (the call the service makes: AssumeRole on S3CredentialsRole with dfd.s3access's session
+the emulator's STS (the call the service makes: AssumeRole on S3CredentialsRole with dfd.identity.s3access's session
 policy): a small file, an 80 MiB file (the CLI's own multipart) and a directory land under the prefix; a write
 outside it and a read are refused."""
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dfd.s3access import prefix_for, session_policy
+from dfd.identity.s3access import prefix_for, session_policy
 from tests.e2e.e2e_helpers import RunningStack
 
 pytestmark = pytest.mark.e2e

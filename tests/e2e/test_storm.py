@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from dfd.events import notification
+from dfd.core.notifications import notification
 from tests.e2e.e2e_helpers import RunningStack, nothing_to_reap, run_audit, settled, take_events, wait_until
 
 pytestmark = pytest.mark.e2e

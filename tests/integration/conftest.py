@@ -20,9 +20,9 @@ from moto import mock_aws
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from dfd import deps
-from dfd.config import Settings
+from dfd.adapters.publisher import Tables
+from dfd.core.config import Settings
 from dfd.handlers import publisher
-from dfd.publisher import Tables
 from dfdlocal import reconcile
 from dfdlocal.ddblocal import DynamoDBLocal
 from dfdlocal.emulator import IN_PROCESS_ENDPOINT, Resources, _create_table, make_emulator_server

@@ -18,9 +18,9 @@ import pytest
 import requests
 from moto.core.botocore_stubber import BotocoreStubber
 
-from dfd import clock
 from dfd.adapters.dynamo.codec import LEASE_ID
-from dfd.config import MIB, Settings
+from dfd.core import clock
+from dfd.core.config import MIB, Settings
 from dfd.handlers import download, ingest, metadata, upload, uploads
 from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dfd.handlers import admin_hashes, admin_stats, download, metadata, upload, uploads
-from dfd.tokens import encode_token
+from dfd.queries.tokens import encode_token
 from tests.integration.support import Aws, upload_bytes
 from tests.support import LambdaContext, api_event, call
 

@@ -1,5 +1,5 @@
 """The local user pool end to end, in process: template → moto cognito-idp → InitiateAuth → the local JWT
-authorizer → API Gateway's claim strings → dfd.identity's Caller."""
+authorizer → API Gateway's claim strings → dfd.identity.caller's Caller."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from cfnlint.decode import cfn_yaml
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
-from dfd.errors import Unauthorized
-from dfd.identity import Caller, caller_from_event
+from dfd.core.errors import Unauthorized
+from dfd.identity.caller import Caller, caller_from_event
 from dfdlocal.cognito import (
     DEFAULT_PASSWORD,
     LOCAL_USERS,

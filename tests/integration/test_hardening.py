@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from dfd.core.observability import _provider, logger
 from dfd.handlers import admin_hashes, download, metadata, upload
-from dfd.observability import _provider, logger
 from tests.integration.support import Aws, upload_bytes
 from tests.support import ADMIN, api_event, call
 

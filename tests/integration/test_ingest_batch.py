@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from dfd import deps
-from dfd.errors import ServiceUnavailable
-from dfd.events import ObjectRef
+from dfd.core.errors import ServiceUnavailable
+from dfd.core.notifications import ObjectRef
 from dfd.handlers import ingest
-from dfd.ingest import IngestResult
+from dfd.ingest.service import IngestResult
 from tests.integration.support import Aws, uploaded
 from tests.support import LambdaContext, s3_notification, sqs_batch
 

@@ -12,11 +12,12 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from dfd import clock, deps
+from dfd import deps
 from dfd.adapters.s3 import ObjectStore
+from dfd.core import clock
+from dfd.core.records import FileRecord
 from dfd.handlers import upload
-from dfd.reconcile import Reconciler
-from dfd.records import FileRecord
+from dfd.reconcile.service import Reconciler
 from tests.integration.support import Aws, deliver, put
 from tests.support import ALICE, api_event, call
 from tests.unit.fakes import FakeIngestQueue, run_reconcile

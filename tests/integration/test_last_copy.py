@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import requests
 
-from dfd import aws as dfd_aws
 from dfd import deps
-from dfd.events import ObjectRef
-from dfd.ids import TENANT_HEADER
-from dfd.ingest import IngestResult, Outcome
+from dfd.adapters import aws as dfd_aws
+from dfd.core.ids import TENANT_HEADER
+from dfd.core.notifications import ObjectRef
+from dfd.ingest.service import IngestResult, Outcome
 from tests.integration.support import Aws, get, post, sha, upload_as
 from tests.support import ALICE, BOB, CAROL, ApiUser
 

@@ -1,5 +1,5 @@
-"""The LFS adapters on moto with the template's tables (dfd.adapters.pats, dfd.adapters.locks) behave as the
-in-memory stores the unit tests use (tests/unit/lfs_fakes.py), and POST/GET/DELETE /me/tokens through their
+"""The LFS adapters on moto with the template's tables (dfd.adapters.dynamo.pats, dfd.adapters.dynamo.locks) behave as
+the in-memory stores the unit tests use (tests/unit/fakes/lfs.py), and POST/GET/DELETE /me/tokens through their
 handler: a token made there is accepted by the /lfs credential check until it is revoked."""
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from dfd import aws as dfd_aws
 from dfd import deps
-from dfd.adapters.locks import DynamoLockStore
-from dfd.adapters.pats import DynamoTokenStore
-from dfd.locks import Lock, LockExists, LockService, lock_id
-from dfd.pats import PatService
+from dfd.adapters import aws as dfd_aws
+from dfd.adapters.dynamo.locks import DynamoLockStore
+from dfd.adapters.dynamo.pats import DynamoTokenStore
+from dfd.identity.pats import PatService
+from dfd.lfs.locks import LockService, lock_id
+from dfd.lfs.ports import Lock, LockExists
 from tests.integration.conftest import Aws
 from tests.support import ADMIN, ALICE, BOB, CAROL, api_event, call
-from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
+from tests.unit.fakes.lfs import FakeDirectory, FakeLockStore, FakeTokenStore
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -97,7 +98,7 @@ def test_tokens_through_the_handler(aws: Aws, monkeypatch: pytest.MonkeyPatch) -
     event = api_event("DELETE", f"/me/tokens/{created['id']}")
     event["pathParameters"] = {"id": created["id"]}
     assert call(tokens.handler, event)[0] == 204
-    from dfd.errors import Unauthorized
+    from dfd.core.errors import Unauthorized
 
     with pytest.raises(Unauthorized):
         deps.credentials().caller(f"Bearer {created['token']}")

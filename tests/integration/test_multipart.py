@@ -12,7 +12,7 @@ import pytest
 from dfd import deps
 from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
-from dfd.identity import caller_from_claims
+from dfd.identity.caller import caller_from_claims
 from tests import support
 from tests.integration.support import ALICE_CLAIMS as ALICE
 from tests.integration.support import DATA, PART, Aws, as_user, create, deliver, put_parts, route

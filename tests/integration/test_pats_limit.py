@@ -1,4 +1,4 @@
-"""The per-user token limit on the DynamoDB store (dfd.adapters.pats): concurrent creates cannot pass it, deletes
+"""The per-user token limit on the DynamoDB store (dfd.adapters.dynamo.pats): concurrent creates cannot pass it, deletes
 uncount, expired and TTL-deleted tokens make room, users from before the count are seeded, and a repeated add
 counts once; POST /me/tokens echoes unknown fields bounded and printable."""
 
@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from dfd import aws as dfd_aws
 from dfd import deps
-from dfd.adapters.pats import CountCodec, DynamoTokenStore, TokenCodec
-from dfd.errors import Conflict
-from dfd.pats import MAX_TOKENS_PER_USER, PatService, PersonalToken
+from dfd.adapters import aws as dfd_aws
+from dfd.adapters.dynamo.pats import CountCodec, DynamoTokenStore, TokenCodec
+from dfd.core.errors import Conflict
+from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService
+from dfd.identity.ports import PersonalToken
 from tests.integration.conftest import Aws
 from tests.support import ALICE, BOB, api_event, call
-from tests.unit.lfs_fakes import FakeDirectory
+from tests.unit.fakes.lfs import FakeDirectory
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

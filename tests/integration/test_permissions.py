@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dfd import aws as dfd_aws
 from dfd import deps
+from dfd.adapters import aws as dfd_aws
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
 from dfdlocal.template import Resolver, load_template
 from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route
@@ -113,8 +113,8 @@ class Recorder:
 
 @pytest.fixture
 def recorder(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    """Records on every client dfd makes from now on (dfd.aws builds its clients lazily, after deps.reset() in the
-    aws fixture, and again after each reset)."""
+    """Records on every client dfd makes from now on (dfd.adapters.aws builds its clients lazily, after deps.reset() in
+    the aws fixture, and again after each reset)."""
     recording = Recorder()
     make = dfd_aws.client
 

@@ -20,8 +20,9 @@ from urllib.parse import unquote_plus
 import pytest
 import requests
 
-from dfd import clock, deps
-from dfd.config import MIB
+from dfd import deps
+from dfd.core import clock
+from dfd.core.config import MIB
 from dfd.handlers import metadata, upload
 from dfd.handlers import multipart as parts_handler
 from dfdlocal import reconcile

@@ -10,11 +10,11 @@ import pytest
 from botocore.exceptions import ClientError
 
 from dfd import deps
-from dfd.errors import InvalidEvent, ServiceUnavailable, TransactionRetryable
-from dfd.events import ObjectRef
+from dfd.core.errors import InvalidEvent, ServiceUnavailable, TransactionRetryable
+from dfd.core.notifications import ObjectRef
+from dfd.core.retry import Backoff
 from dfd.handlers import ingest
-from dfd.ingest import IngestResult, Outcome
-from dfd.retry import Backoff
+from dfd.ingest.service import IngestResult, Outcome
 from dfdtools.replay import state
 from dfdtools.tools import Target
 from tests.integration.support import Aws, put, uploaded
@@ -234,7 +234,7 @@ def _cancelled(*reasons: str) -> ClientError:
 
 
 def test_conflicts_are_retried_with_backoff(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """TransactionConflict cancellations on the commit: retried after a pause (dfd.retry), committed once, counted
+    """TransactionConflict cancellations on the commit: retried after a pause (dfd.core.retry), committed once, counted
     once."""
     answer = uploaded(aws, b"contended" * 100)
     client = deps.repository()._db
@@ -270,7 +270,7 @@ def test_throttling_botocore_gave_up_on_is_not_retried_by_the_loop(
     aws: Aws, monkeypatch: pytest.MonkeyPatch, failure: ClientError
 ) -> None:
     """What botocore retried and gave up on (a throttled call), or never retries (a cancellation for a throttled
-    item): one attempt, 503 — the record's redelivery is the retry (dfd.retry), and it commits once."""
+    item): one attempt, 503 — the record's redelivery is the retry (dfd.core.retry), and it commits once."""
     answer = uploaded(aws, b"throttled" * 100)
     client = deps.repository()._db
     real = client.transact_write_items

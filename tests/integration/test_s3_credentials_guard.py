@@ -1,5 +1,5 @@
 """The local S3 with prefix-scoped credentials issued by the emulator's STS (AssumeRole on the template's
-S3CredentialsRole with dfd.s3access's session policy), requests signed by botocore itself: writes and multipart
+S3CredentialsRole with dfd.identity.s3access's session policy), requests signed by botocore itself: writes and multipart
 calls under the prefix pass; every other key, every read, ACLs, SSE-C, listing outside the prefix, expired or
 forged credentials are refused as S3 refuses them; aws-chunked bodies are decoded with every chunk signature,
 the trailer signature and the trailing checksum verified, and moto stores the decoded bytes."""
@@ -28,7 +28,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checksum
 
-from dfd.s3access import prefix_for, session_policy
+from dfd.identity.s3access import prefix_for, session_policy
 from dfdlocal import sigv4
 from dfdlocal.emulator import _create_role
 from dfdlocal.names import ACCOUNT_ID, BUCKET, REGION

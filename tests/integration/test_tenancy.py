@@ -1,4 +1,4 @@
-"""The tenancy rules table (dfd.identity) on moto, through the handlers as API Gateway invokes them (claims in
+"""The tenancy rules table (dfd.identity.caller) on moto, through the handlers as API Gateway invokes them (claims in
 requestContext.authorizer.jwt.claims): tenants see only what they hold, dedup stays global and invisible, "not
 yours" answers exactly like "does not exist", /admin/* is admins only, no claims → 401."""
 

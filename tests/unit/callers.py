@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dfd.config import MIB, Settings
-from dfd.identity import Caller
+from dfd.core.config import MIB, Settings
+from dfd.identity.caller import Caller
 
 ALICE = Caller(owner="alice-sub", tenant="acme", is_admin=False)
 CAROL = Caller(owner="carol-sub", tenant="acme", is_admin=False)

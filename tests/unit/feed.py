@@ -15,8 +15,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from dfd.adapters.eventbridge import entry
-from dfd.outcomes import OutcomeEvent
-from dfd.publisher import Tables
+from dfd.adapters.publisher import Tables
+from dfd.events.outcomes import OutcomeEvent
 from tests.unit.fakes import FakeRepository
 
 _serializer = TypeSerializer()

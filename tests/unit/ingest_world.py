@@ -7,10 +7,10 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from dfd.config import Settings
-from dfd.events import ObjectRef
-from dfd.ingest import Ingestor, IngestResult, Outcome
-from dfd.uploads import UploadRequest, UploadService
+from dfd.core.config import Settings
+from dfd.core.notifications import ObjectRef
+from dfd.ingest.service import Ingestor, IngestResult, Outcome
+from dfd.uploads.service import UploadRequest, UploadService
 from tests.support import ALICE, ApiUser
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 

@@ -65,7 +65,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
         ("s3:GetObject", OBJECTS),
     },
-    "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes)
+    "UploadsFunction": {  # a delete reads the upload only, then one transaction (dfd.deletes.service)
         *runtime("UploadsFunction"),
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:UpdateItem", "UploadsTable.Arn"),
@@ -125,8 +125,8 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ),
         *{(action, "*") for action in LOG_DELIVERY},
     },
-    # the reconcile's rules (dfd.reconcile); its writes to CountersTable are limited to the shards and its lease,
-    # the claims it deletes to claim#* (Conditions, checked in tests/unit/test_asl.py)
+    # the reconcile's rules (dfd.reconcile.service); its writes to CountersTable are limited to the shards and its
+    # lease, the claims it deletes to claim#* (Conditions, checked in tests/unit/test_asl.py)
     "ReconcileFunction": {
         *runtime("ReconcileFunction"),
         ("dynamodb:Query", "${UploadsTable.Arn}/index/PendingIndex"),
@@ -147,7 +147,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:DeleteObject", OBJECTS),
         ("s3:AbortMultipartUpload", OBJECTS),
         ("s3:ListBucket", "FilesBucket.Arn"),
-        ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.inventory)
+        ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.reconcile.inventory)
         ("sqs:SendMessage", "IngestQueue.Arn"),
     },
 }

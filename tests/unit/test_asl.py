@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dfd.reconcile import PAGE, PHASES
+from dfd.reconcile.service import PAGE, PHASES
 from dfdlocal import reconcile
 from tests.unit.template_support import _as_list, _describe, _intrinsic, _template, function_policies
 
@@ -287,7 +287,7 @@ def test_alarms(template: dict[str, Any], function: dict[str, Any]) -> None:
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert _describe(env["POWERTOOLS_METRICS_NAMESPACE"]) == "Ref(MetricsNamespace)"
     assert env["POWERTOOLS_SERVICE_NAME"] == "dfd"
-    source = (ROOT / "functions" / "dfd" / "reconcile.py").read_text(encoding="utf-8")
+    source = (ROOT / "functions" / "dfd" / "reconcile" / "service.py").read_text(encoding="utf-8")
     for name in ("CounterDriftAlarm", "LostFilesAlarm"):
         alarm = alarms[name]
         assert _describe(alarm["Namespace"]) == "Ref(MetricsNamespace)", name

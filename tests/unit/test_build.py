@@ -129,7 +129,7 @@ def test_the_bytecode_is_compiled_by_the_runtimes_python_unchecked_and_determini
 def test_runtime_pins_are_the_dev_locks_versions() -> None:
     runtime, dev = _pins(FUNCTIONS / "requirements.txt"), _pins(ROOT / "requirements" / "dev.lock")
     assert {"botocore", "aws-lambda-powertools"} <= set(runtime)
-    assert not {"boto3", "s3transfer"} & set(runtime)  # the functions make botocore clients (dfd.aws)
+    assert not {"boto3", "s3transfer"} & set(runtime)  # the functions make botocore clients (dfd.adapters.aws)
     assert {name: dev.get(name) for name in runtime} == runtime
 
 

@@ -17,7 +17,13 @@ import dfd.handlers
 
 HANDLERS = sorted(p.stem for p in Path(dfd.handlers.__file__).parent.glob("*.py") if p.stem != "__init__")
 READS = ("metadata", "download", "admin_stats", "admin_hashes")
-WRITE_SIDE = {"dfd.ports.uploads", "dfd.uploads", "dfd.multipart", "dfd.deletes", "dfd.ingest"}
+WRITE_SIDE = {
+    "dfd.uploads.ports",
+    "dfd.uploads.service",
+    "dfd.uploads.multipart",
+    "dfd.deletes.service",
+    "dfd.ingest.service",
+}
 HTTP = ("upload", "uploads", "multipart", "metadata", "download", "admin_stats", "admin_hashes", "me", "tokens", "lfs")
 # what the event handler package's __init__ and the data classes package's __init__ import besides what an HTTP
 # API function uses, and what wrapt's (the X-Ray SDK's) imports (asyncio)
@@ -56,7 +62,7 @@ def test_init_never_imports_boto3(handler: str) -> None:
 @pytest.mark.parametrize("handler", READS)
 def test_read_functions_load_nothing_of_the_write_side(handler: str) -> None:
     modules = loaded(handler)
-    assert "dfd.ports.objects" in modules
+    assert "dfd.core.objects" in modules
     assert not modules & WRITE_SIDE
 
 
@@ -65,7 +71,7 @@ def test_http_functions_load_no_other_resolver_and_no_asyncio(handler: str) -> N
     modules = loaded(handler)
     assert "aws_lambda_powertools.event_handler.api_gateway" in modules
     assert not modules & OTHER_RESOLVERS
-    # a sampled first request imports the X-Ray SDK (dfd.observability): wrapt's __init__ would import asyncio
+    # a sampled first request imports the X-Ray SDK (dfd.core.observability): wrapt's __init__ would import asyncio
     assert not loaded(handler, "import aws_xray_sdk.core") & OTHER_RESOLVERS
 
 

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
-from dfd import aws, deps
+from dfd import deps
+from dfd.adapters import aws
 from dfd.adapters.s3 import ObjectStore
-from dfd.config import MIB, Settings
-from dfd.errors import StillCompleting
+from dfd.core.config import MIB, Settings
+from dfd.core.errors import StillCompleting
+from dfd.core.objects import PartInfo
 from dfd.handlers import multipart as handler
-from dfd.identity import Caller
-from dfd.multipart import COMPLETING, MultipartService
-from dfd.ports.objects import PartInfo
+from dfd.identity.caller import Caller
+from dfd.uploads.multipart import COMPLETING, MultipartService
 from dfdlocal.template import load_template
 from tests.support import ROOT, LambdaContext, api_event, call
 from tests.unit.fakes import FakeObjectStore, FakeRepository

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from dfd.ingest import MAX_ATTEMPTS
+from dfd.ingest.service import MAX_ATTEMPTS
 from dfdbench.counters_sim import SimResult, Simulation
 
 

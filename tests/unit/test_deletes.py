@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from dfd import clock
 from dfd.adapters.dynamo import codec
-from dfd.deletes import DeleteService
-from dfd.errors import Forbidden, NotFound, ServiceUnavailable, TransactionRetryable
-from dfd.events import ObjectRef
-from dfd.ids import tenant_metadata
-from dfd.ingest import Ingestor, Outcome
-from dfd.multipart import MultipartService
-from dfd.queries import Queries
-from dfd.reconcile import Reconciler
-from dfd.retry import Backoff
-from dfd.uploads import UploadRequest, UploadService
+from dfd.core import clock
+from dfd.core.errors import Forbidden, NotFound, ServiceUnavailable, TransactionRetryable
+from dfd.core.ids import tenant_metadata
+from dfd.core.notifications import ObjectRef
+from dfd.core.retry import Backoff
+from dfd.deletes.service import DeleteService
+from dfd.ingest.service import Ingestor, Outcome
+from dfd.queries.service import Queries
+from dfd.reconcile.service import Reconciler
+from dfd.uploads.multipart import MultipartService
+from dfd.uploads.service import UploadRequest, UploadService
 from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
 from tests.unit.fakes import FakeIngestQueue, FakeObjectStore, FakeRepository, run_reconcile
 
@@ -251,7 +251,7 @@ def test_a_second_resurrection_waits_for_the_reaper_of_the_first(world: World) -
 
 
 def test_a_lost_answer_is_a_503_and_the_repeat_changes_nothing_more(world: World) -> None:
-    """The transaction commits but its answer is lost past botocore's attempts (dfd.retry): 503, not retried
+    """The transaction commits but its answer is lost past botocore's attempts (dfd.core.retry): 503, not retried
     here; the client's repeat reads the upload deleted and stops; the references were removed exactly once."""
     first, second = world.upload(ALICE), world.upload(CAROL)
     commit = world.repo.commit_delete

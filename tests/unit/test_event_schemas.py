@@ -11,8 +11,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from dfd.adapters.eventbridge import entry
-from dfd.outcomes import DetailType, file_events, upload_events
-from dfd.records import FileRecord, UploadRecord, UploadStatus
+from dfd.core.records import FileRecord, UploadRecord, UploadStatus
+from dfd.events.outcomes import DetailType, file_events, upload_events
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "events"
 SLUGS = {kind: kind.value.lower().replace(" ", "-") for kind in DetailType}

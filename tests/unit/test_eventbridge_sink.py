@@ -1,5 +1,5 @@
 """PutEvents with per-entry failure handling (dfd.adapters.eventbridge): 10 entries a call, an entry the bus
-refused sent again (bounded, with dfd.retry's backoff), a call that failed as a whole (after botocore's attempts)
+refused sent again (bounded, with dfd.core.retry's backoff), a call that failed as a whole (after botocore's attempts)
 not sent again, what stays unpublished reported per event."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from dfd.adapters.eventbridge import EventBridgeSink
-from dfd.outcomes import DetailType, OutcomeEvent
-from dfd.retry import Backoff
+from dfd.core.retry import Backoff
+from dfd.events.outcomes import DetailType, OutcomeEvent
 
 
 def events(count: int) -> list[OutcomeEvent]:
@@ -70,7 +70,7 @@ def test_what_stays_refused_is_reported_after_the_attempts_with_backoff() -> Non
 
 
 def test_a_call_that_failed_as_a_whole_is_not_sent_again() -> None:
-    """botocore retried it already (dfd.retry): its entries are reported unpublished, the others still go."""
+    """botocore retried it already (dfd.core.retry): its entries are reported unpublished, the others still go."""
     bus = Bus(fail_calls=1)
     assert sink(bus).put(events(12)) == [False] * 10 + [True] * 2
     assert [len(call) for call in bus.calls] == [10, 2]

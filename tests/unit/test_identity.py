@@ -1,4 +1,4 @@
-"""Claims → Caller (dfd.identity): both group formats, none, many tenants, admin, missing or malformed claims."""
+"""Claims → Caller (dfd.identity.caller): both group formats, none, many tenants, admin, missing or malformed claims."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from dfd.errors import Forbidden, Unauthorized
-from dfd.identity import Caller, caller_from_claims, caller_from_event, current_caller, parse_groups
+from dfd.core.errors import Forbidden, Unauthorized
+from dfd.identity.caller import Caller, caller_from_claims, caller_from_event, current_caller, parse_groups
 
 SUB = "7d8e2f4a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
 

@@ -1,19 +1,19 @@
-"""The ingest decision and the upload service on in-memory ports (tests/unit/fakes.py): every outcome and
+"""The ingest decision and the upload service on in-memory ports (tests/unit/fakes/): every outcome and
 every retry path, in milliseconds. tests/integration runs the same flows on moto's DynamoDB and S3."""
 
 from __future__ import annotations
 
 import pytest
 
-from dfd.conflicts import CommitRefused
-from dfd.errors import ServiceUnavailable, TransactionRetryable
-from dfd.events import ObjectRef
-from dfd.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
-from dfd.ingest import MAX_ATTEMPTS, IngestResult, Outcome
-from dfd.ports.objects import ObjectInfo
-from dfd.records import EventRecord, FileRecord, TenantRef
-from dfd.retry import Backoff
-from dfd.uploads import UploadRequest
+from dfd.core.conflicts import CommitRefused
+from dfd.core.errors import ServiceUnavailable, TransactionRetryable
+from dfd.core.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
+from dfd.core.notifications import ObjectRef
+from dfd.core.objects import ObjectInfo
+from dfd.core.records import EventRecord, FileRecord, TenantRef
+from dfd.core.retry import Backoff
+from dfd.ingest.service import MAX_ATTEMPTS, IngestResult, Outcome
+from dfd.uploads.service import UploadRequest
 from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser
 from tests.unit.ingest_world import BUCKET, World, expect, sha
 
@@ -293,7 +293,7 @@ def test_exhausted_attempts_raise_service_unavailable(world: World, fault: Excep
 
 
 def test_what_botocore_gave_up_on_is_not_retried(world: World) -> None:
-    """Throttling and transient errors are botocore's to retry (dfd.retry): the ServiceUnavailable it leaves
+    """Throttling and transient errors are botocore's to retry (dfd.core.retry): the ServiceUnavailable it leaves
     fails the record at once (its queue delivers it again), without a second layer of attempts."""
     key = world.upload(b"throttled")
     world.repo.faults = [ServiceUnavailable("throttled")]
@@ -563,7 +563,7 @@ def test_the_signed_checksum_spares_the_read(world: World) -> None:
 
 
 def test_a_precheck_meeting_a_concurrent_transaction_pauses_and_looks_again(world: World) -> None:
-    """A TransactionConflict on the precheck's commit is retried after dfd.retry's pause (it was a 503 before)."""
+    """A TransactionConflict on the precheck's commit is retried after dfd.core.retry's pause (it was a 503 before)."""
     data = b"contended precheck"
     world.repo.files[sha(data)] = {"hash": sha(data), "size": len(data), "s3_key": "uploads/w", "upload_count": 1}
     world.repo.files[sha(data)].update(live_refs=1)

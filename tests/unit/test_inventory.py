@@ -1,6 +1,6 @@
-"""The lost-copy check on an S3 Inventory report (dfd.inventory, dfd.reconcile): a version the newest report lists
-costs no HeadObject; one it does not list is asked of S3 unless the record was written after S3's listing; no
-report, a stale one or an unreadable one leaves the check to one HeadObject per content."""
+"""The lost-copy check on an S3 Inventory report (dfd.reconcile.inventory, dfd.reconcile.service): a version the newest
+report lists costs no HeadObject; one it does not list is asked of S3 unless the record was written after S3's listing;
+no report, a stale one or an unreadable one leaves the check to one HeadObject per content."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from dfd import clock, inventory
+from dfd.core import clock
+from dfd.reconcile import inventory
 from tests.unit.test_reconcile_domain import BUCKET, NOW, World
 
 PREFIX = "inventory/b/uploads-daily/"
@@ -131,7 +132,7 @@ def test_a_report_is_read_once_by_the_pages_of_a_run(world: World, monkeypatch: 
         return get(bucket, key)
 
     monkeypatch.setattr(world.objects, "get_bytes", counted)
-    monkeypatch.setattr("dfd.reconcile.PAGE", {"pending": 100, "reap": 100, "references": 200, "orphans": 1000,
+    monkeypatch.setattr("dfd.reconcile.service.PAGE", {"pending": 100, "reap": 100, "references": 200, "orphans": 1000,
                                                "files": 1})  # fmt: skip
     stored(world, b"second")  # written after the report: left to the next one
     sweep(world, NOW + timedelta(hours=2))

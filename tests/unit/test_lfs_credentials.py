@@ -1,5 +1,5 @@
-"""The /lfs routes check credentials themselves (dfd.credentials, through dfd.handlers.lfs): every route, with a
-missing, expired, revoked, malformed or foreign-pool credential, answers git-lfs's 401 with the Basic challenge
+"""The /lfs routes check credentials themselves (dfd.identity.credentials, through dfd.handlers.lfs): every route, with
+a missing, expired, revoked, malformed or foreign-pool credential, answers git-lfs's 401 with the Basic challenge
 and the LFS error body BEFORE anything is read; valid ones (Basic with a personal access token or an access
 token, Bearer access token) reach the services."""
 
@@ -16,13 +16,13 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from dfd import deps
-from dfd.credentials import ACCESS_SCOPE, CredentialChecker
 from dfd.handlers import lfs as lfs_handler
-from dfd.jwtverify import JwtVerifier
-from dfd.locks import LockService
-from dfd.pats import PatService
+from dfd.identity.credentials import ACCESS_SCOPE, CredentialChecker
+from dfd.identity.jwtverify import JwtVerifier
+from dfd.identity.pats import PatService
+from dfd.lfs.locks import LockService
 from tests.support import ALICE, LambdaContext, api_event
-from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
+from tests.unit.fakes.lfs import FakeDirectory, FakeLockStore, FakeTokenStore
 
 ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TEST"
 CLIENT = "testclient0000000000000000"
@@ -193,7 +193,7 @@ def test_a_wrong_accept_is_406_and_throttling_429_with_retry_after(
     pat = wired.create(ALICE.caller, {"name": "laptop"})["token"]
     response = invoke(ROUTES[0], {"authorization": basic(pat), "accept": "text/html"})
     assert response["statusCode"] == 406
-    from dfd.errors import DfdError, ServiceUnavailable
+    from dfd.core.errors import DfdError, ServiceUnavailable
 
     class Busy:
         def batch(self, *args: Any) -> Any:

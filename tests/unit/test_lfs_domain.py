@@ -1,5 +1,5 @@
-"""The Git LFS Batch API (dfd.lfs), locks (dfd.locks) and personal access tokens (dfd.pats) on the in-memory
-ports: every answer the issue lists, per object and for the whole request."""
+"""The Git LFS Batch API (dfd.lfs.batch), locks (dfd.lfs.locks) and personal access tokens (dfd.identity.pats) on the
+in-memory ports: every answer the issue lists, per object and for the whole request."""
 
 from __future__ import annotations
 
@@ -12,18 +12,19 @@ from typing import Any
 
 import pytest
 
-from dfd import lfsrequest
-from dfd.errors import NotFound, ValidationFailed
-from dfd.events import ObjectRef
-from dfd.ingest import Ingestor
-from dfd.lfs import LfsError, LfsService
-from dfd.lfsrequest import LockQuery, Page
-from dfd.locks import LockError, LockService
-from dfd.pats import PREFIX, DirectoryUser, PatService
-from dfd.uploads import UploadService
+from dfd.core.errors import NotFound, ValidationFailed
+from dfd.core.notifications import ObjectRef
+from dfd.identity.pats import PREFIX, PatService
+from dfd.identity.ports import DirectoryUser
+from dfd.ingest.service import Ingestor
+from dfd.lfs import request as lfsrequest
+from dfd.lfs.batch import LfsError, LfsService
+from dfd.lfs.locks import LockError, LockService
+from dfd.lfs.request import LockQuery, Page
+from dfd.uploads.service import UploadService
 from tests.support import ALICE, BOB, CAROL, ApiUser
+from tests.unit.fakes.lfs import FakeDirectory, FakeLockStore, FakeTokenStore
 from tests.unit.ingest_world import BUCKET, NOW, World
-from tests.unit.lfs_fakes import FakeDirectory, FakeLockStore, FakeTokenStore
 
 BASE = "https://api.example"
 GIB = 1024**3

@@ -1,4 +1,4 @@
-"""dfd.multipart on the in-memory ports: part-size math, validation, ownership, resume, complete, abort."""
+"""dfd.uploads.multipart on the in-memory ports: part-size math, validation, ownership, resume, complete, abort."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from dfd.config import GIB, MIB, TIB, Settings
-from dfd.errors import BadRequest, Conflict, Forbidden, NotFound, ValidationFailed
-from dfd.identity import Caller
-from dfd.multipart import MAX_PARTS, MultipartService, part_layout, part_length
-from dfd.uploads import UploadService, parse_request
+from dfd.core.config import GIB, MIB, TIB, Settings
+from dfd.core.errors import BadRequest, Conflict, Forbidden, NotFound, ValidationFailed
+from dfd.identity.caller import Caller
+from dfd.uploads.multipart import MAX_PARTS, MultipartService, part_layout, part_length
+from dfd.uploads.service import UploadService, parse_request
 from tests.unit.callers import ADMIN, ALICE, BOB, CAROL, settings
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dfd.observability import LazyXRayProvider, _unsampled
+from dfd.core.observability import LazyXRayProvider, _unsampled
 
 ROOT = "Root=1-67407c00-0123456789abcdef01234567;Parent=0123456789abcdef"
 

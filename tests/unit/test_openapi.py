@@ -5,7 +5,8 @@ What is compared, each side read from where it is defined:
 * routes: template.yaml's HttpApi events, the handlers' ``@app.<method>(path)`` decorators, the document's
   operations; every route is behind the JWT authorizer, every operation requires the bearer scheme;
 * parameters: the path's ``{name}`` segments, the query parameters a handler takes (``query_values``);
-* request and response fields: the field lists of dfd.uploads, dfd.multipart, dfd.views, dfd.queries, dfd.ports;
+* request and response fields: the field lists of dfd.uploads.service, dfd.uploads.multipart, dfd.queries.views,
+dfd.queries.service, dfd.uploads.ports;
 * statuses: the ones a handler answers (``json_response(N, ...)``, ``Response(status_code=N)``, the service
   answers it passes on), the error codes dfd raises with their statuses (every ``DfdError`` built in
   functions/dfd).
@@ -25,8 +26,12 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from dfd import errors, multipart, pats, uploads, views
-from dfd.records import COUNTER_FIELDS, USAGE_FIELDS
+from dfd.core import errors
+from dfd.core.records import COUNTER_FIELDS, USAGE_FIELDS
+from dfd.identity import pats
+from dfd.queries import views
+from dfd.uploads import multipart
+from dfd.uploads import service as uploads
 from dfdlocal.template import read_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +39,7 @@ DOCUMENT = ROOT / "docs" / "openapi.yaml"
 FUNCTIONS = ROOT / "functions"
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 # Codes raised only off the HTTP API: the ingest's (an S3/SQS event, not a request) and the S3 adapter's, which
-# every API caller catches (dfd.multipart turns a vanished object into upload_gone).
+# every API caller catches (dfd.uploads.multipart turns a vanished object into upload_gone).
 # Git LFS's routes speak git-lfs's wire format (docs/api/batch.md, locking.md): bodies in LFS_MEDIA, errors as
 # {"message", "request_id", "documentation_url"} without a dfd error code
 LFS_MEDIA = "application/vnd.git-lfs+json"
@@ -43,19 +48,19 @@ NOT_HTTP_CODES = {"invalid_event", "object_not_found", "object_changed"}
 GATEWAY = "GatewayMessage"
 # the functions building a response body as a dict literal -> the schema documenting it
 RESPONSE_LITERALS = {
-    ("uploads.py", "_issue"): "SinglePutUpload",
-    ("uploads.py", "_precheck"): "PrecheckDuplicate",
-    ("multipart.py", "create"): "MultipartUpload",
-    ("multipart.py", "presign_parts"): "PresignedParts",
-    ("multipart.py", "list_parts"): "PartList",
-    ("multipart.py", "complete"): "CompleteAnswer",
-    ("queries.py", "download"): "Download",
-    ("queries.py", "my_uploads"): "UploadPage",
-    ("queries.py", "hashes"): "FilePage",
-    ("me.py", "me"): "Me",
+    ("uploads/service.py", "_issue"): "SinglePutUpload",
+    ("uploads/service.py", "_precheck"): "PrecheckDuplicate",
+    ("uploads/multipart.py", "create"): "MultipartUpload",
+    ("uploads/multipart.py", "presign_parts"): "PresignedParts",
+    ("uploads/multipart.py", "list_parts"): "PartList",
+    ("uploads/multipart.py", "complete"): "CompleteAnswer",
+    ("queries/service.py", "download"): "Download",
+    ("queries/service.py", "my_uploads"): "UploadPage",
+    ("queries/service.py", "hashes"): "FilePage",
+    ("queries/me.py", "me"): "Me",
 }
 # answered by a service the handler passes on (UploadAnswer's status)
-PASSED_ON = {"create_upload": ("uploads.py", "UploadAnswer")}
+PASSED_ON = {"create_upload": ("uploads/service.py", "UploadAnswer")}
 
 
 @cache

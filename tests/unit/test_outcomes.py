@@ -1,6 +1,6 @@
-"""Outcome events from committed changes (dfd.outcomes, dfd.publisher) on the in-memory ports: every transition of
-every path the fakes model (the API's register, 409 precheck, delete and cancel; the ingest's stored, duplicate,
-cross-tenant duplicate, resurrection and replay; the reconcile's expire and fail) emits exactly one event, a
+"""Outcome events from committed changes (dfd.events.outcomes, dfd.adapters.publisher) on the in-memory ports: every
+transition of every path the fakes model (the API's register, 409 precheck, delete and cancel; the ingest's stored,
+duplicate, cross-tenant duplicate, resurrection and replay; the reconcile's expire and fail) emits exactly one event, a
 write that changed nothing emits none, and a re-delivered change carries the same event_id."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from dfd.config import Settings
-from dfd.deletes import DeleteService
-from dfd.events import ObjectRef
-from dfd.identity import Caller
-from dfd.ingest import Ingestor, Outcome
-from dfd.multipart import MultipartService
-from dfd.outcomes import DetailType, OutcomeEvent, event_id, file_events, upload_events
-from dfd.publisher import publish
-from dfd.records import FileRecord, UploadRecord, UploadStatus
-from dfd.uploads import UploadRequest, UploadService
+from dfd.adapters.publisher import publish
+from dfd.core.config import Settings
+from dfd.core.notifications import ObjectRef
+from dfd.core.records import FileRecord, UploadRecord, UploadStatus
+from dfd.deletes.service import DeleteService
+from dfd.events.outcomes import DetailType, OutcomeEvent, event_id, file_events, upload_events
+from dfd.identity.caller import Caller
+from dfd.ingest.service import Ingestor, Outcome
+from dfd.uploads.multipart import MultipartService
+from dfd.uploads.service import UploadRequest, UploadService
 from tests.unit.fakes import FakeObjectStore, FakeRepository
 from tests.unit.feed import TABLES, FakeStream, RecordingSink, stream_record
 

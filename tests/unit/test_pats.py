@@ -1,5 +1,5 @@
-"""Personal access tokens (dfd.pats): the per-user limit counted in one conditional step, a conflict on the count
-retried with dfd.retry's backoff, and unknown fields echoed bounded and printable as POST /upload does."""
+"""Personal access tokens (dfd.identity.pats): the per-user limit counted in one conditional step, a conflict on the
+count retried with dfd.core.retry's backoff, and unknown fields echoed bounded and printable as POST /upload does."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from dfd.adapters.pats import CountCodec, DynamoTokenStore
-from dfd.errors import Conflict, TransactionRetryable, ValidationFailed
-from dfd.pats import MAX_TOKENS_PER_USER, PatService, PersonalToken, parse_create
-from dfd.retry import CONFLICT_ATTEMPTS, Backoff
-from dfd.text import ECHO_CHARS, ECHO_ITEMS, printable
+from dfd.adapters.dynamo.pats import CountCodec, DynamoTokenStore
+from dfd.core.errors import Conflict, TransactionRetryable, ValidationFailed
+from dfd.core.retry import CONFLICT_ATTEMPTS, Backoff
+from dfd.core.text import ECHO_CHARS, ECHO_ITEMS, printable
+from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService, parse_create
+from dfd.identity.ports import PersonalToken
 from tests.support import ALICE, BOB
-from tests.unit.lfs_fakes import FakeDirectory, FakeTokenStore
+from tests.unit.fakes.lfs import FakeDirectory, FakeTokenStore
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

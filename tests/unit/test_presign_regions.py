@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from dfd import aws
+from dfd.adapters import aws
 from dfd.adapters.s3 import ObjectStore
 
 BUCKET = "dfd-files-123456789012"

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from dfd import clock
-from dfd.config import ConfigError, Settings
-from dfd.errors import BadRequest, InvalidEvent, TooLarge, ValidationFailed
-from dfd.events import ObjectRef, is_sqs_batch, refs_from_message_body, refs_from_payload
-from dfd.hashing import b64_to_hex, hex_to_b64, sha256_of_chunks
-from dfd.ids import clean_filename, event_key, upload_id_from_key, valid_content_type, version_token
-from dfd.queries import content_disposition, parse_limit
-from dfd.tokens import MAX_TOKEN_CHARS, decode_token, encode_token
-from dfd.uploads import parse_request
+from dfd.core import clock
+from dfd.core.config import ConfigError, Settings
+from dfd.core.errors import BadRequest, InvalidEvent, TooLarge, ValidationFailed
+from dfd.core.hashing import b64_to_hex, hex_to_b64, sha256_of_chunks
+from dfd.core.ids import clean_filename, event_key, upload_id_from_key, valid_content_type, version_token
+from dfd.core.notifications import ObjectRef, is_sqs_batch, refs_from_message_body, refs_from_payload
+from dfd.queries.service import content_disposition, parse_limit
+from dfd.queries.tokens import MAX_TOKEN_CHARS, decode_token, encode_token
+from dfd.uploads.service import parse_request
 from tests.support import eventbridge, fixture, minimal_record, s3_notification
 
 BASE_ENV = {

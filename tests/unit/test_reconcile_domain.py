@@ -1,4 +1,4 @@
-"""dfd.reconcile on the fakes of its ports: each phase's rules, the lease, paging, and errors as they are."""
+"""dfd.reconcile.service on the fakes of its ports: each phase's rules, the lease, paging, and errors as they are."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from urllib.parse import unquote_plus
 
 import pytest
 
-from dfd import clock
-from dfd.errors import DfdError
-from dfd.events import ObjectRef
-from dfd.ids import tenant_metadata
-from dfd.ingest import Ingestor, Outcome
-from dfd.reconcile import SKIPPED, ReconcileInputError, Reconciler
-from dfd.uploads import UploadRequest, UploadService
+from dfd.core import clock
+from dfd.core.errors import DfdError
+from dfd.core.ids import tenant_metadata
+from dfd.core.notifications import ObjectRef
+from dfd.ingest.service import Ingestor, Outcome
+from dfd.reconcile.service import SKIPPED, ReconcileInputError, Reconciler
+from dfd.uploads.service import UploadRequest, UploadService
 from tests.unit.callers import ALICE, BOB, settings
 from tests.unit.fakes import FakeIngestQueue, FakeObjectStore, FakeRepository, run_reconcile
 
@@ -124,8 +124,8 @@ def test_leftover_duplicate_bytes_are_redriven_unless_adopted(world: World) -> N
 
 
 def test_the_reaper_frees_a_tombstoned_content_and_moves_its_history(world: World) -> None:
-    from dfd.deletes import DeleteService
-    from dfd.multipart import MultipartService
+    from dfd.deletes.service import DeleteService
+    from dfd.uploads.multipart import MultipartService
 
     multipart = MultipartService(world.settings, world.repo, world.objects, now=lambda: NOW)
     deletes = DeleteService(world.settings, world.repo, multipart, now=lambda: NOW, sleep=lambda _: None)
@@ -149,8 +149,8 @@ def test_the_reaper_frees_a_tombstoned_content_and_moves_its_history(world: Worl
 
 def test_an_object_changed_at_its_key_is_left_to_the_next_run(world: World) -> None:
     """412 (another object at the key) deletes nothing: the content stays in the reaper's index."""
-    from dfd.deletes import DeleteService
-    from dfd.multipart import MultipartService
+    from dfd.deletes.service import DeleteService
+    from dfd.uploads.multipart import MultipartService
 
     multipart = MultipartService(world.settings, world.repo, world.objects, now=lambda: NOW)
     deletes = DeleteService(world.settings, world.repo, multipart, now=lambda: NOW, sleep=lambda _: None)
@@ -191,14 +191,14 @@ def test_the_lease_makes_runs_exclusive_and_a_skipped_sweep_runs_next(world: Wor
 def test_a_run_that_lost_its_lease_stops(world: World) -> None:
     state = world.reconciler.begin({})
     world.repo.lease["holder"] = "someone else"
-    from dfd.conflicts import LeaseLost
+    from dfd.core.conflicts import LeaseLost
 
     with pytest.raises(LeaseLost):
         world.reconciler.page("pending", state, lambda *_: None)
 
 
 def test_pages_carry_a_cursor_until_the_index_is_done(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dfd import reconcile
+    from dfd.reconcile import service as reconcile
 
     monkeypatch.setitem(reconcile.PAGE, "pending", 2)
     for i in range(5):

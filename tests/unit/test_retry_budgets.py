@@ -1,4 +1,4 @@
-"""The one retry policy (dfd.retry, docs/retries.md): every client in botocore's standard mode within its written
+"""The one retry policy (dfd.core.retry, docs/retries.md): every client in botocore's standard mode within its written
 limits, and every function's written attempt budget within its Timeout as template.yaml sets it."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from botocore.retries.standard import ExponentialBackoff
 
-from dfd import aws, deps, retry
-from dfd.retry import API_CALLS, BUDGETS, COMPLETE_CALL, OBJECT_READS, Backoff, CallLimits
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core import retry
+from dfd.core.retry import API_CALLS, BUDGETS, COMPLETE_CALL, OBJECT_READS, Backoff, CallLimits
 from dfdlocal.template import load_template
 from tests.support import ROOT
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dfd.s3access import LIST_ACTION, OBJECT_ACTIONS, ROOT, prefix_for, session_policy
+from dfd.identity.s3access import LIST_ACTION, OBJECT_ACTIONS, ROOT, prefix_for, session_policy
 from dfdlocal.s3session import DENIED_HEADERS, evaluate
 from dfdlocal.template import read_model
 from tests.unit.template_support import TEMPLATE, _describe, _template

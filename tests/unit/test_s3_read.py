@@ -16,9 +16,9 @@ import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from dfd.adapters.s3 import CHUNK, ObjectStore, ReadTuning
-from dfd.config import Settings
-from dfd.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
-from dfd.ports.objects import OpenedObject
+from dfd.core.config import Settings
+from dfd.core.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
+from dfd.core.objects import OpenedObject
 
 BUCKET, KEY, ETAG = "b", "uploads/k", '"etag-1"'
 KIB = 1024

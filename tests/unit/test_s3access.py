@@ -1,4 +1,5 @@
-"""dfd.s3access: the caller's prefix (unique, reversible) and the session policy of prefix-scoped credentials."""
+"""dfd.identity.s3access: the caller's prefix (unique, reversible) and the session policy of prefix-scoped
+credentials."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import itertools
 
 import pytest
 
-from dfd.s3access import MAX_SEGMENT, ROOT, parse_key, prefix_for, segment, session_policy
+from dfd.identity.s3access import MAX_SEGMENT, ROOT, parse_key, prefix_for, segment, session_policy
 
 CALLERS = [
     ("acme", "3f2a9c1e-0000-4000-8000-000000000001"),

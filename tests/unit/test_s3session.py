@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dfd.s3access import prefix_for, session_policy
+from dfd.identity.s3access import prefix_for, session_policy
 from dfdlocal.s3auth import Refused
 from dfdlocal.s3session import S3Request, allowed, classify, evaluate
 

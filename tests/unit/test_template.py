@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dfd.records import UploadRecord
+from dfd.core.records import UploadRecord
 from tests.unit.template_support import (
     LOG_DELIVERY,
     PERMISSIONS,
@@ -276,7 +276,7 @@ def test_every_function_gets_the_settings_environment(template: dict[str, Any]) 
         assert _is_ref(env.get(name), target), f"{name} should be !Ref {target}, got {env.get(name)!r}"
     assert env["POWERTOOLS_SERVICE_NAME"] == "dfd"
     assert _intrinsic(env["ALLOWED_ORIGINS"]) == ("Join", [",", Tag("Ref", "AllowedOrigins")])
-    assert "TOKEN_SECRET" not in env  # pagination tokens are not signed (dfd.tokens says why)
+    assert "TOKEN_SECRET" not in env  # pagination tokens are not signed (dfd.queries.tokens says why)
     for logical_id in HANDLERS:
         local = template["Resources"][logical_id]["Properties"].get("Environment", {}).get("Variables", {})
         assert not set(local) & set(env), f"{logical_id} overrides global variables {set(local) & set(env)}"

@@ -80,7 +80,7 @@ def test_the_jwt_authorizer_is_the_default_of_the_http_api() -> None:
 
 
 # git-lfs needs an LFS-Authenticate challenge and HTTP Basic: these routes check credentials in the function
-# (dfd.credentials; tests/unit/test_lfs_credentials.py walks each of them with bad credentials)
+# (dfd.identity.credentials; tests/unit/test_lfs_credentials.py walks each of them with bad credentials)
 LFS_FUNCTION = "LfsFunction"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from cfnlint.decode import cfn_yaml
 
-from dfd.ingest import Outcome
+from dfd.ingest.service import Outcome
 from dfdlocal.template import NO_VALUE, read_model
 from tests.unit.template_support import TEMPLATE, _describe, _intrinsic, _template
 

@@ -1,4 +1,4 @@
-"""The tenant layer on the in-memory ports (tests/unit/fakes.py), through the domain services: the rules
+"""The tenant layer on the in-memory ports (tests/unit/fakes/), through the domain services: the rules
 table (Queries.metadata/download/stats/hashes, UploadService.create's precheck) for the owner, the same tenant,
 another tenant, an admin, a user in no tenant group and an upload made before tenants; the ingest's per-tenant
 decision (a cross-tenant duplicate is `stored` for its uploader, a same-tenant one `duplicate`); objects put
@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
-from dfd import clock
-from dfd.conflicts import CommitRefused
-from dfd.errors import DfdError, Forbidden, NotFound, NotReady, TooManyRequests
-from dfd.identity import Caller, caller_from_claims
-from dfd.ids import upload_id_from_key
-from dfd.ingest import Ingestor, IngestResult, Outcome
-from dfd.ports.contents import ObjectVersion, TenantShare
-from dfd.queries import Queries
-from dfd.records import EventRecord
-from dfd.uploads import UploadAnswer, UploadRequest, UploadService
+from dfd.core import clock
+from dfd.core.conflicts import CommitRefused
+from dfd.core.errors import DfdError, Forbidden, NotFound, NotReady, TooManyRequests
+from dfd.core.ids import upload_id_from_key
+from dfd.core.records import EventRecord
+from dfd.identity.caller import Caller, caller_from_claims
+from dfd.ingest.ports import ObjectVersion, TenantShare
+from dfd.ingest.service import Ingestor, IngestResult, Outcome
+from dfd.queries.service import Queries
+from dfd.uploads.service import UploadAnswer, UploadRequest, UploadService
 from tests.support import ADMIN, ALICE, BOB, CAROL, DAVE, ApiUser
 from tests.unit.ingest_world import BUCKET, NOW, World, expect, sha
 

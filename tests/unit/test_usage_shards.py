@@ -1,4 +1,4 @@
-"""Usage shards: their keys, where writes go, their size, and the sum (dfd.usage)."""
+"""Usage shards: their keys, where writes go, their size, and the sum (dfd.core.usage)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 import pytest
 
 from dfd.adapters.dynamo import codec
-from dfd.config import Settings
-from dfd.records import TenantUsage
-from dfd.usage import USAGE_SHARDS, every_shard, gate, limited, total, write_shard
+from dfd.core.config import Settings
+from dfd.core.records import TenantUsage
+from dfd.core.usage import USAGE_SHARDS, every_shard, gate, limited, total, write_shard
 
 BASE = {
     "files_table": "f", "counters_table": "c", "uploads_table": "u", "events_table": "e",

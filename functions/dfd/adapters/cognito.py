@@ -1,4 +1,4 @@
-"""The user directory of personal access tokens (dfd.pats.UserDirectory): the Cognito user pool.
+"""The user directory of personal access tokens (dfd.identity.ports.UserDirectory): the Cognito user pool.
 
 A token's user is looked up by username (AdminGetUser: its sub and whether it is enabled; AdminListGroupsForUser:
 its groups) and the answer kept CACHE_SECONDS per process, so a git push's dozens of requests cost the pool one
@@ -14,8 +14,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.errors import ServiceUnavailable
-from dfd.pats import DirectoryUser
+from dfd.core.errors import ServiceUnavailable
+from dfd.identity.ports import DirectoryUser
 
 CACHE_SECONDS = 60.0
 _GONE = {"UserNotFoundException", "ResourceNotFoundException"}

@@ -2,8 +2,8 @@
 
 PutEvents takes up to 10 entries and answers per entry: an entry with an ErrorCode was not published (the call
 itself succeeded, so botocore retried nothing). Those entries are sent again, ATTEMPTS calls at most with
-dfd.retry's backoff between; a call that failed as a whole was retried by botocore already and is not sent again
-(dfd.retry: no loop retries what botocore gave up on). What is not published is reported per event (the stream
+dfd.core.retry's backoff between; a call that failed as a whole was retried by botocore already and is not sent again
+(dfd.core.retry: no loop retries what botocore gave up on). What is not published is reported per event (the stream
 delivers its record again).
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.outcomes import SOURCE, OutcomeEvent
-from dfd.retry import PARTIAL_ATTEMPTS, Backoff
+from dfd.core.retry import PARTIAL_ATTEMPTS, Backoff
+from dfd.events.outcomes import SOURCE, OutcomeEvent
 
 ENTRIES_PER_CALL = 10  # PutEvents' limit
 ATTEMPTS = PARTIAL_ATTEMPTS

@@ -1,4 +1,4 @@
-"""The precheck bound's write (dfd.ports.uploads.PrecheckBound): one Update of the tenant's precheck item in the
+"""The precheck bound's write (dfd.uploads.ports.PrecheckBound): one Update of the tenant's precheck item in the
 counters table (`precheck#<tenant>`: apart from its usage shards, so prechecks never contend with registrations on the
 usage gate; no COUNTER_FIELDS, so stats and the audits' sums ignore it), in the precheck duplicate's
 transaction. Either the window is the item's and not full (+1), or the item counts another window (or none) and
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from dfd.adapters.dynamo import codec
 
 if TYPE_CHECKING:
-    from dfd.ports.uploads import PrecheckBound
+    from dfd.uploads.ports import PrecheckBound
 
 
 def precheck_bound_update(table: str, tenant: str, bound: PrecheckBound) -> dict[str, Any]:

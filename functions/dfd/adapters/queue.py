@@ -1,4 +1,4 @@
-"""The ingest queue (dfd.ports.queue.IngestQueue): the reconcile's re-drives, as S3 would have notified them."""
+"""The ingest queue (dfd.reconcile.ports.IngestQueue): the reconcile's re-drives, as S3 would have notified them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.errors import DfdError, ServiceUnavailable
+from dfd.core.errors import DfdError, ServiceUnavailable
 
 
 class SqsIngestQueue:

@@ -1,4 +1,4 @@
-"""DynamoDB stream records -> the changes of typed records (dfd.records): the publisher's one view of a stream.
+"""DynamoDB stream records -> the changes of typed records (dfd.core.records): the publisher's one view of a stream.
 
 A record's images are DynamoDB attribute values: they become Python values (base.from_item: the adapter's
 attribute values) and records through the item codec (dfd.adapters.dynamo.codec), exactly as a read of the

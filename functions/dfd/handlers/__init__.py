@@ -2,9 +2,8 @@
 function's init.
 
 Init builds tens of thousands of objects that live as long as the process (botocore and its clients, Powertools,
-dfd), and every garbage collection during init and the first request walks all of them again: without the
-pause a metadata cold start costs a median 55 ms CPU more (paired runs of bench row 7's harness,
-docs/performance.md, target 7), so it stays: the collector is paused while a handler module loads, and
+dfd), and every garbage collection during init and the first request walks all of them again (what that costs a
+cold start: docs/performance.md, target 7), so the collector is paused while a handler module loads, and
 `init_done()`, the last statement of every handler module, builds what the function's first request needs (its
 service and AWS clients: AWS's advice is SDK clients at init, not per request), freezes everything init built
 (`gc.freeze()`: moved to the permanent generation, never walked again) and resumes collection. The running
@@ -26,7 +25,7 @@ gc.disable()
 
 
 def init_done(*build: Callable[[], object]) -> None:
-    """End of a function's init: call `build` (dfd.deps factories, dfd.aws clients' `build`), freeze what init
+    """End of a function's init: call `build` (dfd.deps factories, dfd.adapters.aws clients' `build`), freeze what init
     built, collect garbage as usual from now on."""
     try:
         for step in build:

@@ -2,8 +2,8 @@
 hand-written event (operators' replays). Each object goes through the exactly-once ingest decision.
 
 The records of an SQS batch are ingested concurrently, RECORD_WORKERS at a time: a small object's ingest is
-three to four AWS round trips (~45 ms) and a few ms of CPU, so one instance moves ~5 times the records a
-sequential loop would, until its vCPU binds (docs/scaling.md). Powertools' AsyncBatchProcessor runs one
+three to four AWS round trips and little CPU, so one instance moves several times the records a sequential loop
+would, until its vCPU binds (docs/scaling.md). Powertools' AsyncBatchProcessor runs one
 coroutine per record and reports each failed record on its own (`batchItemFailures`); each coroutine hands its
 record to a thread of a bounded pool. Correctness does not depend on the order: each record is one independent,
 idempotent ingest (the same event, or the same content, twice in one batch is resolved by DynamoDB's
@@ -20,21 +20,22 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 
-from dfd import aws, deps
-from dfd.config import settings
-from dfd.errors import InvalidEvent
-from dfd.events import ObjectRef, check_sqs_batch, is_sqs_batch, refs_from_message_body, refs_from_payload
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.errors import InvalidEvent
+from dfd.core.notifications import ObjectRef, check_sqs_batch, is_sqs_batch, refs_from_message_body, refs_from_payload
+from dfd.core.observability import logger, metrics, tracer
 from dfd.handlers import init_done
-from dfd.observability import logger, metrics, tracer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from dfd.ingest import IngestResult
+    from dfd.ingest.service import IngestResult
 
 # Records of one batch in flight at once: the event source's BatchSize (template.yaml), so a full batch runs
-# in one wave. dfd.aws sizes the DynamoDB pool (32) and the ingest's S3 pool (64) above it. Large objects'
+# in one wave. dfd.adapters.aws sizes the DynamoDB pool (32) and the ingest's S3 pool (64) above it. Large objects'
 # ranged reads share the ingest's one range pool (8 connections); each holds its own part buffers (48 MiB),
 # so ten large objects at once hold ~480 MiB, within IngestMemorySize (1769 MB).
 RECORD_WORKERS = 10

@@ -1,8 +1,8 @@
-"""LfsFunction: the Git LFS Batch and Locking APIs at /lfs/{repo}/... (dfd.lfs, dfd.locks).
+"""LfsFunction: the Git LFS Batch and Locking APIs at /lfs/{repo}/... (dfd.lfs.batch, dfd.lfs.locks).
 
-These routes have no API Gateway authorizer. Every request's path parameters are checked first (dfd.lfsrequest:
-404 for a malformed one), then its credentials (dfd.credentials), before anything is read; a refusal of those is
-git-lfs's 401 with ``LFS-Authenticate: Basic realm="dfd"`` (git then asks its credential helpers). Every answer
+These routes have no API Gateway authorizer. Every request's path parameters are checked first (dfd.lfs.request:
+404 for a malformed one), then its credentials (dfd.identity.credentials), before anything is read; a refusal of those
+is git-lfs's 401 with ``LFS-Authenticate: Basic realm="dfd"`` (git then asks its credential helpers). Every answer
 is ``application/vnd.git-lfs+json``; every error body is ``{"message", "request_id", "documentation_url"}`` (git
 prints the message).
 """
@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from dfd import aws, deps, lfsrequest
-from dfd.config import settings
-from dfd.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.errors import DfdError, Forbidden, NotFound, ServiceUnavailable, Unauthorized
+from dfd.core.http import lambda_entry, make_app, query_values
+from dfd.core.observability import logger
 from dfd.handlers import init_done
-from dfd.http import lambda_entry, make_app, query_values
-from dfd.lfs import MEDIA_TYPE
-from dfd.lfsrequest import LfsError
-from dfd.locks import LockError
-from dfd.observability import logger
+from dfd.lfs import request as lfsrequest
+from dfd.lfs.batch import MEDIA_TYPE
+from dfd.lfs.locks import LockError
+from dfd.lfs.request import LfsError
 
 if TYPE_CHECKING:
-    from dfd.identity import Caller
+    from dfd.identity.caller import Caller
 
 settings()
 deps.lfs_settings()

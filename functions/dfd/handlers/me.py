@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dfd import aws, deps
-from dfd.config import settings
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.http import json_response, lambda_entry, make_app, query_values
 from dfd.handlers import init_done
-from dfd.http import json_response, lambda_entry, make_app, query_values
-from dfd.identity import current_caller
-from dfd.me import me
+from dfd.identity.caller import current_caller
+from dfd.queries.me import me
 
 settings()
 app = make_app()

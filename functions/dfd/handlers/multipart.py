@@ -1,4 +1,4 @@
-"""UploadPartsFunction: the multipart routes of an upload (dfd.multipart), the upload owner's only.
+"""UploadPartsFunction: the multipart routes of an upload (dfd.uploads.multipart), the upload owner's only.
 
 POST /uploads/{id}/parts → presigned UploadPart URLs; GET /uploads/{id}/parts → the parts S3 holds;
 POST /uploads/{id}/complete → 202 once S3 assembled the object (the ingest follows its ObjectCreated event).
@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dfd import aws, deps
-from dfd.config import settings
-from dfd.errors import BadRequest
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.errors import BadRequest
+from dfd.core.http import json_body, json_response, lambda_entry, make_app, path_id, query_values
+from dfd.core.observability import logger
 from dfd.handlers import init_done
-from dfd.http import json_body, json_response, lambda_entry, make_app, path_id, query_values
-from dfd.identity import current_caller
-from dfd.multipart import COMPLETING, RETRY_AFTER_SECONDS
-from dfd.observability import logger
+from dfd.identity.caller import current_caller
+from dfd.uploads.multipart import COMPLETING, RETRY_AFTER_SECONDS
 
 settings()
 app = make_app()

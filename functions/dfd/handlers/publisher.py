@@ -2,9 +2,9 @@
 
 An outbox in effect: every committed change of an upload or a content — whichever path wrote it (the API, the
 ingest, the reconcile workflow, the reaper) — reaches this function once it committed, and nothing else does
-(dfd.publisher, dfd.outcomes). Partial batch failures (Powertools batch processing): a record whose events the
-bus did not take is reported failed; Lambda retries from it (bisecting the batch), and after the mapping's
-retries the batch's description goes to the on-failure destination (the PublisherDLQ queue).
+(dfd.adapters.publisher, dfd.events.outcomes). Partial batch failures (Powertools batch processing): a record
+whose events the bus did not take is reported failed; Lambda retries from it (bisecting the batch), and after
+the mapping's retries the batch's description goes to the on-failure destination (the PublisherDLQ queue).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from dfd import aws
+from dfd.adapters import aws
 from dfd.adapters.eventbridge import EventBridgeSink
-from dfd.config import ConfigError, settings
+from dfd.adapters.publisher import BatchResult, Tables, publish
+from dfd.core.config import ConfigError, settings
+from dfd.core.observability import logger, metrics, tracer
 from dfd.handlers import init_done
-from dfd.observability import logger, metrics, tracer
-from dfd.publisher import BatchResult, Tables, publish
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord

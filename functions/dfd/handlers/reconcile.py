@@ -1,6 +1,6 @@
 """ReconcileFunction: the reconcile workflow's steps (statemachine/reconcile.asl.json invokes it), one entry per
 step — ``begin``, a page of a phase (``pending``, ``reap``, ``references``, ``orphans``, ``files``), ``finish`` and
-``abandon`` — named by the payload's ``entry``; the run's state travels in ``state`` (dfd.reconcile).
+``abandon`` — named by the payload's ``entry``; the run's state travels in ``state`` (dfd.reconcile.service).
 
 Every failure raises — a payload that is not this workflow's (ReconcileInputError) as much as an AWS error no rule
 answers — so the execution fails and its alarm fires (the workflow retries Lambda's own transient errors only).
@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from dfd import aws, deps
-from dfd.config import settings
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.observability import logger, metrics, tracer
 from dfd.handlers import init_done
-from dfd.observability import logger, metrics, tracer
-from dfd.reconcile import PAGE, ReconcileInputError
+from dfd.reconcile.service import PAGE, ReconcileInputError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -1,4 +1,4 @@
-"""TokensFunction: the caller's personal access tokens (dfd.pats), behind the HTTP API's JWT authorizer.
+"""TokensFunction: the caller's personal access tokens (dfd.identity.pats), behind the HTTP API's JWT authorizer.
 
 POST /me/tokens → 201 {"id", "name", "token", "expires_at"} (the secret, shown once); GET /me/tokens → the
 caller's tokens, never a secret; DELETE /me/tokens/{id} → 204, the token refused from then on.
@@ -10,12 +10,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from dfd import aws, deps
-from dfd.config import settings
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.http import json_body, json_response, lambda_entry, make_app, path_id
+from dfd.core.observability import logger
 from dfd.handlers import init_done
-from dfd.http import json_body, json_response, lambda_entry, make_app, path_id
-from dfd.identity import current_caller
-from dfd.observability import logger
+from dfd.identity.caller import current_caller
 
 settings()
 deps.lfs_settings()

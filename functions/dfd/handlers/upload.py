@@ -8,13 +8,14 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from dfd import aws, deps
-from dfd.config import settings
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.http import json_body, json_response, make_app, query_values, resolve
+from dfd.core.observability import logger, metrics, tracer
 from dfd.handlers import init_done
-from dfd.http import json_body, json_response, make_app, query_values, resolve
-from dfd.identity import current_caller
-from dfd.observability import logger, metrics, tracer
-from dfd.uploads import parse_request
+from dfd.identity.caller import current_caller
+from dfd.uploads.service import parse_request
 
 settings()  # fail fast on a broken configuration
 app = make_app()

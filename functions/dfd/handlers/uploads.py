@@ -1,6 +1,6 @@
 """UploadsFunction: the caller's uploads. GET /uploads → the caller's own uploads, newest first, paged (an opaque
-token checked against the caller); DELETE /uploads/{id} → 204 (dfd.deletes): the owner's or an admin's; repeating
-it answers 204 again and changes nothing."""
+token checked against the caller); DELETE /uploads/{id} → 204 (dfd.deletes.service): the owner's or an admin's;
+repeating it answers 204 again and changes nothing."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from dfd import aws, deps
-from dfd.config import settings
+from dfd import deps
+from dfd.adapters import aws
+from dfd.core.config import settings
+from dfd.core.http import json_response, lambda_entry, make_app, path_id, query_values
+from dfd.core.observability import logger
 from dfd.handlers import init_done
-from dfd.http import json_response, lambda_entry, make_app, path_id, query_values
-from dfd.identity import current_caller
-from dfd.observability import logger
+from dfd.identity.caller import current_caller
 
 settings()
 app = make_app()

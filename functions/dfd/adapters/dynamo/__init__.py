@@ -1,10 +1,14 @@
 """DynamoDB adapter: the only package that knows item layouts, keys, conditions and transaction shapes, and the
-one that turns ClientError into domain errors (implements :class:`dfd.ports.repository.Repository`).
+one that turns ClientError into domain errors. :class:`Repository` implements every narrow storage port the
+services declare (dfd.core.reads and each feature's `ports`: uploads, ingest, deletes, queries, reconcile, lfs).
 
 One module per aggregate — :mod:`.uploads` (registration, quota, multipart records, cancel), :mod:`.contents`
 (the ingest's commits, the precheck's duplicate, adoption, resurrection), :mod:`.deletes`, :mod:`.reads` (reads
-and paging) — sharing :mod:`.base` (attribute values, errors, the transaction plan) and :mod:`.codec` (every item
-parsed into its record and written, in one place). docs/design.md, "Storage", lists the aggregates and items.
+and paging), :mod:`.reaper` and :mod:`.lease` (the reconcile's), and the two tables of their own, :mod:`.locks`
+(Git LFS locks) and :mod:`.pats` (personal access tokens) — sharing :mod:`.base` (attribute values, errors, the
+transaction plan). Each table's items are parsed into their records and written in one place: the main tables'
+in :mod:`.codec`, the locks' and the tokens' in their module. docs/design.md, "Storage", lists the aggregates and
+items.
 """
 
 from __future__ import annotations

@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import usage
 from dfd.adapters.dynamo import codec
 
 # the attribute values every aggregate module (and the adapters of other tables) writes and reads
 from dfd.adapters.dynamo.codec import from_item as from_item
 from dfd.adapters.dynamo.codec import to_attr as to_attr
 from dfd.adapters.dynamo.codec import to_item as to_item
-from dfd.conflicts import CommitRefused
-from dfd.errors import DfdError, ServiceUnavailable, TransactionRetryable
-from dfd.ids import key_claim, upload_id_from_key
-from dfd.retry import PARTIAL_ATTEMPTS, Backoff
+from dfd.core import usage
+from dfd.core.conflicts import CommitRefused
+from dfd.core.errors import DfdError, ServiceUnavailable, TransactionRetryable
+from dfd.core.ids import key_claim, upload_id_from_key
+from dfd.core.retry import PARTIAL_ATTEMPTS, Backoff
 
 if TYPE_CHECKING:
-    from dfd.config import Settings
-    from dfd.records import TenantUsage
+    from dfd.core.config import Settings
+    from dfd.core.records import TenantUsage
 
 Item = codec.Item
 Request = dict[str, Any]
@@ -45,7 +45,7 @@ _RETRYABLE_CODES = {
     "TransactionInProgressException",
 }
 # a cancellation for these reasons failed no condition: botocore retries no cancellation, so a throttled or failed
-# item is a 503 (dfd.retry: the domain loops retry only conflicts)
+# item is a 503 (dfd.core.retry: the domain loops retry only conflicts)
 _UNAVAILABLE_REASONS = {"ThrottlingError", "ProvisionedThroughputExceeded", "InternalError"}
 
 
@@ -237,7 +237,7 @@ class Store:
         return from_item(raw) if raw else None
 
     def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
-        """BatchGetItem with UnprocessedKeys retried (PARTIAL_ATTEMPTS calls at most, with dfd.retry's backoff)."""
+        """BatchGetItem with UnprocessedKeys retried (PARTIAL_ATTEMPTS calls at most, with dfd.core.retry's backoff)."""
         found: dict[str, list[Item]] = {table: [] for table in request}
         pending = request
         for attempt in range(1, PARTIAL_ATTEMPTS + 1):
@@ -390,7 +390,7 @@ class Store:
         self, tenant: str, deltas: Mapping[str, int], *, shard: usage.UsageShard | None = None, **update: Any
     ) -> Request:
         """ADD the deltas (by TenantUsage field; pending_bytes is derived: codec.USAGE_ATTRS) to one of the tenant's
-        usage shards (`shard`, else where its next write goes: dfd.usage.write_shard); `update`: more of the
+        usage shards (`shard`, else where its next write goes: dfd.core.usage.write_shard); `update`: more of the
         Update, e.g. its condition."""
         shard = shard or usage.write_shard(tenant, self._s, self._rng)
         deltas = {name: delta for name, delta in deltas.items() if name in codec.USAGE_ATTRS}  # not pending_bytes

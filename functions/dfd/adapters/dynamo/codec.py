@@ -15,9 +15,9 @@ from dataclasses import fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dfd import clock
 from dfd.adapters.dynamo.values import deserialize, serialize
-from dfd.records import (
+from dfd.core import clock
+from dfd.core.records import (
     CounterShard,
     EventRecord,
     FileRecord,
@@ -29,11 +29,11 @@ from dfd.records import (
     UploadRecord,
     UploadStatus,
 )
-from dfd.usage import USAGE_SHARDS, UsageShard
+from dfd.core.usage import USAGE_SHARDS, UsageShard
 
 if TYPE_CHECKING:
-    from dfd.ports.contents import ObjectVersion
-    from dfd.ports.uploads import NewMultipart, NewUpload, PrecheckDuplicate
+    from dfd.ingest.ports import ObjectVersion
+    from dfd.uploads.ports import NewMultipart, NewUpload, PrecheckDuplicate
 
 Item = dict[str, Any]
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)

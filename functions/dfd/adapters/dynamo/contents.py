@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
 from dfd.adapters import limits
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import (
@@ -30,7 +29,8 @@ from dfd.adapters.dynamo.base import (
     to_item,
     translate,
 )
-from dfd.conflicts import (
+from dfd.core import clock
+from dfd.core.conflicts import (
     CommitRefused,
     EventRecorded,
     FileAppeared,
@@ -44,12 +44,12 @@ from dfd.conflicts import (
     TenantRefChanged,
     UploadTaken,
 )
-from dfd.ids import key_claim
-from dfd.ports.contents import ObjectVersion, TenantShare
-from dfd.records import FileRecord, UploadRecord, UploadStatus
+from dfd.core.ids import key_claim
+from dfd.core.records import FileRecord, UploadRecord, UploadStatus
+from dfd.ingest.ports import ObjectVersion, TenantShare
 
 if TYPE_CHECKING:
-    from dfd.ports.uploads import PrecheckDuplicate
+    from dfd.uploads.ports import PrecheckDuplicate
 
 # A file record that takes a new reference or gives one up: it has live references (not tombstoned). `:zero` is 0.
 REFERENCED = "live_refs > :zero"
@@ -233,7 +233,7 @@ class Contents(Store):
         ttl = clock.epoch(clock.plus(now, days=self._s.event_ttl_days))
         return codec.event_item(version, outcome, now, ttl)
 
-    # ---------------------------------------------------------------- the precheck (dfd.uploads)
+    # ---------------------------------------------------------------- the precheck (dfd.uploads.service)
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         stamp = clock.iso(now)
         plan = Plan(identity="upload")
@@ -252,7 +252,7 @@ class Contents(Store):
             )
         self._run(plan)
 
-    # ---------------------------------------------------------------- adoption (dfd.ingest)
+    # ---------------------------------------------------------------- adoption (dfd.ingest.service)
     def adopt_copy(
         self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
     ) -> None:

@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Store, to_attr, to_item
 from dfd.adapters.dynamo.contents import REFERENCED
-from dfd.conflicts import DeleteRaced, ReferenceMissing
-from dfd.records import UploadStatus
+from dfd.core import clock
+from dfd.core.conflicts import DeleteRaced, ReferenceMissing
+from dfd.core.records import UploadStatus
 
 if TYPE_CHECKING:
-    from dfd.ports.uploads import UploadDeletion
+    from dfd.deletes.ports import UploadDeletion
 
 
 class Deletes(Store):

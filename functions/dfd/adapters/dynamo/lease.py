@@ -1,5 +1,5 @@
-"""The reconcile's lease (dfd.reconcile): one item, `lease#reconcile` in the counters table, taken and renewed by
-conditional writes with an expiry, so two runs never overlap and a run that dies frees it by expiring."""
+"""The reconcile's lease (dfd.reconcile.service): one item, `lease#reconcile` in the counters table, taken and renewed
+by conditional writes with an expiry, so two runs never overlap and a run that dies frees it by expiring."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Store, condition_failed, from_item, refused_item, to_attr, to_item, translate
-from dfd.conflicts import LeaseLost
+from dfd.core import clock
+from dfd.core.conflicts import LeaseLost
 
 if TYPE_CHECKING:
-    from dfd.records import Lease
+    from dfd.core.records import Lease
 
 
 class Leases(Store):

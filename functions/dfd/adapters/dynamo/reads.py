@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from dfd import usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Item, Store, to_attr, to_item
-from dfd.ids import key_claim, upload_id_of_event
-from dfd.ports.contents import IngestState
-from dfd.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
+from dfd.core import usage
+from dfd.core.ids import key_claim, upload_id_of_event
+from dfd.core.records import COUNTER_FIELDS, EventRecord, FileRecord, KeyClaim, TenantRef, TenantUsage, UploadRecord
+from dfd.ingest.ports import IngestState
 
 
 def _first(items: list[Item], parse: Callable[[Item], Any]) -> Any:
@@ -103,7 +103,7 @@ class Reads(Store):
         return totals
 
     def tenant_usage(self, tenant: str, *, consistent: bool = True) -> TenantUsage:
-        """The sum of the tenant's usage shards (dfd.usage): one Query of its item collection."""
+        """The sum of the tenant's usage shards (dfd.core.usage): one Query of its item collection."""
         return usage.total(self._usage_shards(tenant, consistent=consistent).values())
 
     def scan_files(

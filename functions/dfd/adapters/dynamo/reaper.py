@@ -1,4 +1,4 @@
-"""The end of contents and references (the reconcile's reaper, dfd.reconcile): the reaper's index pages, the
+"""The end of contents and references (the reconcile's reaper, dfd.reconcile.service): the reaper's index pages, the
 record and claim of a reaped generation, references at 0 deleted with their size released, and a content
 whose every copy is gone marked lost."""
 
@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, to_attr, to_item, translate
-from dfd.conflicts import CommitRefused
+from dfd.core import clock
+from dfd.core.conflicts import CommitRefused
 
 if TYPE_CHECKING:
-    from dfd.ports.repository import Cursor
-    from dfd.records import FileRecord, TenantRef
+    from dfd.core.records import FileRecord, TenantRef
+    from dfd.reconcile.ports import Cursor
 
 
 class Reaper(Store):

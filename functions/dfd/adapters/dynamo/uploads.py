@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd import clock, usage
 from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
-from dfd.conflicts import CommitRefused, MultipartAttached, QuotaRefused
-from dfd.records import TenantUsage, UploadRecord, UploadStatus
+from dfd.core import clock, usage
+from dfd.core.conflicts import CommitRefused, MultipartAttached, QuotaRefused
+from dfd.core.records import TenantUsage, UploadRecord, UploadStatus
 
 if TYPE_CHECKING:
-    from dfd.ports.repository import Cursor
-    from dfd.ports.uploads import NewMultipart, NewUpload
+    from dfd.reconcile.ports import Cursor
+    from dfd.uploads.ports import NewMultipart, NewUpload
 
 _PENDING = UploadStatus.PENDING.value
 _DELETED = UploadStatus.DELETED.value
@@ -92,7 +92,8 @@ class Uploads(Store):
         deltas = {"pending_count": -1, "pending_bytes": -quota_bytes, "used_bytes": -quota_bytes}
         return self._add_usage_item(tenant, deltas)
 
-    # ---------------------------------------------------------------- the reconcile's pending pass (dfd.reconcile)
+    # ---------------------------------------------------------------- the reconcile's pending pass
+    # (dfd.reconcile.service)
     def due_uploads(
         self, shard: int, now: datetime, limit: int, start: Cursor | None
     ) -> tuple[list[UploadRecord], Cursor | None]:
@@ -152,7 +153,7 @@ class Uploads(Store):
             values=request_values,
         )
 
-    # ---------------------------------------------------------------- multipart (dfd.multipart)
+    # ---------------------------------------------------------------- multipart (dfd.uploads.multipart)
     def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
         try:
             self._db.update_item(
@@ -193,7 +194,7 @@ class Uploads(Store):
         self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
     ) -> bool:
         """status = `status`, out of the pending index (the TTL stays: the record ages out as usual)."""
-        # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes)
+        # a deleted (cancelled) upload also says when, as DELETE /uploads/{id} shows it (dfd.deletes.service)
         update = "SET #status = :status, ended_at = :now" + (", deleted_at = :now" if status == _DELETED else "")
         return self._end_upload(upload_id, update, UploadStatus.PENDING, status, now, tenant, quota_bytes)
 

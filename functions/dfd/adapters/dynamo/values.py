@@ -1,7 +1,7 @@
 """DynamoDB attribute values <-> Python values: `{"S": "a"}` <-> `"a"`, `{"N": "3"}` <-> `3`, and so on.
 
 boto3's TypeSerializer/TypeDeserializer do the same, but importing them imports the boto3 package (and s3transfer
-with it): ~25 ms of every function's cold start, for conversions the functions' botocore clients do not otherwise
+with it) into every function's cold start, for conversions the functions' botocore clients do not otherwise
 need (docs/performance.md, target 7). This is the same mapping, with one difference on reads: numbers come back as
 `int` (or `float` when not integral), not `Decimal` — what the codec's records hold. tests/unit/test_values.py
 checks both directions against boto3's.

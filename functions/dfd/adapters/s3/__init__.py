@@ -1,5 +1,5 @@
 """S3 adapter: the only package that talks to S3, and the one that turns its ClientError into domain errors
-(implements :class:`dfd.ports.objects.ObjectStore`).
+(implements :class:`dfd.core.objects.ObjectStore`).
 
 One module per concern — :mod:`.reads` (identify an object, stream its bytes to the ingest's hash),
 :mod:`.deletes` (check or delete one version), :mod:`.presign` (signed URLs), :mod:`.multipart` (create, list,

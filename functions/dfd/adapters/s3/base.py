@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
-from dfd.errors import (
+from dfd.core.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WORKERS
+from dfd.core.errors import (
     DfdError,
     MultipartGone,
     ObjectChanged,
@@ -22,7 +22,7 @@ from dfd.errors import (
 )
 
 if TYPE_CHECKING:
-    from dfd.config import Settings
+    from dfd.core.config import Settings
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}

@@ -8,8 +8,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.s3.base import Store, translate
-from dfd.errors import ObjectChanged, ObjectNotFound
-from dfd.ports.objects import ListedObject
+from dfd.core.errors import ObjectChanged, ObjectNotFound
+from dfd.core.objects import ListedObject
 
 
 def _version(bucket: str, key: str, etag: str | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The S3 adapter's multipart uploads (dfd.multipart): create, list parts, complete, abort."""
+"""The S3 adapter's multipart uploads (dfd.uploads.multipart): create, list parts, complete, abort."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from dfd.adapters.s3.base import Store, translate
-from dfd.errors import MultipartGone, StillCompleting
-from dfd.ports.objects import PartInfo
+from dfd.core.errors import MultipartGone, StillCompleting
+from dfd.core.objects import PartInfo
 
 
 class Multipart(Store):

@@ -2,7 +2,7 @@
 
 Reading an object for the ingest (the numbers behind these choices: docs/performance.md):
 - ``open(bucket, key)``: ONE GetObject. Its headers identify the version (ETag / VersionId); its body is
-  what the ingest hashes (a stored checksum the upload did not sign is never trusted: dfd.ingest).
+  what the ingest hashes (a stored checksum the upload did not sign is never trusted: dfd.ingest.service).
 - ``open(bucket, key, expect_checksum=True)``: HeadObject (ChecksumMode ENABLED) first. When S3 holds the
   SHA-256 the upload signed no GetObject is ever sent; otherwise :meth:`ObjectStore.stream` fetches the body
   IfMatch the ETag the HEAD identified (a 412 means superseded).
@@ -26,10 +26,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.s3.base import Store, release, translate
-from dfd.errors import ObjectChanged
-from dfd.hashing import b64_to_hex
-from dfd.ids import tenant_from_metadata
-from dfd.ports.objects import ObjectInfo, OpenedObject, Sink
+from dfd.core.errors import ObjectChanged
+from dfd.core.hashing import b64_to_hex
+from dfd.core.ids import tenant_from_metadata
+from dfd.core.objects import ObjectInfo, OpenedObject, Sink
 
 CHUNK = 1024 * 1024  # one stream's reads
 RANGE_CHUNK = 256 * 1024  # a range worker's reads: small transient buffers in each worker thread's heap

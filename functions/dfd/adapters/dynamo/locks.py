@@ -1,0 +1,113 @@
+"""DynamoDB adapter of Git LFS locks (dfd.lfs.ports.LockStore): the LfsLocks table.
+
+One item kind, one codec: ``repo_key`` (HASH, ``<tenant>/<repo>``) and ``lock_id`` (RANGE, the SHA-256 of the
+path) → path, owner, owner_name, locked_at. A lock is created by a conditional put (no item with its key yet)
+and deleted conditioned on being the same lock (owner and time), so two writers never both win.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dfd.adapters.dynamo import from_item, to_item, translate
+from dfd.adapters.dynamo.base import condition_failed
+from dfd.core import clock
+from dfd.lfs.ports import Lock, LockExists
+
+
+class LockCodec:
+    """Lock <-> its item."""
+
+    @staticmethod
+    def encode(lock: Lock) -> dict[str, Any]:
+        return to_item(
+            {
+                "repo_key": lock.repo_key,
+                "lock_id": lock.lock_id,
+                "path": lock.path,
+                "owner": lock.owner,
+                "owner_name": lock.owner_name,
+                "locked_at": clock.iso(lock.locked_at),
+            }
+        )
+
+    @staticmethod
+    def decode(raw: dict[str, Any]) -> Lock:
+        item = from_item(raw)
+        return Lock(
+            repo_key=str(item["repo_key"]),
+            lock_id=str(item["lock_id"]),
+            path=str(item["path"]),
+            owner=str(item["owner"]),
+            owner_name=str(item["owner_name"]),
+            locked_at=clock.parse(str(item["locked_at"])),
+        )
+
+
+class DynamoLockStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self._db = client
+        self._table = table
+
+    def _key(self, repo_key: str, lock_id: str) -> dict[str, Any]:
+        return to_item({"repo_key": repo_key, "lock_id": lock_id})
+
+    def create(self, lock: Lock) -> None:
+        try:
+            self._db.put_item(
+                TableName=self._table,
+                Item=LockCodec.encode(lock),
+                ConditionExpression="attribute_not_exists(lock_id)",
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                raise LockExists(self.get(lock.repo_key, lock.lock_id)) from None
+            raise translate(error, "PutItem") from error
+        except BotoCoreError as error:
+            raise translate(error, "PutItem") from error
+
+    def get(self, repo_key: str, lock_id: str) -> Lock | None:
+        try:
+            response = self._db.get_item(TableName=self._table, Key=self._key(repo_key, lock_id), ConsistentRead=True)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "GetItem") from error
+        raw = response.get("Item")
+        return LockCodec.decode(raw) if raw else None
+
+    def page(self, repo_key: str, limit: int, after: str | None) -> tuple[list[Lock], str | None]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "repo_key = :r",
+            "ExpressionAttributeValues": to_item({":r": repo_key}),
+            "ConsistentRead": True,
+            "Limit": limit + 1,  # one more than the page: whether there is a next page
+        }
+        if after:
+            request["ExclusiveStartKey"] = self._key(repo_key, after)
+        try:
+            response = self._db.query(**request)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "Query") from error
+        locks = [LockCodec.decode(raw) for raw in response.get("Items", [])]
+        if len(locks) > limit:
+            return locks[:limit], locks[limit - 1].lock_id
+        return locks, None
+
+    def delete(self, lock: Lock) -> bool:
+        try:
+            self._db.delete_item(
+                TableName=self._table,
+                Key=self._key(lock.repo_key, lock.lock_id),
+                ConditionExpression="#o = :o AND locked_at = :t",
+                ExpressionAttributeNames={"#o": "owner"},
+                ExpressionAttributeValues=to_item({":o": lock.owner, ":t": clock.iso(lock.locked_at)}),
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise translate(error, "DeleteItem") from error
+        except BotoCoreError as error:
+            raise translate(error, "DeleteItem") from error
+        return True

@@ -1,0 +1,1 @@
+"""Deleting an upload (service) and the storage slice it uses (ports). Imports no submodule."""

@@ -1,0 +1,146 @@
+"""The contents aggregate's port: what the ingest reads and commits through the repository
+(dfd.adapters.dynamo.contents and .reads), and the payloads — one consistent read, the object version it hashed,
+the uploader's tenant's share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from dfd.core.reads import FileReads
+from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadRecord, counts_stored, holds
+
+
+@dataclass(frozen=True)
+class IngestState:
+    """What the ingest decision reads first: this version's event record, the file record for its content,
+    its upload record, and the hinted tenant's reference to the content (each None when absent; the reference
+    is read only with a tenant hint and an upload id). For an object at an upload key the event is the one its
+    upload record carries (the version that processed it); the record of another version there (rejected,
+    conflict, canonical: rare) is not read first — the commit's refusal and record_event's answer find it."""
+
+    event: EventRecord | None
+    file: FileRecord | None
+    upload: UploadRecord | None
+    tenant_ref: TenantRef | None = None
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One object version as the ingest identified and hashed it."""
+
+    event_key: str
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    hash: str
+    upload_id: str | None
+
+
+@dataclass(frozen=True)
+class TenantShare:
+    """Whose upload an ingest records: the uploader's tenant, and its reference to the content as the ingest read
+    (or assumed) it — `held`: the item exists with a count above 0 (dfd.core.records.holds); `counted`: the item exists
+    at all, at any count (dfd.core.records.counts_stored: its size is in the tenant's `stored_bytes`). A reference at 0
+    is counted and not held; a held one is always counted. The commit is conditioned on exactly that: absent, at
+    0, or held."""
+
+    tenant: str
+    held: bool
+    counted: bool
+    # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
+    # releases them (0: nothing pending to release: released by the reconcile already)
+    pending_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.held and not self.counted:
+            raise ValueError("a held reference exists: it is counted")
+
+    @classmethod
+    def of(cls, tenant: str, ref: TenantRef | None, pending_bytes: int = 0) -> TenantShare:
+        """The share as the tenant's reference item read says (None: absent)."""
+        return cls(tenant, held=holds(ref), counted=counts_stored(ref), pending_bytes=pending_bytes)
+
+
+class IngestStore(FileReads, Protocol):
+    """What dfd.ingest.service reads and writes."""
+
+    def ingest_state(
+        self, event_key: str, digest: str, upload_id: str | None, tenant_hint: str | None = None
+    ) -> IngestState:
+        """The ingest's first read, ONE consistent read: the event record, the file record, the upload record
+        (with an upload id) and `tenant_hint`'s reference to the content (with an upload id and a hint)."""
+        ...
+
+    def get_event(self, event_key: str) -> EventRecord | None: ...
+
+    def get_claim(self, bucket: str, key: str) -> KeyClaim | None:
+        """The claim of an object key that holds a stored copy (its `hash`), or None."""
+        ...
+
+    def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
+        """Record the version's outcome on its own (nothing else changes); False when already recorded."""
+        ...
+
+    def commit_stored(
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """In one transaction: the event (stored), the file record, the key's claim, the upload finished,
+        counted as a file stored, and (with a tenant) +1 upload on the tenant's reference, created when absent.
+        Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, TenantRefChanged, CommitRefused."""
+        ...
+
+    def commit_duplicate(
+        self,
+        version: ObjectVersion,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """In one transaction: the event (duplicate), +1 upload on the file record, no claim on the key, the
+        upload finished (`duplicate`, or `stored` when its tenant did not hold the content), counted as a
+        duplicate avoided, and (with a tenant) +1 upload on the tenant's reference, created when absent.
+        Raises EventRecorded, KeyClaimed, FileVanished, FileIsThisObject, FileChanged, UploadTaken,
+        TenantRefChanged, CommitRefused."""
+        ...
+
+    def commit_resurrect(
+        self,
+        version: ObjectVersion,
+        tombstoned: FileRecord,
+        *,
+        filename: str,
+        content_type: str,
+        counter_shard: int,
+        now: datetime,
+        tenant: TenantShare | None = None,
+    ) -> None:
+        """Tombstoned content uploaded again, in one transaction: THIS object becomes the canonical copy of a new
+        generation (the record's s3_key/etag move here, its key is claimed, live again with one reference); the
+        tombstoned generation's object is handed to the reaper (`reap_key`/`reap_etag`). Conditioned on the record
+        still tombstoned at the generation read. Raises EventRecorded, KeyClaimed, FileChanged (resurrected or
+        reaped meanwhile: FileVanished), ReapPending, UploadTaken, TenantRefChanged."""
+        ...
+
+    def adopt_copy(
+        self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
+    ) -> None:
+        """The file record's stored object (`lost`: the record as read) is gone: make this duplicate's object
+        the stored copy, in one transaction conditioned on the record still naming the lost object — the
+        record's key and ETag, the key's claim moved, and the upload (if any) reading `stored` unless it is
+        deleted (`upload_deleted`, as read: its bytes still serve the content's other uploads, the upload stays
+        deleted). Raises FileChanged (the record moved on: item is the record now), UploadTaken (the upload was
+        deleted meanwhile: item is the upload now) or CommitRefused."""
+        ...

@@ -1,0 +1,107 @@
+"""The uploads aggregate's contract (dfd.uploads.ports; dfd.adapters.dynamo.uploads): registration against the
+quota, multipart records, an upload ended or cancelled once, the reconcile's pending uploads.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dfd.core import clock
+from dfd.core.conflicts import (
+    MultipartAttached,
+    QuotaRefused,
+)
+from dfd.core.records import TenantUsage, UploadStatus
+from dfd.uploads.ports import NewMultipart
+from tests.integration.contract.support import (
+    PENDING_LIMIT,
+    QUOTA,
+    Repository,
+    _now,
+    due,
+    new_upload,
+    refused,
+    registered,
+    repo_settings,
+)
+
+
+def test_a_registered_upload_is_pending_and_counted_against_its_tenant(repo: Repository) -> None:
+    record, _ = registered(repo, 1, size=300)
+    assert record.status == UploadStatus.PENDING and record.quota_bytes == 300
+    assert (record.owner, record.tenant, record.filename, record.size) == ("alice", "acme", "f1.bin", 300)
+    assert record.created_at == clock.iso(_now()) and not record.multipart
+    assert repo.tenant_usage("acme") == TenantUsage(pending_count=1, pending_bytes=300, used_bytes=300)
+    assert repo.tenant_usage("acme", consistent=False) == repo.tenant_usage("acme")  # GET /me's read
+    assert repo.tenant_usage("other") == TenantUsage()
+
+
+def test_quota_refusals_register_nothing(repo: Repository) -> None:
+    registered(repo, 1, size=600)
+    too_big = refused(QuotaRefused, lambda: repo.register_upload(new_upload(2, size=500), _now()))
+    assert too_big.item == TenantUsage(pending_count=1, pending_bytes=600, used_bytes=600)
+    assert repo.get_upload(new_upload(2).upload_id) is None
+    over = refused(QuotaRefused, lambda: repo.register_upload(new_upload(3, size=QUOTA + 1, tenant="beta"), _now()))
+    assert over.item in (None, TenantUsage())  # larger than the whole quota: refused before any write
+    registered(repo, 4, size=10)
+    registered(repo, 5, size=10)
+    limit = refused(QuotaRefused, lambda: repo.register_upload(new_upload(6, size=10), _now()))
+    assert limit.item is not None and limit.item.pending_count == PENDING_LIMIT
+    assert repo.tenant_usage("acme").pending_count == PENDING_LIMIT
+
+
+def test_multipart_records(repo: Repository) -> None:
+    upload = new_upload(1, size=600)
+    repo.register_multipart_upload(upload, NewMultipart("alice", "acme", 5 * 2**20, 2), _now())
+    repo.attach_s3_upload(upload.upload_id, "s3-1", part_checksums=True)
+    attached = refused(MultipartAttached, lambda: repo.attach_s3_upload(upload.upload_id, "s3-2", part_checksums=False))
+    assert attached.item is not None and attached.item.s3_upload_id == "s3-1" and attached.item.part_checksums
+    repo.mark_multipart_completed(upload.upload_id, _now())
+    repo.mark_multipart_completed(upload.upload_id, _now() + timedelta(minutes=1))  # the first success is kept
+    repo.mark_multipart_completed("f" * 32, _now())  # gone: nothing to note
+    record = repo.get_upload(upload.upload_id)
+    assert record is not None and record.multipart and (record.part_size, record.part_count) == (5 * 2**20, 2)
+    assert record.completed_at == clock.iso(_now()) and record.status == UploadStatus.PENDING
+
+
+def test_an_upload_ends_or_is_cancelled_once_releasing_its_quota_bytes(repo: Repository) -> None:
+    first, _ = registered(repo, 1, size=100)
+    second, _ = registered(repo, 2, size=200)
+    assert not repo.end_pending_upload(first.upload_id, UploadStatus.EXPIRED, _now(), tenant="acme", quota_bytes=99)
+    assert repo.end_pending_upload(first.upload_id, UploadStatus.EXPIRED, _now(), tenant="acme", quota_bytes=100)
+    assert not repo.end_pending_upload(first.upload_id, UploadStatus.EXPIRED, _now(), tenant="acme", quota_bytes=100)
+    expired = repo.get_upload(first.upload_id)
+    assert expired is not None and expired.status == UploadStatus.EXPIRED and expired.quota_bytes == 0
+    assert repo.cancel_upload(first.upload_id, UploadStatus.EXPIRED, _now())
+    assert not repo.cancel_upload(first.upload_id, UploadStatus.EXPIRED, _now())  # deleted already
+    assert not repo.cancel_upload(second.upload_id, UploadStatus.FAILED, _now(), tenant="acme", quota_bytes=200)
+    assert repo.cancel_upload(second.upload_id, UploadStatus.PENDING, _now(), tenant="acme", quota_bytes=200)
+    cancelled = repo.get_upload(second.upload_id)
+    assert cancelled is not None and cancelled.status == UploadStatus.DELETED
+    assert cancelled.deleted_at == clock.iso(_now())
+    assert repo.tenant_usage("acme") == TenantUsage()
+
+
+def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Repository) -> None:
+    first, _ = registered(repo, 1, size=100)
+    second, _ = registered(repo, 2, size=200)
+    grace = repo_settings(repo).reconcile_grace_seconds
+    assert due(repo.due_uploads, repo, _now()) == [] or grace == 0
+    later = _now() + timedelta(seconds=grace)
+    assert sorted(u.upload_id for u in due(repo.due_uploads, repo, later)) == [first.upload_id, second.upload_id]
+    assert (repo.count_redrive(first.upload_id, later), repo.count_redrive(first.upload_id, later)) == (1, 2)
+    assert repo.give_up_upload(first, UploadStatus.FAILED, later, failure="never ingested")
+    assert not repo.give_up_upload(first, UploadStatus.FAILED, later, failure="never ingested")  # once
+    assert repo.count_redrive(first.upload_id, later) is None  # no longer pending
+    failed = repo.get_upload(first.upload_id)
+    assert failed is not None and (failed.status, failed.failure, failed.failed_at) == (
+        UploadStatus.FAILED,
+        "never ingested",
+        clock.iso(later),
+    )
+    assert failed.redrives == 2 and failed.quota_bytes == 0
+    assert repo.give_up_upload(second, UploadStatus.EXPIRED, later)
+    expired = repo.get_upload(second.upload_id)
+    assert expired is not None and expired.status == UploadStatus.EXPIRED and expired.expired_at == clock.iso(later)
+    assert due(repo.due_uploads, repo, later) == []  # out of the index
+    assert repo.tenant_usage("acme") == TenantUsage()  # their quota bytes released

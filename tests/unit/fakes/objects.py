@@ -1,0 +1,215 @@
+"""The object store (dfd.core.objects.ObjectStore) in memory: objects by (bucket, key), S3's multipart uploads."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dfd.core.errors import MultipartGone, ObjectChanged, ObjectNotFound
+from dfd.core.ids import tenant_from_metadata
+from dfd.core.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
+
+
+@dataclass
+class FakeObject:
+    data: bytes
+    etag: str
+    version_id: str | None
+    content_type: str | None
+    checksum_sha256: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FakeObjectStore:
+    """Objects by (bucket, key). A GET answers IfMatch like S3 (ObjectChanged when the ETag moved on)."""
+
+    objects: dict[tuple[str, str], FakeObject] = field(default_factory=dict)
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+    presigned: list[dict[str, Any]] = field(default_factory=list)
+    before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
+    streams: int = 0  # bodies read through stream()
+    heads: list[tuple[str, str]] = field(default_factory=list)  # exists() calls (HeadObject IfMatch)
+    _puts: int = 0
+
+    def put(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        *,
+        checksum: bool = False,
+        content_type: str | None = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
+    ) -> FakeObject:
+        self._puts += 1
+        etag = '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
+        digest = hashlib.sha256(data).hexdigest() if checksum else None
+        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest, dict(metadata or {}))
+        return self.objects[(bucket, key)]
+
+    def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {key} does not exist")
+        info = ObjectInfo(
+            bucket,
+            key,
+            found.etag,
+            found.version_id,
+            len(found.data),
+            found.content_type,
+            found.checksum_sha256,
+            tenant_from_metadata(found.metadata),
+        )
+        body = None if expect_checksum else io.BytesIO(found.data)
+        return OpenedObject(info, body)
+
+    def stream(self, opened: OpenedObject, sink: Sink) -> int:
+        self.streams += 1
+        hook, self.before_stream = self.before_stream, None
+        if hook is not None:
+            hook(opened.info)
+        body = opened.take_body()
+        if body is None:  # GetObject IfMatch the ETag the HEAD identified
+            info = opened.info
+            found = self.objects.get((info.bucket, info.key))
+            if found is None:
+                raise ObjectNotFound(f"s3 object {info.key} does not exist")
+            if found.etag != info.etag:
+                raise ObjectChanged(f"s3 object {info.key} changed while it was read")
+            body = io.BytesIO(found.data)
+        count = 0
+        with body:
+            while chunk := body.read(7):
+                sink(memoryview(chunk))
+                count += len(chunk)
+        return count
+
+    def delete(self, bucket: str, key: str, etag: str | None) -> bool:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            return True
+        if etag and found.etag != etag:
+            return False
+        del self.objects[(bucket, key)]
+        self.deleted.append((bucket, key))
+        return True
+
+    def list_objects(
+        self, bucket: str, prefix: str, limit: int, token: str | None
+    ) -> tuple[list[ListedObject], str | None]:
+        """ListObjectsV2: keys in order; the token is the last key of the page."""
+        keys = sorted(k for b, k in self.objects if b == bucket and k.startswith(prefix) and k > (token or ""))
+        page = [ListedObject(key, self.objects[(bucket, key)].etag) for key in keys[:limit]]
+        return page, (page[-1].key if len(keys) > limit else None)
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        found = self.objects.get((bucket, key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {key} does not exist")
+        return found.data
+
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool:
+        self.heads.append((bucket, key))
+        found = self.objects.get((bucket, key))
+        return found is not None and (not etag or found.etag == etag)
+
+    def presign_put(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        content_type: str,
+        checksum_b64: str | None,
+        expires_in: int,
+        metadata: dict[str, str] | None = None,
+    ) -> tuple[str, dict[str, str]]:
+        self.presigned.append(
+            {
+                "bucket": bucket,
+                "key": key,
+                "size": size,
+                "content_type": content_type,
+                "checksum_b64": checksum_b64,
+                "metadata": dict(metadata or {}),
+            }
+        )
+        headers = {"content-type": content_type, "content-length": str(size), "if-none-match": "*"}
+        if checksum_b64:
+            headers["x-amz-checksum-sha256"] = checksum_b64
+        for name, value in (metadata or {}).items():
+            headers[f"x-amz-meta-{name}"] = value
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}", headers
+
+    def presign_get(
+        self, bucket: str, key: str, *, disposition: str, content_type: str | None = None, expires_in: int
+    ) -> str:
+        typed = f"&response-content-type={content_type}" if content_type else ""
+        return f"https://fake-s3/{bucket}/{key}?expires={expires_in}{typed}"
+
+    # ---------------------------------------------------------------- multipart
+    # multiparts: S3 upload id → {"bucket", "key", "checksum", "parts": {n: PartInfo}, "data": {n: bytes}}
+    multiparts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    aborted: list[str] = field(default_factory=list)
+
+    def create_multipart(
+        self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
+    ) -> str:
+        s3_upload_id = f"mpu-{len(self.multiparts) + len(self.aborted) + 1}"
+        self.multiparts[s3_upload_id] = {"bucket": bucket, "key": key, "checksum": checksum, "parts": {}, "data": {}}
+        self.multiparts[s3_upload_id]["metadata"] = dict(metadata or {})
+        return s3_upload_id
+
+    def upload_part(self, s3_upload_id: str, part_number: int, data: bytes, checksum_b64: str | None = None) -> str:
+        """A client's PUT of one part (what S3 keeps); its ETag."""
+        upload = self.multiparts[s3_upload_id]
+        etag = '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
+        upload["parts"][part_number] = PartInfo(part_number, etag, len(data), checksum_b64)
+        upload["data"][part_number] = data
+        return etag
+
+    def presign_upload_part(
+        self,
+        bucket: str,
+        key: str,
+        s3_upload_id: str,
+        part_number: int,
+        *,
+        size: int,
+        checksum_b64: str | None,
+        expires_in: int,
+    ) -> tuple[str, dict[str, str]]:
+        headers = {"content-length": str(size)}
+        if checksum_b64:
+            headers["x-amz-checksum-sha256"] = checksum_b64
+        return f"https://fake-s3/{bucket}/{key}?uploadId={s3_upload_id}&partNumber={part_number}", headers
+
+    def list_parts(self, bucket: str, key: str, s3_upload_id: str) -> list[PartInfo]:
+        upload = self.multiparts.get(s3_upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {s3_upload_id}")
+        return [upload["parts"][n] for n in sorted(upload["parts"])]
+
+    def complete_multipart(self, bucket: str, key: str, s3_upload_id: str, parts: list[PartInfo], *, size: int) -> None:
+        upload = self.multiparts.get(s3_upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {s3_upload_id}")
+        if (bucket, key) in self.objects:
+            raise ObjectChanged(f"s3 object {key} exists")
+        data = b"".join(upload["data"][part.part_number] for part in parts)
+        assert len(data) == size
+        self.put(bucket, key, data, metadata=upload["metadata"])
+        del self.multiparts[s3_upload_id]
+
+    def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
+        if self.multiparts.pop(s3_upload_id, None) is not None:
+            self.aborted.append(s3_upload_id)
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        with self.open(bucket, key, expect_checksum=True) as opened:
+            return opened.info

@@ -1,0 +1,96 @@
+"""The uploads aggregate (dfd.adapters.dynamo.uploads): registration, multipart records, cancel, the reconcile's
+pending uploads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dfd.adapters.dynamo import codec
+from dfd.core import clock
+from dfd.core.conflicts import (
+    MultipartAttached,
+    QuotaRefused,
+)
+from dfd.core.records import (
+    UploadStatus,
+)
+from dfd.uploads.ports import NewMultipart, NewUpload
+from tests.unit.fakes.base import FakeTables, Item, _parsed
+
+
+class FakeUploads(FakeTables):
+    # ---------------------------------------------------------------- uploads
+    def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
+        assert upload.upload_id not in self.uploads, "upload ids are unique"
+        usage = codec.tenant_usage(self.usage.get(upload.tenant))
+        bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+        if (pending_limit and usage.pending_count >= pending_limit) or (
+            bytes_limit and usage.used_bytes + upload.size > bytes_limit
+        ):
+            raise QuotaRefused(_parsed(codec.tenant_usage, self.usage.get(upload.tenant)))
+        self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
+        self.uploads[upload.upload_id] = codec.pending_upload_item(
+            upload,
+            now,
+            reconcile_after=clock.plus(now, seconds=self.settings.reconcile_grace_seconds),
+            pending_shard="p#0",
+            ttl=clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days)),
+            multipart=multipart,
+        )
+
+    def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
+        self.register_upload(upload, now, multipart=multipart)
+
+    def _move(self, tenant: str, **deltas: int) -> None:
+        """ADD `deltas` (by TenantUsage field) to the tenant's usage item, its attributes named as the adapter's."""
+        usage = self.usage.setdefault(tenant, {})
+        for name, delta in deltas.items():
+            if attr := codec.USAGE_ATTRS.get(name):  # pending_bytes is used - stored
+                usage[attr] = usage.get(attr, 0) + delta
+
+    def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("s3_upload_id") or record.get("status") != UploadStatus.PENDING:
+            raise MultipartAttached(_parsed(codec.upload_record, record))
+        record.update(s3_upload_id=s3_upload_id, part_checksums=part_checksums)
+
+    def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
+        if upload_id in self.uploads:
+            self.uploads[upload_id].setdefault("completed_at", clock.iso(now))
+
+    def end_pending_upload(
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("status") != UploadStatus.PENDING:
+            return False
+        if not self._released(record, tenant, quota_bytes):
+            return False
+        record.update(status=UploadStatus(status).value, ended_at=clock.iso(now))
+        if status == UploadStatus.DELETED:
+            record["deleted_at"] = clock.iso(now)
+        record.pop("pending_shard", None)
+        return True
+
+    def cancel_upload(
+        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+    ) -> bool:
+        record = self.uploads.get(upload_id)
+        if record is None or record.get("status") != status:
+            return False
+        if not self._released(record, tenant, quota_bytes):
+            return False
+        record.update(status=UploadStatus.DELETED.value, deleted_at=clock.iso(now))
+        record.pop("pending_shard", None)
+        return True
+
+    def _released(self, record: Item, tenant: str | None, quota_bytes: int) -> bool:
+        """The adapter's _end_upload: with a tenant and quota bytes, the record must still hold exactly those
+        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together."""
+        if tenant is None or quota_bytes <= 0:
+            return True
+        if record.get("quota_bytes") != quota_bytes:
+            return False
+        del record["quota_bytes"]
+        self._move(tenant, pending_count=-1, pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
+        return True
