@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dfd.adapters.dynamo import Repository, codec
+from dfd.adapters.dynamo import Repository
 from dfd.adapters.dynamo.codec import from_item, to_item
+from dfd.core import codec as core_codec
 from dfd.core import usage
 from dfd.core.config import Settings
 from dfd.core.errors import ServiceUnavailable, TransactionRetryable
@@ -208,7 +209,9 @@ class Simulation:
                 continue
             if update["TableName"] == self.settings.counters_table:
                 shard = update["Key"]["counter_id"]["S"]
-            elif update["TableName"] == self.settings.tenant_files_table and codec.is_usage(from_item(update["Key"])):
+            elif update["TableName"] == self.settings.tenant_files_table and core_codec.is_usage(
+                from_item(update["Key"])
+            ):
                 shard = json.dumps(update["Key"], sort_keys=True)  # a usage shard of the tenant
             else:
                 continue
@@ -225,9 +228,11 @@ class Simulation:
     def usage_items(self) -> list[Item]:
         """The tenant's usage shards as they are now."""
         shards = usage.every_shard(str(self.tenant))
-        ids = {json.dumps(to_item(codec.usage_key(shard)), sort_keys=True): shard for shard in shards}
+        ids = {json.dumps(to_item(core_codec.usage_key(shard)), sort_keys=True): shard for shard in shards}
         with self.cond:
-            return [codec.usage_key(shard) | self.counters[key] for key, shard in ids.items() if key in self.counters]
+            return [
+                core_codec.usage_key(shard) | self.counters[key] for key, shard in ids.items() if key in self.counters
+            ]
 
     # ------------------------------------------------------------------ the ingesters
     def _ingester(self, who: int) -> None:
@@ -321,7 +326,7 @@ class Simulation:
         count = self.result.objects
         self.result.expected = {"total_files": count, "total_uploads": count, "total_bytes_stored": count * SIZE}
         if self.tenant is not None:
-            shards = [codec.tenant_usage(item) for item in self.usage_items()]
+            shards = [core_codec.tenant_usage(item) for item in self.usage_items()]
             self.result.totals |= {f"usage_{k}": v for k, v in usage.total(shards).as_dict().items()}
             open_uploads = self.result.registered - count  # registered, not ingested (the ingested ones were earlier)
             self.result.expected |= {

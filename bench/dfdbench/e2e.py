@@ -95,6 +95,7 @@ def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
     from dfd.adapters.dynamo import codec
     from dfd.core import clock
     from dfd.core.records import UploadStatus
+    from dfd.ingest import codec as ingest_codec
     from dfd.ingest.ports import ObjectVersion
     from dfdlocal.names import BUCKET, CREDENTIALS, REGION, TABLES
 
@@ -107,9 +108,11 @@ def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
         digest = f"{index:064x}"
         version = ObjectVersion(f"{BUCKET}/{key}#seed", BUCKET, key, "seed", 1024, digest, upload_id)
         name = f"seed-{index}.bin"
-        upload = codec.ingested_upload_item(version, UploadStatus.STORED, stamp, name, "application/octet-stream")
+        upload = ingest_codec.ingested_upload_item(
+            version, UploadStatus.STORED, stamp, name, "application/octet-stream"
+        )
         return {
-            TABLES["FilesTable"]: codec.new_file_item(version, name, "application/octet-stream", stamp),
+            TABLES["FilesTable"]: ingest_codec.new_file_item(version, name, "application/octet-stream", stamp),
             TABLES["UploadsTable"]: upload | {"tenant": "seed"},
         }
 

@@ -431,13 +431,14 @@ def every_usage_shard(d: Driver, tenant: str) -> Callable[[], None]:
     largest the collection gets: ≤ 2 read units whatever the shard count); what it returns puts them back as they
     were. The bench's own client: not counted."""
     from dfd.adapters.dynamo import codec
+    from dfd.core import codec as core_codec
     from dfd.core.config import settings
     from dfd.core.usage import every_shard
 
     table, ddb = settings().tenant_files_table, d.bench.ddb
     before = {}
     for shard in every_shard(tenant):
-        key = codec.to_item(codec.usage_key(shard))
+        key = codec.to_item(core_codec.usage_key(shard))
         before[json.dumps(key, sort_keys=True)] = ddb.get_item(TableName=table, Key=key).get("Item")
         big = {"c": 99, "s": 7_123_456_789_012, "u": 14_246_913_578_024}
         ddb.put_item(TableName=table, Item=key | codec.to_item(big))

@@ -52,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         model = read_model(TEMPLATE, IN_PROCESS_ENDPOINT)
         create_resources(model, client, local_visibility_timeout=30)
         _, queue = route_events(model.event_buses, client)
-        from dfd.adapters.dynamo import codec
         from dfd.adapters.dynamo.base import to_item
         from dfd.adapters.eventbridge import entry
         from dfd.events.outcomes import upload_events
+        from dfd.uploads import codec as uploads_codec
         from dfd.uploads.ports import PrecheckDuplicate
 
         ddb, sqs, events = client("dynamodb"), client("sqs"), client("events")
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def commit() -> None:
             upload = PrecheckDuplicate(uuid.uuid4().hex, "owner", "acme", "ab" * 32, "f.bin", 1024, "text/plain")
-            ddb.put_item(TableName=table, Item=to_item(codec.precheck_upload_item(upload, stamp)))
+            ddb.put_item(TableName=table, Item=to_item(uploads_codec.precheck_upload_item(upload, stamp)))
 
         for _ in range(count):
             commit()
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         built = [
             entry(event, os.environ["EVENT_BUS_NAME"])
             for item in records
-            for event in upload_events(None, codec.upload_record(from_item(item)), committed_at=stamp)
+            for event in upload_events(None, uploads_codec.upload_record(from_item(item)), committed_at=stamp)
         ]
         started = time.perf_counter()
         for start in range(0, len(built), 10):

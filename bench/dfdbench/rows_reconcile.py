@@ -69,6 +69,7 @@ def measure(count: int) -> dict[str, Any]:
     from dfd.core.config import Settings
     from dfd.core.ids import event_key, upload_id_from_key, version_token
     from dfd.core.records import UploadStatus
+    from dfd.ingest import codec as ingest_codec
     from dfd.ingest.ports import ObjectVersion
     from dfd.reconcile.service import DEFAULT_BUDGET, Reconciler
     from dfdbench.harness import CallCounter
@@ -106,11 +107,11 @@ def measure(count: int) -> dict[str, Any]:
                 digest,
                 upload_id_from_key(settings.upload_prefix, key),
             )
-            items[settings.files_table].append(codec.new_file_item(version, "f.bin", "text/plain", stamp))
+            items[settings.files_table].append(ingest_codec.new_file_item(version, "f.bin", "text/plain", stamp))
             # as the ingest leaves an object at an upload key: its upload item carries its event and its key's claim
             stored = UploadStatus.STORED
             items[settings.uploads_table].append(
-                codec.ingested_upload_item(version, stored, stamp, "f.bin", "text/plain")
+                ingest_codec.ingested_upload_item(version, stored, stamp, "f.bin", "text/plain")
             )
             total += len(data)
         for table, found in items.items():
@@ -204,7 +205,9 @@ def cost(per_million: dict[str, float]) -> dict[str, float]:
 # calls made once per page (the lease's renewal; a sharded index's Query; a listing; a Scan page), priced from the
 # pages of the model below rather than fitted: the samples' sizes all fit one orphan and one files page
 PER_PAGE_CALLS = {"dynamodb:UpdateItem", "dynamodb:Query", "s3:ListObjectsV2", "dynamodb:Scan"}
-SCAN_ITEM_BYTES = 420  # a file record as FileMetadata holds it (codec.new_file_item, 64-hex hash), for Scan's RRU
+SCAN_ITEM_BYTES = (
+    420  # a file record as FileMetadata holds it (ingest_codec.new_file_item, 64-hex hash), for Scan's RRU
+)
 
 
 def pages_at(contents: int, shards: int) -> int:

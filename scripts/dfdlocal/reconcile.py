@@ -396,10 +396,10 @@ def free_orphaned_lease(dynamodb: Any, counters_table: str) -> str | None:
     """Release the reconcile's lease (dfd.adapters.dynamo.lease) held by a run of an earlier start of this stack:
     the emulator keeps no Step Functions execution across a restart, so that run is over and would otherwise
     keep every run out until its lease expired (15 minutes). The holder freed, or None."""
-    from dfd.adapters.dynamo import codec
     from dfd.adapters.dynamo.base import to_item
+    from dfd.reconcile import codec as reconcile_codec
 
-    key = to_item(codec.lease_key())
+    key = to_item(reconcile_codec.lease_key())
     holder = dynamodb.get_item(TableName=counters_table, Key=key, ConsistentRead=True).get("Item", {}).get("holder")
     if not holder:
         return None

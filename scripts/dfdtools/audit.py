@@ -16,9 +16,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import from_item
 from dfd.core import clock
+from dfd.core import codec as core_codec
 from dfd.core.config import Settings
 from dfd.core.ids import event_key, version_token
 from dfd.core.records import (
@@ -32,10 +32,13 @@ from dfd.core.records import (
     UploadStatus,
 )
 from dfd.core.usage import total
+from dfd.ingest import codec as ingest_codec
 from dfd.reconcile.audit import Recount
+from dfd.uploads import codec as uploads_codec
 from dfdtools.tools import add_target_args, interruptible, reports_unreachable, target
 
-# Items are parsed by the adapter's codec (dfd.adapters.dynamo.codec) into the records the product reads. The
+# Items are parsed by the features' codecs (dfd.core.codec, dfd.uploads.codec, dfd.ingest.codec) into the records
+# the product reads. The
 # counter shards' REAPED_FIELDS are the reaper's history: a reaped content's upload_count, its duplicates and the
 # bytes they saved (history counters are never rewritten, the recount needs them once the record is gone).
 
@@ -124,8 +127,8 @@ def _sha256(s3: Any, bucket: str, key: str) -> str | Unreadable:
 def _events(items: list[dict[str, Any]], upload_items: list[dict[str, Any]]) -> list[EventRecord]:
     """The event records: the Events items proper (a key's claim shares their table: it has a hash and no outcome)
     and those the upload items carry (the ingest's commit of an object at an upload key)."""
-    carried = [event for event in map(codec.upload_event, upload_items) if event is not None]
-    return [codec.event_record(item) for item in items if "outcome" in item] + carried
+    carried = [event for event in map(ingest_codec.upload_event, upload_items) if event is not None]
+    return [ingest_codec.event_record(item) for item in items if "outcome" in item] + carried
 
 
 def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Report:
@@ -139,12 +142,12 @@ def audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool = True) -> Rep
 
 
 def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
-    files = [codec.file_record(item) for item in _scan(ddb, settings.files_table)]
+    files = [ingest_codec.file_record(item) for item in _scan(ddb, settings.files_table)]
     upload_items = list(_scan(ddb, settings.uploads_table))
     events = _events(list(_scan(ddb, settings.events_table)), upload_items)
-    uploads = [codec.upload_record(item) for item in upload_items]
+    uploads = [uploads_codec.upload_record(item) for item in upload_items]
     counters = list(_scan(ddb, settings.counters_table))
-    shards = [codec.counter_shard(item) for item in counters]
+    shards = [core_codec.counter_shard(item) for item in counters]
     objects = {o["Key"]: o for o in _objects(s3, settings.bucket, settings.upload_prefix)}
     checks: list[Check] = []
 
@@ -236,10 +239,10 @@ def _audit(ddb: Any, s3: Any, settings: Settings, *, settled: bool) -> Report:
     c7.holds = not c7.problems
     checks.append(c7)
     tenant_items = list(_scan(ddb, settings.tenant_files_table))  # references, and the tenants' usage shards
-    refs = [codec.tenant_ref(item) for item in tenant_items if not codec.is_usage(item)]
+    refs = [ingest_codec.tenant_ref(item) for item in tenant_items if not core_codec.is_usage(item)]
     checks += _tenant_checks(refs, uploads, hashes)
     checks.append(_live_check(files, uploads, events))
-    checks.append(_usage_check([item for item in tenant_items if codec.is_usage(item)], refs, uploads))
+    checks.append(_usage_check([item for item in tenant_items if core_codec.is_usage(item)], refs, uploads))
     return Report(checks)
 
 
@@ -264,12 +267,12 @@ def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: l
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
     shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.core.usage)
     for item in usages:
-        shard = codec.usage_shard(item)
+        shard = core_codec.usage_shard(item)
         if shard is not None:
-            shards.setdefault(shard.tenant, []).append(codec.tenant_usage(item))
+            shards.setdefault(shard.tenant, []).append(core_codec.tenant_usage(item))
     usage = {tenant: total(found) for tenant, found in shards.items()}
     for tenant in sorted(set(stored) | set(pending) | set(usage)):
-        found = usage.get(tenant, codec.tenant_usage(None)).as_dict()
+        found = usage.get(tenant, core_codec.tenant_usage(None)).as_dict()
         held = pending.get(tenant, [])
         expected = {
             "stored_bytes": stored.get(tenant, 0),

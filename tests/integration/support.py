@@ -18,11 +18,11 @@ import pytest
 import requests
 from moto.core.botocore_stubber import BotocoreStubber
 
-from dfd.adapters.dynamo.codec import LEASE_ID
 from dfd.core import clock
 from dfd.core.config import MIB, Settings
 from dfd.handlers import download, ingest, metadata, upload, uploads
 from dfd.handlers import multipart as parts_handler
+from dfd.reconcile.codec import LEASE_ID
 from dfdlocal import reconcile
 from dfdlocal.emulator import Resources, create_resources
 from dfdlocal.names import REGION

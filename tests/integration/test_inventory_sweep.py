@@ -69,9 +69,10 @@ def sweep(aws: Aws, prefix: str) -> tuple[dict[str, Any], list[str]]:
 
 def records(aws: Aws) -> dict[str, FileRecord]:
     from dfd.adapters.dynamo import codec
+    from dfd.ingest import codec as ingest_codec
 
     items = aws.ddb.scan(TableName=aws.settings.files_table, ConsistentRead=True)["Items"]
-    return {str(record.s3_key): record for record in (codec.file_record(codec.from_item(i)) for i in items)}
+    return {str(record.s3_key): record for record in (ingest_codec.file_record(codec.from_item(i)) for i in items)}
 
 
 def test_the_report_spares_the_listed_copies_and_finds_the_lost_one(aws: Aws) -> None:

@@ -16,8 +16,10 @@ import pytest
 
 from dfd import deps
 from dfd.adapters import aws as dfd_aws
-from dfd.adapters.dynamo.pats import CountCodec, DynamoTokenStore, TokenCodec
+from dfd.adapters.dynamo import from_item, to_item
+from dfd.adapters.dynamo.pats import DynamoTokenStore
 from dfd.core.errors import Conflict
+from dfd.identity import codec as identity_codec
 from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService
 from dfd.identity.ports import PersonalToken
 from tests.integration.conftest import Aws
@@ -59,9 +61,9 @@ def _service(store: DynamoTokenStore, now: datetime = NOW) -> PatService:
 
 def _counted(owner: str) -> set[str]:
     raw = dfd_aws.dynamodb().get_item(
-        TableName=deps.lfs_settings().tokens_table, Key=CountCodec.key(owner), ConsistentRead=True
+        TableName=deps.lfs_settings().tokens_table, Key=to_item(identity_codec.count_key(owner)), ConsistentRead=True
     )
-    return CountCodec.decode(raw.get("Item"))[1]
+    return identity_codec.count(from_item(raw["Item"]) if raw.get("Item") else None)[1]
 
 
 def _create(service: PatService, count: int, name: str = "t", **extra: Any) -> list[str]:
@@ -75,11 +77,11 @@ def _hold(count: int, *, days: int = 90, counted: bool = True, start: int = 0) -
     ids = [f"{start + i:016x}" for i in range(count)]
     for token_id in ids:
         token = PersonalToken(token_id, ALICE.sub, "alice", "t", "ab" * 32, NOW, NOW + timedelta(days=days))
-        client.put_item(TableName=table, Item=TokenCodec.encode(token))
+        client.put_item(TableName=table, Item=to_item(identity_codec.token_item(token)))
     if counted:
         client.update_item(
             TableName=table,
-            Key=CountCodec.key(ALICE.sub),
+            Key=to_item(identity_codec.count_key(ALICE.sub)),
             UpdateExpression="SET seeded = :yes ADD held :ids",
             ExpressionAttributeValues={":yes": {"BOOL": True}, ":ids": {"SS": ids}},
         )

@@ -10,6 +10,7 @@ import pytest
 
 from dfd import deps
 from dfd.adapters.dynamo import codec
+from dfd.core import codec as core_codec
 from dfd.handlers import me, upload
 from tests.integration.conftest import Aws
 from tests.support import ALICE, api_event, call
@@ -30,7 +31,7 @@ def usage_items(aws: Aws) -> dict[str, dict[str, Any]]:
     reference."""
     query = {"KeyConditionExpression": "tenant = :t", "ExpressionAttributeValues": {":t": {"S": "acme"}}}
     items = aws.ddb.query(TableName=aws.settings.tenant_files_table, **query)["Items"]
-    return {item["hash"]["S"]: item for item in items if codec.is_usage(codec.from_item(item))}
+    return {item["hash"]["S"]: item for item in items if core_codec.is_usage(codec.from_item(item))}
 
 
 def test_unlimited_usage_spreads_over_shards_and_a_later_limit_counts_all_of_it(
@@ -40,7 +41,7 @@ def test_unlimited_usage_spreads_over_shards_and_a_later_limit_counts_all_of_it(
         assert post(100)[0] == 201
     shards = usage_items(aws)
     assert len(shards) > 1  # 12 writes on 100 shards: all on one has a chance of 1e-22
-    assert all(codec.usage_shard({"tenant": "acme", "hash": sort}) for sort in shards)
+    assert all(core_codec.usage_shard({"tenant": "acme", "hash": sort}) for sort in shards)
     assert me_usage() == {"pending_count": 12, "pending_bytes": 1200, "stored_bytes": 0, "used_bytes": 1200}
     aws.assert_invariants()  # the audit sums the shards per tenant
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from dfd.adapters.dynamo import codec
 from dfd.core import clock
 from dfd.core.errors import Forbidden, NotFound, ServiceUnavailable, TransactionRetryable
 from dfd.core.ids import tenant_metadata
 from dfd.core.notifications import ObjectRef
 from dfd.core.retry import Backoff
 from dfd.deletes.service import DeleteService
+from dfd.ingest import codec as ingest_codec
 from dfd.ingest.service import Ingestor, Outcome
 from dfd.queries.service import Queries
 from dfd.reconcile.service import Reconciler
@@ -71,16 +71,18 @@ def test_rules_and_the_last_reference_tombstones(world: World) -> None:
     file = world.repo.files[digest]
     assert (
         file["live_refs"] == 1
-        and codec.file_record(file).state == "live"
+        and ingest_codec.file_record(file).state == "live"
         and file["reap_after"]
         and file["tombstone_shard"]
     )
     # the tenant's reference at 0: it holds the content no more (the reaper deletes the item)
     ref = world.repo.tenant_refs[("acme", digest)]
-    assert ref["upload_count"] == 0 and not codec.tenant_ref(ref).holds and ref["reap_shard"] and ref["reap_after"]
+    assert (
+        ref["upload_count"] == 0 and not ingest_codec.tenant_ref(ref).holds and ref["reap_shard"] and ref["reap_after"]
+    )
     result = world.deletes.delete(ADMIN, second)
     assert result.outcome == "deleted"
-    assert codec.file_record(file).state == "tombstoned" and file["generation"] == 1 and "state" not in file
+    assert ingest_codec.file_record(file).state == "tombstoned" and file["generation"] == 1 and "state" not in file
     assert world.repo.counter_totals()["deleted_uploads"] == 2
 
 
@@ -127,7 +129,7 @@ def test_a_concurrent_upload_between_read_and_write_is_counted_by_both(world: Wo
     result = world.deletes.delete(ALICE, first)
     assert result.outcome == "deleted" and result.attempts == 1
     (file,) = world.repo.files.values()
-    assert file["live_refs"] == 1 and codec.file_record(file).state == "live"
+    assert file["live_refs"] == 1 and ingest_codec.file_record(file).state == "live"
 
 
 def test_a_delete_racing_a_duplicate_ingest_makes_it_resurrect(world: World) -> None:
@@ -217,7 +219,7 @@ def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world:
     (digest,) = world.repo.files
     old_key = world.repo.files[digest]["s3_key"]
     assert world.deletes.delete(ALICE, first).outcome == "deleted"
-    assert codec.file_record(world.repo.files[digest]).state == "tombstoned"
+    assert ingest_codec.file_record(world.repo.files[digest]).state == "tombstoned"
     # the precheck never answers 409 for tombstoned content: the bytes must be uploaded
     answer = world.uploads.create(UploadRequest("g.bin", len(DATA), "text/plain", None), BOB)
     assert answer.status == 201
@@ -227,7 +229,7 @@ def test_an_upload_of_tombstoned_content_resurrects_it_with_its_own_bytes(world:
     result = world.ingestor.ingest(ObjectRef("b", answer.body["key"]))
     assert result.outcome == Outcome.STORED and result.detail["resurrected_generation"] == 2
     file = world.repo.files[digest]
-    assert codec.file_record(file).state == "live" and file["generation"] == 2 and file["live_refs"] == 1
+    assert ingest_codec.file_record(file).state == "live" and file["generation"] == 2 and file["live_refs"] == 1
     assert file["s3_key"] == answer.body["key"] and file["reap_key"] == old_key
     assert world.repo.uploads[answer.body["upload_id"]]["status"] == "stored"
     assert world.repo.tenant_refs[("globex", digest)]["upload_count"] == 1
@@ -280,7 +282,7 @@ def test_a_conflicted_transaction_is_retried_after_a_pause(world: World) -> None
     assert result.outcome == "deleted" and result.attempts == 2
     assert len(sleeps) == 1 and 0 < sleeps[0] <= Backoff.LONGEST
     (file,) = world.repo.files.values()
-    assert codec.file_record(file).state == "tombstoned"
+    assert ingest_codec.file_record(file).state == "tombstoned"
 
 
 def test_a_throttled_transaction_is_botocores_to_retry_not_the_loops(world: World) -> None:
@@ -293,7 +295,7 @@ def test_a_throttled_transaction_is_botocores_to_retry_not_the_loops(world: Worl
     result = world.deletes.delete(ALICE, first)  # the client's repeat
     assert result.outcome == "deleted" and result.attempts == 1
     (file,) = world.repo.files.values()
-    assert codec.file_record(file).state == "tombstoned"
+    assert ingest_codec.file_record(file).state == "tombstoned"
 
 
 def test_a_reference_going_to_zero_under_an_ingest_is_taken_anew(world: World) -> None:

@@ -33,7 +33,7 @@ def test_only_a_changed_queue_is_pickled_again(sqs: Any, tmp_path: Path, monkeyp
     small = sqs.create_queue(QueueName="small")["QueueUrl"]
     for index in range(30):
         sqs.send_message(QueueUrl=big, MessageBody=f"b{index}")
-    snapshots = persist.QueueSnapshots(tmp_path)
+    snapshots = persist.QueueSnapshots(tmp_path, clock=lambda: 0.0)  # no look takes time: every queue is due
     pickled = _pickled_lists(monkeypatch)
     snapshots.save()
     assert sorted(pickled) == [0, 30]

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
-from dfd.adapters.dynamo.pats import CountCodec, DynamoTokenStore
+from dfd.adapters.dynamo import to_item
+from dfd.adapters.dynamo.pats import DynamoTokenStore
 from dfd.core.errors import Conflict, TransactionRetryable, ValidationFailed
 from dfd.core.retry import CONFLICT_ATTEMPTS, Backoff
 from dfd.core.text import ECHO_CHARS, ECHO_ITEMS, printable
+from dfd.identity import codec as identity_codec
 from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService, parse_create
 from dfd.identity.ports import PersonalToken
 from tests.support import ALICE, BOB
@@ -62,7 +64,9 @@ def test_the_count_and_the_write_are_one_conditional_transaction() -> None:
     assert name == "transact_write_items" and request["ClientRequestToken"]
     count, put = request["TransactItems"]
     update = count["Update"]
-    assert update["Key"] == CountCodec.key(ALICE.sub) and update["UpdateExpression"] == "ADD #held :id"
+    assert (
+        update["Key"] == to_item(identity_codec.count_key(ALICE.sub)) and update["UpdateExpression"] == "ADD #held :id"
+    )
     assert update["ConditionExpression"] == (
         "attribute_exists(#seeded) AND (attribute_not_exists(#held) OR size(#held) < :limit)"
     )

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from dfd.adapters.dynamo import codec
+from dfd.core import codec as core_codec
 from dfd.core.config import Settings
 from dfd.core.records import TenantUsage
 from dfd.core.usage import USAGE_SHARDS, every_shard, gate, limited, total, write_shard
@@ -18,19 +19,19 @@ BASE = {
 
 
 def test_keys_round_trip_in_the_tenants_item_collection_and_the_gate_is_shard_0() -> None:
-    assert codec.usage_key(gate("acme")) == {"tenant": "acme", "hash": "u#000"}
-    keys = [codec.usage_key(shard) for shard in every_shard("user:abc-1")]
+    assert core_codec.usage_key(gate("acme")) == {"tenant": "acme", "hash": "u#000"}
+    keys = [core_codec.usage_key(shard) for shard in every_shard("user:abc-1")]
     assert len({key["hash"] for key in keys}) == USAGE_SHARDS
     assert {key["tenant"] for key in keys} == {"user:abc-1"}
     assert keys[7] == {"tenant": "user:abc-1", "hash": "u#007"}
-    assert [codec.usage_shard(key) for key in keys] == every_shard("user:abc-1")
-    assert all(codec.is_usage(key) for key in keys)
+    assert [core_codec.usage_shard(key) for key in keys] == every_shard("user:abc-1")
+    assert all(core_codec.is_usage(key) for key in keys)
 
 
 @pytest.mark.parametrize("other", ["a" * 64, "0" * 64, "u#", "u#x", "u#7", "u#0000", "u#200", "usage#000"])
 def test_references_and_other_sort_keys_are_no_usage_shard(other: str) -> None:
-    assert codec.usage_shard({"tenant": "acme", "hash": other}) is None
-    assert codec.is_usage({"tenant": "acme", "hash": other}) == other.startswith("u#")
+    assert core_codec.usage_shard({"tenant": "acme", "hash": other}) is None
+    assert core_codec.is_usage({"tenant": "acme", "hash": other}) == other.startswith("u#")
 
 
 def test_every_shard_of_a_long_tenant_with_large_counts_is_read_by_one_query_of_at_most_16_kb() -> None:
@@ -42,7 +43,7 @@ def test_every_shard_of_a_long_tenant_with_large_counts_is_read_by_one_query_of_
     big = 7 * 10**12  # 7 TB on one shard
     counts = {"pending_count": 99, "stored_bytes": big, "used_bytes": 2 * big}
     items = [
-        codec.to_item(codec.usage_key(shard) | {codec.USAGE_ATTRS[name]: n for name, n in counts.items()})
+        codec.to_item(core_codec.usage_key(shard) | {core_codec.USAGE_ATTRS[name]: n for name, n in counts.items()})
         for shard in every_shard(tenant)
     ]
     assert sum(item_size(item) for item in items) <= 16 * 1024
@@ -60,5 +61,5 @@ def test_writes_spread_without_a_limit_and_go_to_the_gate_with_one() -> None:
 
 def test_total_sums_every_field_and_reads_absent_items_as_zero() -> None:
     items = [{"c": 1, "u": 5}, None, {"s": 7, "u": 7}]
-    usages = [codec.tenant_usage(item) for item in items]
+    usages = [core_codec.tenant_usage(item) for item in items]
     assert total(usages) == TenantUsage(pending_count=1, pending_bytes=5, stored_bytes=7, used_bytes=12)

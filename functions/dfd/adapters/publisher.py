@@ -1,5 +1,5 @@
 """The outbox's publisher: a batch of DynamoDB stream records (the committed changes of uploads and contents,
-parsed by the adapter's codec) in, their outcomes (dfd.events.outcomes) out to the event bus (an EventSink:
+parsed by the features' codecs) in, their outcomes (dfd.events.outcomes) out to the event bus (an EventSink:
 dfd.adapters.eventbridge), and which records must be delivered again.
 
 Records are published in stream order, all of a batch's events in few PutEvents calls (10 entries each); an
@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dfd.adapters.dynamo import codec
 from dfd.adapters.streams import NotARecord, change
 from dfd.events.outcomes import OutcomeEvent, file_events, upload_events
+from dfd.ingest import codec as ingest_codec
+from dfd.uploads import codec as uploads_codec
 
 
 class EventSink(Protocol):
@@ -51,10 +52,10 @@ def events_of(record: Mapping[str, Any], tables: Tables) -> list[OutcomeEvent]:
     """The outcomes of one stream record (NotARecord: none, and nothing to retry)."""
     table = table_of(record)
     if table == tables.uploads:
-        uploads = change(record, codec.upload_record)
+        uploads = change(record, uploads_codec.upload_record)
         return upload_events(uploads.old, uploads.new, committed_at=uploads.committed_at)
     if table == tables.files:
-        files = change(record, codec.file_record)
+        files = change(record, ingest_codec.file_record)
         return file_events(files.old, files.new, committed_at=files.committed_at)
     raise NotARecord(f"a record of table {table!r}, which carries no outcome")
 

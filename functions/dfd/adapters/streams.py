@@ -1,9 +1,9 @@
 """DynamoDB stream records -> the changes of typed records (dfd.core.records): the publisher's one view of a stream.
 
 A record's images are DynamoDB attribute values: they become Python values (base.from_item: the adapter's
-attribute values) and records through the item codec (dfd.adapters.dynamo.codec), exactly as a read of the
-table would. An image that is no record of its table's kind (moto writes a key-only image before an upsert's
-attributes) is no change of state: it is skipped.
+attribute values) and records through the features' item codecs (dfd.uploads.codec, dfd.ingest.codec), exactly
+as a read of the table would. An image that is no record of its table's kind (moto writes a key-only image before
+an upsert's attributes) is no change of state: it is skipped.
 """
 
 from __future__ import annotations

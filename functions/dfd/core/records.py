@@ -1,6 +1,6 @@
 """The stored records, typed: what the repository (the ports of each feature) reads and what its conflicts carry.
 
-Each is parsed from its item and written to it in one place, the adapter's codec (dfd.adapters.dynamo.codec);
+Each is parsed from its item and written to it in one place, its feature's codec (dfd.*.codec, dfd.core.codec);
 everything else — the domain modules, the views, the handlers — sees these records and enums only. A field the
 item does not hold is None (or its zero, for counts). docs/design.md, "Storage", lists the items and invariants.
 """

@@ -1,7 +1,7 @@
 """A tenant's quota usage spread over usage shards (docs/design.md, "Quotas").
 
 A tenant's usage is the sum of up to USAGE_SHARDS items in one item collection of the tenant view's table (keys
-and layout: dfd.adapters.dynamo.codec): (tenant, `u#000`) is shard 0, the gate, (tenant, `u#NNN`) the others, beside
+and layout: dfd.core.codec): (tenant, `u#000`) is shard 0, the gate, (tenant, `u#NNN`) the others, beside
 the tenant's references (sort key a SHA-256 in hex, never `u#...`), so one Query reads them all. Without a quota
 every write (a registration, an ingest's move, a release) adds to a random shard, so one tenant's traffic spreads
 like the global counters'. With a quota (TenantQuotaBytes or TenantPendingLimit set) every write goes to the gate,

@@ -13,7 +13,7 @@ Flow per object (docs/design.md):
      direct put — may name bytes the object does not hold, and the body is hashed instead (then the state is
      read again for that hash).
   4. ONE transaction keyed on the event and the content: IngestStore.commit_stored (new content) or
-     commit_duplicate, counters included (the item layouts live in dfd.adapters.dynamo.codec).
+     commit_duplicate, counters included (the item layouts live in dfd.ingest.codec).
   5. After the commit, a duplicate's bytes are deleted (IfMatch its ETag; repeatable) — once the stored copy
      is confirmed (HeadObject IfMatch its ETag). When it is lost, this object becomes the stored copy instead
      (IngestStore.adopt_copy) and is kept: the last copy of a content is never deleted.

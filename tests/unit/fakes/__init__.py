@@ -3,8 +3,9 @@
 FakeRepository implements every narrow port the services declare (dfd.core.reads and each feature's `ports`),
 one mixin per aggregate as the DynamoDB adapter (dfd.adapters.dynamo.Repository) is: reads, uploads, deletes,
 contents, the reaper and the lease (fakes.lfs: the LFS locks' and tokens' stores and the user directory). It
-keeps the adapter's tables as dicts of items — written and parsed by the adapter's own codec
-(dfd.adapters.dynamo.codec), so its items are the adapter's and its reads the same records — and honours the
+keeps the adapter's tables as dicts of items — written and parsed by the features' codecs, as the adapter's
+are (dfd.core.codec, dfd.uploads.codec, dfd.ingest.codec, dfd.reconcile.codec), so its items are the adapter's
+and its reads the same records — and honours the
 conditions of the adapter's writes: a transaction either applies all its writes or none, and a refused one
 raises the typed conflict of the first failed condition in the adapter's order (event, claim, file, upload,
 tenant) carrying the record that stood in the way. The contract suites (tests/integration/contract/) run each

@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from dfd.adapters.dynamo import codec
 from dfd.core import clock
 from dfd.core.config import Settings
 from dfd.core.conflicts import (
@@ -25,7 +24,9 @@ from dfd.core.records import (
     counts_stored,
     holds,
 )
+from dfd.ingest import codec as ingest_codec
 from dfd.ingest.ports import ObjectVersion, TenantShare
+from dfd.uploads import codec as uploads_codec
 
 Item = dict[str, Any]
 R = TypeVar("R")
@@ -82,7 +83,7 @@ class FakeTables:
         upload_refused: CommitRefused | None = None
         if version.upload_id is not None:
             upload = self.uploads.get(version.upload_id)
-            record = _parsed(codec.upload_record, upload)
+            record = _parsed(uploads_codec.upload_record, upload)
             event = self._carried_event(version.event_key)
             releasing = tenant is not None and tenant.pending_bytes > 0
             if record is not None:
@@ -93,10 +94,10 @@ class FakeTables:
             elif releasing:
                 upload_refused = UploadTaken(None)  # `attribute_exists(quota_bytes)` fails on a missing record
         elif version.event_key in self.events:
-            event = codec.event_record(copy.deepcopy(self.events[version.event_key]))
+            event = ingest_codec.event_record(copy.deepcopy(self.events[version.event_key]))
         for refused in (
             EventRecorded(event) if event is not None else None,
-            KeyClaimed(codec.key_claim(copy.deepcopy(claim))) if claim is not None else None,
+            KeyClaimed(ingest_codec.key_claim(copy.deepcopy(claim))) if claim is not None else None,
             file,
             upload_refused,
             self._tenant_refused(tenant, version.hash),
@@ -109,7 +110,7 @@ class FakeTables:
         read or assumed."""
         if tenant is None:
             return None
-        ref = _parsed(codec.tenant_ref, self.tenant_refs.get((tenant.tenant, digest)))
+        ref = _parsed(ingest_codec.tenant_ref, self.tenant_refs.get((tenant.tenant, digest)))
         if (tenant.held, tenant.counted) != (holds(ref), counts_stored(ref)):
             return TenantRefChanged(ref)
         return None
@@ -130,7 +131,7 @@ class FakeTables:
         if version.upload_id is None:  # else the upload item carries it (_finish_upload)
             self.events[version.event_key] = self._event(version, outcome, now)
         if self.files[version.hash].get("s3_key") == version.key:
-            self.claims[(version.bucket, version.key)] = codec.claim_item("", version.hash, stamp)
+            self.claims[(version.bucket, version.key)] = ingest_codec.claim_item("", version.hash, stamp)
         self._finish_upload(version, status, UploadStatus(outcome), filename, content_type, stamp)
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
 
@@ -149,9 +150,9 @@ class FakeTables:
             self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
         self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)
         ref = self.tenant_refs.setdefault(
-            (tenant.tenant, version.hash), dict(codec.tenant_ref_key(tenant.tenant, version.hash))
+            (tenant.tenant, version.hash), dict(ingest_codec.tenant_ref_key(tenant.tenant, version.hash))
         )
-        for name, value in codec.first_reference(version, filename, content_type, stamp).items():
+        for name, value in ingest_codec.first_reference(version, filename, content_type, stamp).items():
             if value is not None:  # a new reference (none, or one at 0) takes them anew; a held one keeps its own
                 ref[name] = ref.get(name, value) if tenant.held else value
         ref["upload_count"] = ref.get("upload_count", 0) + 1
@@ -160,7 +161,9 @@ class FakeTables:
         ref.pop("reap_after", None)
 
     def _event(self, version: ObjectVersion, outcome: str, now: datetime) -> Item:
-        return codec.event_item(version, outcome, now, clock.epoch(clock.plus(now, days=self.settings.event_ttl_days)))
+        return ingest_codec.event_item(
+            version, outcome, now, clock.epoch(clock.plus(now, days=self.settings.event_ttl_days))
+        )
 
     def _finish_upload(
         self,
@@ -173,9 +176,9 @@ class FakeTables:
     ) -> None:
         if version.upload_id is None:
             return
-        upload = self.uploads.setdefault(version.upload_id, dict(codec.upload_key(version.upload_id)))
+        upload = self.uploads.setdefault(version.upload_id, dict(uploads_codec.upload_key(version.upload_id)))
         self.nonces += 1
-        upload.update(codec.processed_upload(version, status, outcome, stamp, f"{self.nonces:016x}"))
+        upload.update(ingest_codec.processed_upload(version, status, outcome, stamp, f"{self.nonces:016x}"))
         for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
             upload.setdefault(name, value)
         for name in ("pending_shard", "ttl", "quota_bytes"):

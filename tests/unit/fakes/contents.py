@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
-from dfd.adapters.dynamo import codec
 from dfd.core import clock
 from dfd.core.conflicts import (
     CommitRefused,
@@ -23,7 +22,9 @@ from dfd.core.records import (
     FileRecord,
     UploadStatus,
 )
+from dfd.ingest import codec as ingest_codec
 from dfd.ingest.ports import ObjectVersion, TenantShare
+from dfd.uploads import codec as uploads_codec
 from dfd.uploads.ports import PrecheckDuplicate
 from tests.unit.fakes.base import FakeTables, _parsed
 
@@ -47,10 +48,10 @@ class FakeContents(FakeTables):
         tenant: TenantShare | None = None,
     ) -> None:
         file = self.files.get(version.hash)
-        refused = FileAppeared(codec.file_record(copy.deepcopy(file))) if file is not None else None
+        refused = FileAppeared(ingest_codec.file_record(copy.deepcopy(file))) if file is not None else None
         self._begin_commit(version, counter_shard, claims=True, file=refused, tenant=tenant)
         stamp = clock.iso(now)
-        self.files[version.hash] = codec.new_file_item(version, filename, content_type, stamp)
+        self.files[version.hash] = ingest_codec.new_file_item(version, filename, content_type, stamp)
         self._commit(version, "stored", UploadStatus.STORED, filename, content_type, now, tenant)
         self._count(counter_shard, total_uploads=1, total_files=1, total_bytes_stored=version.size)
 
@@ -65,7 +66,7 @@ class FakeContents(FakeTables):
         tenant: TenantShare | None = None,
     ) -> None:
         file = self.files.get(version.hash)
-        record = _parsed(codec.file_record, file)
+        record = _parsed(ingest_codec.file_record, file)
         refused: CommitRefused | None = None
         if record is None:
             refused = FileVanished(None)
@@ -94,7 +95,7 @@ class FakeContents(FakeTables):
         tenant: TenantShare | None = None,
     ) -> None:
         file = self.files.get(version.hash)
-        record = _parsed(codec.file_record, file)
+        record = _parsed(ingest_codec.file_record, file)
         refused: CommitRefused | None = None
         if record is None:
             refused = FileVanished(None)
@@ -125,7 +126,7 @@ class FakeContents(FakeTables):
         self._begin(counter_shard)
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         file = self.files.get(upload.hash)
-        record = _parsed(codec.file_record, file)
+        record = _parsed(ingest_codec.file_record, file)
         # the adapter's order: upload (a fresh id: never refused), file, tenant; no new reference unless live
         if file is None or record is None or not record.live:
             raise FileVanished(record)
@@ -138,12 +139,12 @@ class FakeContents(FakeTables):
             window = counted.get("precheck_window")
             same = window == bound.window and counted.get("prechecks", 0) < bound.limit
             if (window == bound.window) if bound.fresh else not same:
-                raise PrecheckLimited(_parsed(codec.precheck_count, self.prechecks.get(upload.tenant)))
+                raise PrecheckLimited(_parsed(uploads_codec.precheck_count, self.prechecks.get(upload.tenant)))
             counted = self.prechecks.setdefault(upload.tenant, {})
             counted["prechecks"] = 1 if bound.fresh else counted["prechecks"] + 1
             counted["precheck_window"] = bound.window
         stamp = clock.iso(now)
-        self.uploads[upload.upload_id] = codec.precheck_upload_item(upload, stamp)
+        self.uploads[upload.upload_id] = uploads_codec.precheck_upload_item(upload, stamp)
         self._count_duplicate(file, now)
         ref = self.tenant_refs[(upload.tenant, upload.hash)]
         ref["upload_count"] = ref.get("upload_count", 0) + 1
@@ -160,24 +161,24 @@ class FakeContents(FakeTables):
             raise self.faults.pop(0)
         file = self.files.get(version.hash)
         if file is None or file.get("s3_key") != lost.s3_key or (lost.etag and file.get("etag") != lost.etag):
-            raise FileChanged(_parsed(codec.file_record, file))
+            raise FileChanged(_parsed(ingest_codec.file_record, file))
         claim = self.claims.get((version.bucket, version.key))
         if claim is not None:
-            raise KeyClaimed(_parsed(codec.key_claim, claim))
+            raise KeyClaimed(_parsed(ingest_codec.key_claim, claim))
         upload = self.uploads.get(version.upload_id) if version.upload_id is not None and not upload_deleted else None
         if version.upload_id is not None and version.upload_id not in self.uploads:
             raise UploadTaken(None)  # the adapter's claim goes on the upload item, which must exist
         if upload is not None and (
             upload.get("event_key") != version.event_key or upload.get("status") == UploadStatus.DELETED
         ):
-            raise UploadTaken(_parsed(codec.upload_record, upload))
+            raise UploadTaken(_parsed(uploads_codec.upload_record, upload))
         lost_claim = (str(file.get("bucket") or version.bucket), str(file["s3_key"]))
         if self.claims.get(lost_claim, {}).get("hash", version.hash) == version.hash:
             self.claims.pop(lost_claim, None)
         file.update(s3_key=version.key, etag=version.etag, bucket=version.bucket, adopted_at=clock.iso(now))
         file.pop("state", None)
         file.pop("lost_at", None)
-        self.claims[(version.bucket, version.key)] = codec.claim_item("", version.hash, clock.iso(now))
+        self.claims[(version.bucket, version.key)] = ingest_codec.claim_item("", version.hash, clock.iso(now))
         if upload is not None:
             upload["status"] = UploadStatus.STORED.value
         self.adopted.append((version.hash, version.key))

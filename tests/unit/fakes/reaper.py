@@ -7,7 +7,6 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from dfd.adapters.dynamo import codec
 from dfd.core import clock
 from dfd.core.conflicts import (
     LeaseLost,
@@ -21,7 +20,10 @@ from dfd.core.records import (
     UploadRecord,
     UploadStatus,
 )
+from dfd.ingest import codec as ingest_codec
+from dfd.reconcile import codec as reconcile_codec
 from dfd.reconcile.ports import Cursor
+from dfd.uploads import codec as uploads_codec
 from tests.unit.fakes.base import FakeTables, Item
 
 
@@ -33,11 +35,13 @@ class FakeReaper(FakeTables):
 
     def get_uploads(self, upload_ids: Collection[str]) -> dict[str, UploadRecord]:
         found = {upload_id: self.uploads.get(upload_id) for upload_id in upload_ids}
-        return {upload_id: codec.upload_record(copy.deepcopy(item)) for upload_id, item in found.items() if item}
+        return {
+            upload_id: uploads_codec.upload_record(copy.deepcopy(item)) for upload_id, item in found.items() if item
+        }
 
     def get_claims(self, bucket: str, keys: Collection[str]) -> dict[str, KeyClaim]:
         found = {key: self.claims.get((bucket, key)) for key in keys}
-        return {key: codec.key_claim(copy.deepcopy(item)) for key, item in found.items() if item}
+        return {key: ingest_codec.key_claim(copy.deepcopy(item)) for key, item in found.items() if item}
 
     def _due(
         self,
@@ -70,7 +74,7 @@ class FakeReaper(FakeTables):
         self, shard: int, now: datetime, limit: int, start: Cursor | None
     ) -> tuple[list[UploadRecord], Cursor | None]:
         page, following = self._due(self.uploads, ("pending_shard", "p"), shard, now, (limit, start))
-        return [codec.upload_record(item) for item in page], following
+        return [uploads_codec.upload_record(item) for item in page], following
 
     def count_redrive(self, upload_id: str, now: datetime) -> int | None:
         upload = self.uploads.get(upload_id)
@@ -98,7 +102,7 @@ class FakeReaper(FakeTables):
         self, shard: int, now: datetime, limit: int, start: Cursor | None
     ) -> tuple[list[FileRecord], Cursor | None]:
         page, following = self._due(self.files, ("tombstone_shard", "t"), shard, now, (limit, start))
-        return [codec.file_record(item) for item in page], following
+        return [ingest_codec.file_record(item) for item in page], following
 
     def forget_older_generation(self, file: FileRecord) -> bool:
         record = self.files.get(file.hash)
@@ -134,7 +138,7 @@ class FakeReaper(FakeTables):
             or "reap_key" in record
         ):
             return False
-        reaped = codec.file_record(record)
+        reaped = ingest_codec.file_record(record)
         del self.files[file.hash]
         self._drop_claim(record, file, str(file.s3_key))
         self._count(
@@ -151,7 +155,7 @@ class FakeReaper(FakeTables):
         self, shard: int, now: datetime, limit: int, start: Cursor | None
     ) -> tuple[list[TenantRef], Cursor | None]:
         page, following = self._due(self.tenant_refs, ("reap_shard", "t"), shard, now, (limit, start))
-        return [codec.tenant_ref(item) for item in page], following
+        return [ingest_codec.tenant_ref(item) for item in page], following
 
     def reap_reference(self, ref: TenantRef) -> bool:
         key = (ref.tenant, ref.hash)
@@ -177,19 +181,19 @@ class FakeReaper(FakeTables):
             return False
         if int(record.get("live_refs", 0)) <= 0:
             return False
-        record.update(state=codec.LOST, lost_at=clock.iso(now))
+        record.update(state=ingest_codec.LOST, lost_at=clock.iso(now))
         return True
 
     def take_lease(self, holder: str, now: datetime, until: datetime) -> Lease:
         lease = self.lease
         if lease.get("holder") not in (None, holder) and str(lease.get("expires_at")) >= clock.iso(now):
-            return codec.lease(copy.deepcopy(lease))
+            return reconcile_codec.lease(copy.deepcopy(lease))
         lease.update(holder=holder, expires_at=clock.iso(until))
-        return codec.lease(copy.deepcopy(lease))
+        return reconcile_codec.lease(copy.deepcopy(lease))
 
     def renew_lease(self, holder: str, until: datetime) -> None:
         if self.lease.get("holder") != holder:
-            raise LeaseLost(codec.lease(copy.deepcopy(self.lease)))
+            raise LeaseLost(reconcile_codec.lease(copy.deepcopy(self.lease)))
         self.lease["expires_at"] = clock.iso(until)
 
     def note_sweep_due(self, now: datetime) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dfd.adapters.dynamo import codec
 from dfd.core import clock
+from dfd.core import codec as core_codec
 from dfd.core.conflicts import (
     MultipartAttached,
     QuotaRefused,
@@ -14,6 +14,7 @@ from dfd.core.conflicts import (
 from dfd.core.records import (
     UploadStatus,
 )
+from dfd.uploads import codec as uploads_codec
 from dfd.uploads.ports import NewMultipart, NewUpload
 from tests.unit.fakes.base import FakeTables, Item, _parsed
 
@@ -22,14 +23,14 @@ class FakeUploads(FakeTables):
     # ---------------------------------------------------------------- uploads
     def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
-        usage = codec.tenant_usage(self.usage.get(upload.tenant))
+        usage = core_codec.tenant_usage(self.usage.get(upload.tenant))
         bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
         if (pending_limit and usage.pending_count >= pending_limit) or (
             bytes_limit and usage.used_bytes + upload.size > bytes_limit
         ):
-            raise QuotaRefused(_parsed(codec.tenant_usage, self.usage.get(upload.tenant)))
+            raise QuotaRefused(_parsed(core_codec.tenant_usage, self.usage.get(upload.tenant)))
         self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
-        self.uploads[upload.upload_id] = codec.pending_upload_item(
+        self.uploads[upload.upload_id] = uploads_codec.pending_upload_item(
             upload,
             now,
             reconcile_after=clock.plus(now, seconds=self.settings.reconcile_grace_seconds),
@@ -45,13 +46,13 @@ class FakeUploads(FakeTables):
         """ADD `deltas` (by TenantUsage field) to the tenant's usage item, its attributes named as the adapter's."""
         usage = self.usage.setdefault(tenant, {})
         for name, delta in deltas.items():
-            if attr := codec.USAGE_ATTRS.get(name):  # pending_bytes is used - stored
+            if attr := core_codec.USAGE_ATTRS.get(name):  # pending_bytes is used - stored
                 usage[attr] = usage.get(attr, 0) + delta
 
     def attach_s3_upload(self, upload_id: str, s3_upload_id: str, *, part_checksums: bool) -> None:
         record = self.uploads.get(upload_id)
         if record is None or record.get("s3_upload_id") or record.get("status") != UploadStatus.PENDING:
-            raise MultipartAttached(_parsed(codec.upload_record, record))
+            raise MultipartAttached(_parsed(uploads_codec.upload_record, record))
         record.update(s3_upload_id=s3_upload_id, part_checksums=part_checksums)
 
     def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:

@@ -4,7 +4,7 @@ and the transaction plan.
 A write builds its items and, for a transaction, a :class:`Plan` that names the role of every item. DynamoDB
 reports cancellation reasons by position; :meth:`Plan.refusal` turns them into the typed conflict of the role
 whose condition failed (the first in ``PRECEDENCE``), carrying the item that stood in the way parsed into its
-record (dfd.adapters.dynamo.codec). A new item in a transaction is one more ``plan.add(role, request, conflict)``.
+record (dfd.*.codec). A new item in a transaction is one more ``plan.add(role, request, conflict)``.
 """
 
 from __future__ import annotations
@@ -17,23 +17,24 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo import codec
-
 # the attribute values every aggregate module (and the adapters of other tables) writes and reads
 from dfd.adapters.dynamo.codec import from_item as from_item
 from dfd.adapters.dynamo.codec import to_attr as to_attr
 from dfd.adapters.dynamo.codec import to_item as to_item
+from dfd.core import codec as core_codec
 from dfd.core import usage
 from dfd.core.conflicts import CommitRefused
 from dfd.core.errors import DfdError, ServiceUnavailable, TransactionRetryable
 from dfd.core.ids import key_claim, upload_id_from_key
 from dfd.core.retry import PARTIAL_ATTEMPTS, Backoff
+from dfd.ingest import codec as ingest_codec
+from dfd.uploads import codec as uploads_codec
 
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.records import TenantUsage
 
-Item = codec.Item
+Item = core_codec.Item
 Request = dict[str, Any]
 
 _RETRYABLE_CODES = {
@@ -138,13 +139,13 @@ Refusal = Callable[[Any], CommitRefused | None]
 PRECEDENCE = ("event", "claim", "file", "upload", "tenant")
 # The record a role's returned item is parsed into (a role not listed returns no item: its conflict gets None).
 _RECORDS: dict[str, Callable[[Item], object]] = {
-    "event": codec.event_record,
-    "claim": codec.key_claim,
-    "file": codec.file_record,
-    "upload": codec.upload_record,
-    "tenant": codec.tenant_ref,
-    "usage": codec.tenant_usage,
-    "bound": codec.precheck_count,
+    "event": ingest_codec.event_record,
+    "claim": ingest_codec.key_claim,
+    "file": ingest_codec.file_record,
+    "upload": uploads_codec.upload_record,
+    "tenant": ingest_codec.tenant_ref,
+    "usage": core_codec.tenant_usage,
+    "bound": uploads_codec.precheck_count,
 }
 
 
@@ -312,7 +313,7 @@ class Store:
 
     def _put_claim_item(self, bucket: str, key: str, digest: str, stamp: str) -> Request:
         """Claim an object key with no upload id for the content stored there."""
-        item = codec.claim_item(key_claim(bucket, key), digest, stamp)
+        item = ingest_codec.claim_item(key_claim(bucket, key), digest, stamp)
         return self._put_new(self._s.events_table, item, "event_key")
 
     def _drop_claim_item(self, bucket: str, key: str, digest: str) -> Request:
@@ -324,7 +325,7 @@ class Store:
             return {
                 "Delete": {
                     "TableName": self._s.events_table,
-                    "Key": to_item(codec.event_key(key_claim(bucket, key))),
+                    "Key": to_item(ingest_codec.event_key(key_claim(bucket, key))),
                     "ConditionExpression": "attribute_not_exists(event_key) OR #h = :hash",
                     "ExpressionAttributeNames": {"#h": "hash"},
                     "ExpressionAttributeValues": {":hash": to_attr(digest)},
@@ -333,10 +334,10 @@ class Store:
         return {
             "Update": {
                 "TableName": self._s.uploads_table,
-                "Key": to_item(codec.upload_key(upload_id)),
+                "Key": to_item(uploads_codec.upload_key(upload_id)),
                 "UpdateExpression": "REMOVE #c, claimed_at",
                 "ConditionExpression": "attribute_exists(upload_id) AND (attribute_not_exists(#c) OR #c = :hash)",
-                "ExpressionAttributeNames": {"#c": codec.CLAIM_HASH},
+                "ExpressionAttributeNames": {"#c": ingest_codec.CLAIM_HASH},
                 "ExpressionAttributeValues": {":hash": to_attr(digest)},
             }
         }
@@ -363,14 +364,14 @@ class Store:
             "TableName": self._s.tenant_files_table,
             "KeyConditionExpression": "#t = :t AND begins_with(#h, :u)",
             "ExpressionAttributeNames": {"#t": "tenant", "#h": "hash"},
-            "ExpressionAttributeValues": {":t": to_attr(tenant), ":u": to_attr(codec.USAGE_PREFIX)},
+            "ExpressionAttributeValues": {":t": to_attr(tenant), ":u": to_attr(core_codec.USAGE_PREFIX)},
             "ConsistentRead": consistent,
         }
         shards: dict[usage.UsageShard, TenantUsage] = {}
         for item in self._usage_items(kwargs):
-            shard = codec.usage_shard(item)
+            shard = core_codec.usage_shard(item)
             if shard is not None:
-                shards[shard] = codec.tenant_usage(item)
+                shards[shard] = core_codec.tenant_usage(item)
         return shards
 
     def _usage_items(self, kwargs: dict[str, Any]) -> list[Item]:
@@ -389,17 +390,17 @@ class Store:
     def _add_usage_item(
         self, tenant: str, deltas: Mapping[str, int], *, shard: usage.UsageShard | None = None, **update: Any
     ) -> Request:
-        """ADD the deltas (by TenantUsage field; pending_bytes is derived: codec.USAGE_ATTRS) to one of the tenant's
-        usage shards (`shard`, else where its next write goes: dfd.core.usage.write_shard); `update`: more of the
-        Update, e.g. its condition."""
+        """ADD the deltas (by TenantUsage field; pending_bytes is derived: core_codec.USAGE_ATTRS) to one of the
+        tenant's usage shards (`shard`, else where its next write goes: dfd.core.usage.write_shard); `update`: more
+        of the Update, e.g. its condition."""
         shard = shard or usage.write_shard(tenant, self._s, self._rng)
-        deltas = {name: delta for name, delta in deltas.items() if name in codec.USAGE_ATTRS}  # not pending_bytes
-        names = {f"#u{i}": codec.USAGE_ATTRS[name] for i, name in enumerate(deltas)}
+        deltas = {name: delta for name, delta in deltas.items() if name in core_codec.USAGE_ATTRS}  # not pending_bytes
+        names = {f"#u{i}": core_codec.USAGE_ATTRS[name] for i, name in enumerate(deltas)}
         values = {f":u{i}": to_attr(delta) for i, delta in enumerate(deltas.values())}
         adds = ", ".join(f"#u{i} :u{i}" for i in range(len(deltas)))
         request: Request = {
             "TableName": self._s.tenant_files_table,
-            "Key": to_item(codec.usage_key(shard)),
+            "Key": to_item(core_codec.usage_key(shard)),
             "UpdateExpression": f"ADD {adds}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters import limits
-from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import (
     Plan,
     Refusal,
@@ -30,6 +29,7 @@ from dfd.adapters.dynamo.base import (
     translate,
 )
 from dfd.core import clock
+from dfd.core import codec as core_codec
 from dfd.core.conflicts import (
     CommitRefused,
     EventRecorded,
@@ -46,7 +46,9 @@ from dfd.core.conflicts import (
 )
 from dfd.core.ids import key_claim
 from dfd.core.records import FileRecord, UploadRecord, UploadStatus
+from dfd.ingest import codec as ingest_codec
 from dfd.ingest.ports import ObjectVersion, TenantShare
+from dfd.uploads import codec as uploads_codec
 
 if TYPE_CHECKING:
     from dfd.uploads.ports import PrecheckDuplicate
@@ -98,7 +100,9 @@ class Contents(Store):
         tenant: TenantShare | None = None,
     ) -> None:
         stamp = clock.iso(now)
-        file = self._put_new(self._s.files_table, codec.new_file_item(version, filename, content_type, stamp), "hash")
+        file = self._put_new(
+            self._s.files_table, ingest_codec.new_file_item(version, filename, content_type, stamp), "hash"
+        )
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
         made = _Made(version, filename, content_type, counter_shard, now, tenant)
         self._commit(made, "stored", (file, FileAppeared), claims=True, status=UploadStatus.STORED, deltas=deltas)
@@ -149,7 +153,7 @@ class Contents(Store):
         file = {
             "Update": {
                 "TableName": self._s.files_table,
-                "Key": to_item(codec.file_key(version.hash)),
+                "Key": to_item(ingest_codec.file_key(version.hash)),
                 # the tombstoned generation's object goes to the reaper (tombstone_shard/reap_after stay: the
                 # reaper finds it after the grace period); this object is the new generation's canonical copy (a
                 # `lost` mark goes: this copy exists)
@@ -222,22 +226,25 @@ class Contents(Store):
             else:
                 plan.add("claim", self._no_claim_item(key_claim(version.bucket, version.key)), KeyClaimed)
         if tenant is not None:
-            first = codec.first_reference(version, filename, content_type, stamp)
+            first = ingest_codec.first_reference(version, filename, content_type, stamp)
             plan.add("tenant", self._tenant_ref_item(tenant, version.hash, first, stamp), TenantRefChanged)
             self._add_usage_moves(plan, tenant, version)
         plan.add("counters", self._add_counters_item(made.counter_shard, deltas))
         self._run(plan)
 
-    def _event_item(self, version: ObjectVersion, outcome: str, now: datetime) -> codec.Item:
+    def _event_item(self, version: ObjectVersion, outcome: str, now: datetime) -> core_codec.Item:
         """The event record of an object with no upload (the commits add their nonce, `commit`)."""
         ttl = clock.epoch(clock.plus(now, days=self._s.event_ttl_days))
-        return codec.event_item(version, outcome, now, ttl)
+        return ingest_codec.event_item(version, outcome, now, ttl)
 
     # ---------------------------------------------------------------- the precheck (dfd.uploads.service)
     def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
         stamp = clock.iso(now)
         plan = Plan(identity="upload")
-        plan.add("upload", self._put_new(self._s.uploads_table, codec.precheck_upload_item(upload, stamp), "upload_id"))
+        plan.add(
+            "upload",
+            self._put_new(self._s.uploads_table, uploads_codec.precheck_upload_item(upload, stamp), "upload_id"),
+        )
         plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp), FileVanished)
         # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
         held = TenantShare(upload.tenant, held=True, counted=True)
@@ -275,7 +282,7 @@ class Contents(Store):
             {
                 "Update": {
                     "TableName": self._s.files_table,
-                    "Key": to_item(codec.file_key(version.hash)),
+                    "Key": to_item(ingest_codec.file_key(version.hash)),
                     "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now REMOVE #st, lost_at",
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": names,
@@ -298,7 +305,7 @@ class Contents(Store):
         assert version.upload_id is not None
         update = "SET #c = :h, claimed_at = :now"
         condition = "attribute_exists(upload_id) AND attribute_not_exists(#c)"
-        names = {"#c": codec.CLAIM_HASH}
+        names = {"#c": ingest_codec.CLAIM_HASH}
         values: dict[str, Any] = {":h": to_attr(version.hash), ":now": to_attr(stamp)}
         if not upload_deleted:  # a deleted upload stays deleted
             update += ", #s = :stored"
@@ -312,7 +319,7 @@ class Contents(Store):
         request = {
             "Update": {
                 "TableName": self._s.uploads_table,
-                "Key": to_item(codec.upload_key(version.upload_id)),
+                "Key": to_item(uploads_codec.upload_key(version.upload_id)),
                 "UpdateExpression": update,
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
@@ -321,12 +328,12 @@ class Contents(Store):
             }
         }
 
-        def claimed(item: codec.Item | None) -> CommitRefused | None:
-            claim = codec.upload_claim(item)
+        def claimed(item: core_codec.Item | None) -> CommitRefused | None:
+            claim = ingest_codec.upload_claim(item)
             return KeyClaimed(claim) if claim is not None else None
 
-        def taken(item: codec.Item | None) -> CommitRefused:
-            return UploadTaken(codec.upload_record(item) if item is not None else None)
+        def taken(item: core_codec.Item | None) -> CommitRefused:
+            return UploadTaken(uploads_codec.upload_record(item) if item is not None else None)
 
         plan.add("claim", request, claimed, parse=lambda item: item)
         plan.alias("upload", "claim", taken, parse=lambda item: item)
@@ -357,9 +364,9 @@ class Contents(Store):
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         parts: list[str] = []
-        fields = codec.processed_upload(version, status, outcome, stamp, commit)
+        fields = ingest_codec.processed_upload(version, status, outcome, stamp, commit)
         if claims:
-            fields |= {codec.CLAIM_HASH: version.hash, "claimed_at": stamp}
+            fields |= {ingest_codec.CLAIM_HASH: version.hash, "claimed_at": stamp}
         for i, (name, value) in enumerate(fields.items()):
             names[f"#f{i}"] = name
             values[f":f{i}"] = to_attr(value)
@@ -372,7 +379,7 @@ class Contents(Store):
         request = {
             "Update": {
                 "TableName": self._s.uploads_table,
-                "Key": to_item(codec.upload_key(version.upload_id)),
+                "Key": to_item(uploads_codec.upload_key(version.upload_id)),
                 "UpdateExpression": "SET " + ", ".join(parts) + " REMOVE pending_shard, #ttl, quota_bytes",
                 "ConditionExpression": "attribute_not_exists(#ek) AND (attribute_not_exists(#del) OR #del <> :del)"
                 + (" AND attribute_exists(quota_bytes)" if releasing else ""),
@@ -382,8 +389,8 @@ class Contents(Store):
             }
         }
 
-        def recorded(item: codec.Item | None) -> CommitRefused | None:
-            event = codec.upload_event(item)
+        def recorded(item: core_codec.Item | None) -> CommitRefused | None:
+            event = ingest_codec.upload_event(item)
             if event is not None and event.event_key == version.event_key:
                 return EventRecorded(event)  # this version committed before (another delivery of it)
             return None  # the upload's own refusal, at its precedence (after the claim and the file)
@@ -393,15 +400,15 @@ class Contents(Store):
                 return PendingReleased(item)  # not taken: the reconcile released its quota bytes meanwhile
             return UploadTaken(item)
 
-        def claimed(item: codec.Item | None) -> CommitRefused | None:
-            claim = codec.upload_claim(item)
+        def claimed(item: core_codec.Item | None) -> CommitRefused | None:
+            claim = ingest_codec.upload_claim(item)
             return KeyClaimed(claim) if claim is not None else None
 
         plan.add("event", request, recorded, parse=lambda item: item)
         plan.alias("claim", "event", claimed, parse=lambda item: item)
         plan.alias("upload", "event", refused)
 
-    def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: codec.Item, stamp: str) -> Request:
+    def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: core_codec.Item, stamp: str) -> Request:
         """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller
         read (or assumed) it: absent (`attribute_not_exists`), at 0 (exists, count <= 0: awaiting the reaper, still
         counted in the tenant's `stored_bytes`) or held (count above 0) — so a race (a reference created, taken over
@@ -428,7 +435,7 @@ class Contents(Store):
         return {
             "Update": {
                 "TableName": self._s.tenant_files_table,
-                "Key": to_item(codec.tenant_ref_key(tenant.tenant, digest)),
+                "Key": to_item(ingest_codec.tenant_ref_key(tenant.tenant, digest)),
                 "UpdateExpression": "SET " + ", ".join(parts) + " ADD #n :one REMOVE reap_shard, reap_after",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
@@ -456,7 +463,7 @@ class Contents(Store):
         return {
             "ConditionCheck": {
                 "TableName": self._s.events_table,
-                "Key": to_item(codec.event_key(claim)),
+                "Key": to_item(ingest_codec.event_key(claim)),
                 "ConditionExpression": "attribute_not_exists(event_key)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -479,7 +486,7 @@ class Contents(Store):
         names = {"#h": "hash"}
         if not lost_too:
             condition += " AND (attribute_not_exists(#state) OR #state <> :lost)"
-            values[":lost"] = to_attr(codec.LOST)
+            values[":lost"] = to_attr(ingest_codec.LOST)
             names["#state"] = "state"
         if key is not None:
             condition += " AND s3_key <> :key"
@@ -487,7 +494,7 @@ class Contents(Store):
         return {
             "Update": {
                 "TableName": self._s.files_table,
-                "Key": to_item(codec.file_key(digest)),
+                "Key": to_item(ingest_codec.file_key(digest)),
                 "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Store, to_attr, to_item
 from dfd.adapters.dynamo.contents import REFERENCED
 from dfd.core import clock
 from dfd.core.conflicts import DeleteRaced, ReferenceMissing
 from dfd.core.records import UploadStatus
+from dfd.ingest import codec as ingest_codec
+from dfd.uploads import codec as uploads_codec
 
 if TYPE_CHECKING:
     from dfd.deletes.ports import UploadDeletion
@@ -31,7 +32,7 @@ class Deletes(Store):
             {
                 "Update": {
                     "TableName": s.uploads_table,
-                    "Key": to_item(codec.upload_key(deletion.upload_id)),
+                    "Key": to_item(uploads_codec.upload_key(deletion.upload_id)),
                     "UpdateExpression": "SET #st = :deleted, deleted_at = :now",
                     "ConditionExpression": "#st = :read",
                     "ExpressionAttributeNames": {"#st": "status"},
@@ -51,7 +52,7 @@ class Deletes(Store):
                 {
                     "Update": {
                         "TableName": s.tenant_files_table,
-                        "Key": to_item(codec.tenant_ref_key(deletion.tenant, deletion.hash)),
+                        "Key": to_item(ingest_codec.tenant_ref_key(deletion.tenant, deletion.hash)),
                         "UpdateExpression": "ADD upload_count :minus"
                         " SET reap_after = :now, reap_shard = if_not_exists(reap_shard, :shard)",
                         "ConditionExpression": "upload_count > :zero",
@@ -71,7 +72,7 @@ class Deletes(Store):
             {
                 "Update": {
                     "TableName": s.files_table,
-                    "Key": to_item(codec.file_key(deletion.hash)),
+                    "Key": to_item(ingest_codec.file_key(deletion.hash)),
                     "UpdateExpression": "ADD live_refs :minus"
                     " SET reap_after = :reap, tombstone_shard = if_not_exists(tombstone_shard, :shard)",
                     "ConditionExpression": REFERENCED,

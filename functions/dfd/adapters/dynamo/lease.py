@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Store, condition_failed, from_item, refused_item, to_attr, to_item, translate
 from dfd.core import clock
 from dfd.core.conflicts import LeaseLost
+from dfd.reconcile import codec as reconcile_codec
 
 if TYPE_CHECKING:
     from dfd.core.records import Lease
@@ -22,7 +22,7 @@ class Leases(Store):
         try:
             answer = self._db.update_item(
                 TableName=self._s.counters_table,
-                Key=to_item(codec.lease_key()),
+                Key=to_item(reconcile_codec.lease_key()),
                 UpdateExpression="SET holder = :me, expires_at = :until",
                 ConditionExpression="attribute_not_exists(holder) OR holder = :me OR expires_at < :now",
                 ExpressionAttributeValues={
@@ -35,15 +35,15 @@ class Leases(Store):
             )
         except (ClientError, BotoCoreError) as error:
             if condition_failed(error):
-                return codec.lease(refused_item(error))
+                return reconcile_codec.lease(refused_item(error))
             raise translate(error, "UpdateItem") from error
-        return codec.lease(from_item(answer["Attributes"]))
+        return reconcile_codec.lease(from_item(answer["Attributes"]))
 
     def renew_lease(self, holder: str, until: datetime) -> None:
         try:
             self._db.update_item(
                 TableName=self._s.counters_table,
-                Key=to_item(codec.lease_key()),
+                Key=to_item(reconcile_codec.lease_key()),
                 UpdateExpression="SET expires_at = :until",
                 ConditionExpression="holder = :me",
                 ExpressionAttributeValues={":me": to_attr(holder), ":until": to_attr(clock.iso(until))},
@@ -51,14 +51,14 @@ class Leases(Store):
             )
         except (ClientError, BotoCoreError) as error:
             if condition_failed(error):
-                raise LeaseLost(codec.lease(refused_item(error))) from error
+                raise LeaseLost(reconcile_codec.lease(refused_item(error))) from error
             raise translate(error, "UpdateItem") from error
 
     def note_sweep_due(self, now: datetime) -> None:
         try:
             self._db.update_item(
                 TableName=self._s.counters_table,
-                Key=to_item(codec.lease_key()),
+                Key=to_item(reconcile_codec.lease_key()),
                 UpdateExpression="SET sweep_due_at = :now",
                 ExpressionAttributeValues={":now": to_attr(clock.iso(now))},
             )
@@ -71,7 +71,7 @@ class Leases(Store):
         try:
             self._db.update_item(
                 TableName=self._s.counters_table,
-                Key=to_item(codec.lease_key()),
+                Key=to_item(reconcile_codec.lease_key()),
                 UpdateExpression=update,
                 ConditionExpression="holder = :me",
                 ExpressionAttributeValues=values,

@@ -1,7 +1,6 @@
 """DynamoDB adapter of Git LFS locks (dfd.lfs.ports.LockStore): the LfsLocks table.
 
-One item kind, one codec: ``repo_key`` (HASH, ``<tenant>/<repo>``) and ``lock_id`` (RANGE, the SHA-256 of the
-path) → path, owner, owner_name, locked_at. A lock is created by a conditional put (no item with its key yet)
+One item kind, its codec dfd.lfs.codec. A lock is created by a conditional put (no item with its key yet)
 and deleted conditioned on being the same lock (owner and time), so two writers never both win.
 """
 
@@ -14,36 +13,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.adapters.dynamo import from_item, to_item, translate
 from dfd.adapters.dynamo.base import condition_failed
 from dfd.core import clock
+from dfd.lfs import codec as lfs_codec
 from dfd.lfs.ports import Lock, LockExists
-
-
-class LockCodec:
-    """Lock <-> its item."""
-
-    @staticmethod
-    def encode(lock: Lock) -> dict[str, Any]:
-        return to_item(
-            {
-                "repo_key": lock.repo_key,
-                "lock_id": lock.lock_id,
-                "path": lock.path,
-                "owner": lock.owner,
-                "owner_name": lock.owner_name,
-                "locked_at": clock.iso(lock.locked_at),
-            }
-        )
-
-    @staticmethod
-    def decode(raw: dict[str, Any]) -> Lock:
-        item = from_item(raw)
-        return Lock(
-            repo_key=str(item["repo_key"]),
-            lock_id=str(item["lock_id"]),
-            path=str(item["path"]),
-            owner=str(item["owner"]),
-            owner_name=str(item["owner_name"]),
-            locked_at=clock.parse(str(item["locked_at"])),
-        )
 
 
 class DynamoLockStore:
@@ -51,14 +22,11 @@ class DynamoLockStore:
         self._db = client
         self._table = table
 
-    def _key(self, repo_key: str, lock_id: str) -> dict[str, Any]:
-        return to_item({"repo_key": repo_key, "lock_id": lock_id})
-
     def create(self, lock: Lock) -> None:
         try:
             self._db.put_item(
                 TableName=self._table,
-                Item=LockCodec.encode(lock),
+                Item=to_item(lfs_codec.lock_item(lock)),
                 ConditionExpression="attribute_not_exists(lock_id)",
             )
         except ClientError as error:
@@ -70,11 +38,13 @@ class DynamoLockStore:
 
     def get(self, repo_key: str, lock_id: str) -> Lock | None:
         try:
-            response = self._db.get_item(TableName=self._table, Key=self._key(repo_key, lock_id), ConsistentRead=True)
+            response = self._db.get_item(
+                TableName=self._table, Key=to_item(lfs_codec.lock_key(repo_key, lock_id)), ConsistentRead=True
+            )
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetItem") from error
         raw = response.get("Item")
-        return LockCodec.decode(raw) if raw else None
+        return lfs_codec.lock(from_item(raw)) if raw else None
 
     def page(self, repo_key: str, limit: int, after: str | None) -> tuple[list[Lock], str | None]:
         request: dict[str, Any] = {
@@ -85,12 +55,12 @@ class DynamoLockStore:
             "Limit": limit + 1,  # one more than the page: whether there is a next page
         }
         if after:
-            request["ExclusiveStartKey"] = self._key(repo_key, after)
+            request["ExclusiveStartKey"] = to_item(lfs_codec.lock_key(repo_key, after))
         try:
             response = self._db.query(**request)
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "Query") from error
-        locks = [LockCodec.decode(raw) for raw in response.get("Items", [])]
+        locks = [lfs_codec.lock(from_item(raw)) for raw in response.get("Items", [])]
         if len(locks) > limit:
             return locks[:limit], locks[limit - 1].lock_id
         return locks, None
@@ -99,7 +69,7 @@ class DynamoLockStore:
         try:
             self._db.delete_item(
                 TableName=self._table,
-                Key=self._key(lock.repo_key, lock.lock_id),
+                Key=to_item(lfs_codec.lock_key(lock.repo_key, lock.lock_id)),
                 ConditionExpression="#o = :o AND locked_at = :t",
                 ExpressionAttributeNames={"#o": "owner"},
                 ExpressionAttributeValues=to_item({":o": lock.owner, ":t": clock.iso(lock.locked_at)}),

@@ -1,6 +1,6 @@
 """DynamoDB adapter of personal access tokens (dfd.identity.ports.TokenStore): the LfsTokens table.
 
-Two item kinds, a codec each:
+Two item kinds (their codec: dfd.identity.codec):
 
 * a token: ``token_id`` (HASH) → owner, username, name, the secret's SHA-256, created_at and expires_at (ISO-8601)
   and ``ttl`` (epoch seconds: DynamoDB deletes an expired token's record a day after it expired; the service
@@ -20,67 +20,22 @@ the count) are taken out of the set; then it is tried again.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.dynamo import from_item, to_item, translate
 from dfd.adapters.dynamo.base import CancelledTransaction, Plan, condition_failed, transact
-from dfd.core import clock
 from dfd.core.errors import ServiceUnavailable
-from dfd.identity.ports import PersonalToken
+from dfd.identity import codec as identity_codec
+
+if TYPE_CHECKING:
+    from dfd.identity.ports import PersonalToken
 
 OWNER_INDEX = "OwnerIndex"
-TTL_GRACE_DAYS = 1
 # an add's rounds: as it is, after seeding the count, after taking stale ids out of it
 ADD_ROUNDS = 3
 READ_BATCH = 100  # BatchGetItem's keys
-
-
-class TokenCodec:
-    """PersonalToken <-> its item."""
-
-    @staticmethod
-    def encode(token: PersonalToken) -> dict[str, Any]:
-        return to_item(
-            {
-                "token_id": token.token_id,
-                "owner": token.owner,
-                "username": token.username,
-                "name": token.name,
-                "secret_hash": token.secret_hash,
-                "created_at": clock.iso(token.created_at),
-                "expires_at": clock.iso(token.expires_at),
-                "ttl": clock.epoch(clock.plus(token.expires_at, days=TTL_GRACE_DAYS)),
-            }
-        )
-
-    @staticmethod
-    def decode(raw: dict[str, Any]) -> PersonalToken:
-        item = from_item(raw)
-        return PersonalToken(
-            token_id=str(item["token_id"]),
-            owner=str(item["owner"]),
-            username=str(item["username"]),
-            name=str(item["name"]),
-            secret_hash=str(item["secret_hash"]),
-            created_at=clock.parse(str(item["created_at"])),
-            expires_at=clock.parse(str(item["expires_at"])),
-        )
-
-
-class CountCodec:
-    """A user's count of tokens <-> its item."""
-
-    @staticmethod
-    def key(owner: str) -> dict[str, Any]:
-        return to_item({"token_id": f"count#{owner}"})
-
-    @staticmethod
-    def decode(raw: dict[str, Any] | None) -> tuple[bool, set[str]]:
-        """(seeded, the counted token ids)."""
-        item = from_item(raw) if raw else {}
-        return bool(item.get("seeded")), {str(token_id) for token_id in item.get("held", ())}
 
 
 class DynamoTokenStore:
@@ -111,7 +66,7 @@ class DynamoTokenStore:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": CountCodec.key(token.owner),
+                    "Key": to_item(identity_codec.count_key(token.owner)),
                     "UpdateExpression": "ADD #held :id",
                     "ConditionExpression": "attribute_exists(#seeded) AND "
                     "(attribute_not_exists(#held) OR size(#held) < :limit)",
@@ -125,7 +80,7 @@ class DynamoTokenStore:
             {
                 "Put": {
                     "TableName": self._table,
-                    "Item": TokenCodec.encode(token),
+                    "Item": to_item(identity_codec.token_item(token)),
                     "ConditionExpression": "attribute_not_exists(token_id)",
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
@@ -137,10 +92,12 @@ class DynamoTokenStore:
         """After a refused add: seed the count or take stale ids out of it; False when the owner holds `limit`
         live tokens (nothing to take out)."""
         try:
-            response = self._db.get_item(TableName=self._table, Key=CountCodec.key(owner), ConsistentRead=True)
+            response = self._db.get_item(
+                TableName=self._table, Key=to_item(identity_codec.count_key(owner)), ConsistentRead=True
+            )
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetItem") from error
-        seeded, held = CountCodec.decode(response.get("Item"))
+        seeded, held = identity_codec.count(from_item(response["Item"]) if response.get("Item") else None)
         if not seeded:
             self._seed(owner, now)
             return True
@@ -176,7 +133,7 @@ class DynamoTokenStore:
         """One UpdateItem of the owner's count; False when `condition` refused it."""
         request: dict[str, Any] = {
             "TableName": self._table,
-            "Key": CountCodec.key(owner),
+            "Key": to_item(identity_codec.count_key(owner)),
             "UpdateExpression": expression,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -204,7 +161,7 @@ class DynamoTokenStore:
                 response = self._db.batch_get_item(RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}})
             except (ClientError, BotoCoreError) as error:
                 raise translate(error, "BatchGetItem") from error
-            found = map(TokenCodec.decode, response.get("Responses", {}).get(self._table, []))
+            found = (identity_codec.token(from_item(raw)) for raw in response.get("Responses", {}).get(self._table, []))
             live |= {token.token_id for token in found if token.expires_at > now}
             unprocessed = response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
             live |= {str(from_item(key)["token_id"]) for key in unprocessed}
@@ -218,7 +175,7 @@ class DynamoTokenStore:
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "GetItem") from error
         raw = response.get("Item")
-        return TokenCodec.decode(raw) if raw else None
+        return identity_codec.token(from_item(raw)) if raw else None
 
     def list_for(self, owner: str) -> list[PersonalToken]:
         tokens: list[PersonalToken] = []
@@ -237,7 +194,7 @@ class DynamoTokenStore:
                 response = self._db.query(**request)
             except (ClientError, BotoCoreError) as error:
                 raise translate(error, "Query") from error
-            tokens.extend(TokenCodec.decode(raw) for raw in response.get("Items", []))
+            tokens.extend(identity_codec.token(from_item(raw)) for raw in response.get("Items", []))
             start = response.get("LastEvaluatedKey")
             if not start:
                 return tokens
@@ -256,7 +213,7 @@ class DynamoTokenStore:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": CountCodec.key(owner),
+                    "Key": to_item(identity_codec.count_key(owner)),
                     "UpdateExpression": "DELETE #held :id",
                     "ExpressionAttributeNames": {"#held": "held"},
                     "ExpressionAttributeValues": {":id": {"SS": [token_id]}},

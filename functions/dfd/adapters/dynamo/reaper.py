@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, to_attr, to_item, translate
 from dfd.core import clock
+from dfd.core import codec as core_codec
 from dfd.core.conflicts import CommitRefused
+from dfd.ingest import codec as ingest_codec
 
 if TYPE_CHECKING:
     from dfd.core.records import FileRecord, TenantRef
@@ -25,22 +26,22 @@ class Reaper(Store):
     ) -> tuple[list[FileRecord], Cursor | None]:
         kwargs = self._due_query(self._s.files_table, "tombstone_shard", shard, now)
 
-        def position(item: codec.Item) -> Cursor:
+        def position(item: core_codec.Item) -> Cursor:
             return {name: str(item[name]) for name in ("tombstone_shard", "reap_after", "hash")}
 
         items, last = self._page("Query", self._db.query, kwargs, limit, start, position)
-        return [codec.file_record(item) for item in items], last
+        return [ingest_codec.file_record(item) for item in items], last
 
     def due_references(
         self, shard: int, now: datetime, limit: int, start: Cursor | None
     ) -> tuple[list[TenantRef], Cursor | None]:
         kwargs = self._due_query(self._s.tenant_files_table, "reap_shard", shard, now)
 
-        def position(item: codec.Item) -> Cursor:
+        def position(item: core_codec.Item) -> Cursor:
             return {name: str(item[name]) for name in ("reap_shard", "reap_after", "tenant", "hash")}
 
         items, last = self._page("Query", self._db.query, kwargs, limit, start, position)
-        return [codec.tenant_ref(item) for item in items], last
+        return [ingest_codec.tenant_ref(item) for item in items], last
 
     def _due_query(self, table: str, shard_name: str, shard: int, now: datetime) -> dict[str, Any]:
         """A Query of a table's sparse ReapIndex (`shard_name` = t#<shard>, `reap_after` < now)."""
@@ -60,7 +61,7 @@ class Reaper(Store):
             {
                 "Update": {
                     "TableName": self._s.files_table,
-                    "Key": to_item(codec.file_key(file.hash)),
+                    "Key": to_item(ingest_codec.file_key(file.hash)),
                     "UpdateExpression": "REMOVE reap_key, reap_etag",
                     "ConditionExpression": "reap_etag = :etag",
                     "ExpressionAttributeValues": {":etag": to_attr(file.reap_etag or "")},
@@ -73,7 +74,7 @@ class Reaper(Store):
     def unindex_content(self, file: FileRecord) -> bool:
         return self._update(
             self._s.files_table,
-            codec.file_key(file.hash),
+            ingest_codec.file_key(file.hash),
             "REMOVE tombstone_shard, reap_after",
             "live_refs > :zero AND attribute_not_exists(reap_key)",
         )
@@ -85,7 +86,7 @@ class Reaper(Store):
             {
                 "Delete": {
                     "TableName": self._s.files_table,
-                    "Key": to_item(codec.file_key(file.hash)),
+                    "Key": to_item(ingest_codec.file_key(file.hash)),
                     "ConditionExpression": "live_refs = :zero AND #gen = :gen AND s3_key = :key"
                     " AND attribute_not_exists(reap_key)",
                     "ExpressionAttributeNames": {"#gen": "generation"},
@@ -111,11 +112,11 @@ class Reaper(Store):
     def mark_lost(self, file: FileRecord, now: datetime) -> bool:
         return self._update(
             self._s.files_table,
-            codec.file_key(file.hash),
+            ingest_codec.file_key(file.hash),
             "SET #st = :lost, lost_at = :now",
             "attribute_exists(#h) AND attribute_not_exists(#st) AND s3_key = :key AND live_refs > :zero",
             names={"#st": "state", "#h": "hash"},
-            values={":lost": codec.LOST, ":now": clock.iso(now), ":key": file.s3_key or ""},
+            values={":lost": ingest_codec.LOST, ":now": clock.iso(now), ":key": file.s3_key or ""},
         )
 
     # ---------------------------------------------------------------- references
@@ -123,7 +124,7 @@ class Reaper(Store):
         delete: Request = {
             "Delete": {
                 "TableName": self._s.tenant_files_table,
-                "Key": to_item(codec.tenant_ref_key(ref.tenant, ref.hash)),
+                "Key": to_item(ingest_codec.tenant_ref_key(ref.tenant, ref.hash)),
                 "ConditionExpression": "upload_count <= :zero",
                 "ExpressionAttributeValues": {":zero": to_attr(0)},
             }
@@ -138,7 +139,7 @@ class Reaper(Store):
     def unindex_reference(self, ref: TenantRef) -> bool:
         return self._update(
             self._s.tenant_files_table,
-            codec.tenant_ref_key(ref.tenant, ref.hash),
+            ingest_codec.tenant_ref_key(ref.tenant, ref.hash),
             "REMOVE reap_shard, reap_after",
             "upload_count > :zero",
         )
@@ -154,7 +155,7 @@ class Reaper(Store):
     def _update(
         self,
         table: str,
-        key: codec.Item,
+        key: core_codec.Item,
         update: str,
         condition: str,
         *,

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo import codec
 from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
 from dfd.core import clock, usage
+from dfd.core import codec as core_codec
 from dfd.core.conflicts import CommitRefused, MultipartAttached, QuotaRefused
 from dfd.core.records import TenantUsage, UploadRecord, UploadStatus
+from dfd.uploads import codec as uploads_codec
 
 if TYPE_CHECKING:
     from dfd.reconcile.ports import Cursor
@@ -39,7 +40,7 @@ class Uploads(Store):
                 s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
             ):
                 raise QuotaRefused(usage.total([shards.get(shard, TenantUsage()), others]))
-        item = codec.pending_upload_item(
+        item = uploads_codec.pending_upload_item(
             upload,
             now,
             reconcile_after=clock.plus(now, seconds=s.reconcile_grace_seconds),
@@ -65,7 +66,7 @@ class Uploads(Store):
         s = self._s
         values: dict[str, Any] = {}
         conditions: list[str] = []
-        names = {"#count": codec.USAGE_ATTRS["pending_count"], "#used": codec.USAGE_ATTRS["used_bytes"]}
+        names = {"#count": core_codec.USAGE_ATTRS["pending_count"], "#used": core_codec.USAGE_ATTRS["used_bytes"]}
         if s.tenant_pending_limit:
             conditions.append("(attribute_not_exists(#count) OR #count < :pending_limit)")
             values[":pending_limit"] = to_attr(s.tenant_pending_limit - others.pending_count)
@@ -105,19 +106,19 @@ class Uploads(Store):
             "ExpressionAttributeValues": {":shard": to_attr(f"p#{shard}"), ":now": to_attr(clock.iso(now))},
         }
 
-        def position(item: codec.Item) -> Cursor:
+        def position(item: core_codec.Item) -> Cursor:
             keys = ("pending_shard", "reconcile_after", "upload_id")
             return {name: str(item[name]) for name in keys}
 
         items, last = self._page("Query", self._db.query, kwargs, limit, start, position)
-        return [codec.upload_record(item) for item in items], last
+        return [uploads_codec.upload_record(item) for item in items], last
 
     def count_redrive(self, upload_id: str, now: datetime) -> int | None:
         """+1 re-drive on a pending upload; its count, or None when it is no longer pending."""
         try:
             answer = self._db.update_item(
                 TableName=self._s.uploads_table,
-                Key=to_item(codec.upload_key(upload_id)),
+                Key=to_item(uploads_codec.upload_key(upload_id)),
                 UpdateExpression="ADD redrives :one SET last_redrive_at = :now",
                 ConditionExpression="#status = :pending",
                 ExpressionAttributeNames={"#status": "status"},
@@ -158,7 +159,7 @@ class Uploads(Store):
         try:
             self._db.update_item(
                 TableName=self._s.uploads_table,
-                Key=to_item(codec.upload_key(upload_id)),
+                Key=to_item(uploads_codec.upload_key(upload_id)),
                 UpdateExpression="SET s3_upload_id = :id, part_checksums = :checksums",
                 ConditionExpression="attribute_exists(upload_id) AND attribute_not_exists(s3_upload_id)"
                 " AND #status = :pending",
@@ -173,14 +174,14 @@ class Uploads(Store):
         except (ClientError, BotoCoreError) as error:
             if condition_failed(error):
                 item = refused_item(error)
-                raise MultipartAttached(codec.upload_record(item) if item else None) from error
+                raise MultipartAttached(uploads_codec.upload_record(item) if item else None) from error
             raise translate(error, "UpdateItem") from error
 
     def mark_multipart_completed(self, upload_id: str, now: datetime) -> None:
         try:
             self._db.update_item(
                 TableName=self._s.uploads_table,
-                Key=to_item(codec.upload_key(upload_id)),
+                Key=to_item(uploads_codec.upload_key(upload_id)),
                 UpdateExpression="SET completed_at = if_not_exists(completed_at, :now)",
                 ConditionExpression="attribute_exists(upload_id)",
                 ExpressionAttributeValues={":now": to_attr(clock.iso(now))},
@@ -223,7 +224,7 @@ class Uploads(Store):
         the reconcile's expire does); False when a condition fails (the caller reads again)."""
         request: dict[str, Any] = {
             "TableName": self._s.uploads_table,
-            "Key": to_item(codec.upload_key(upload_id)),
+            "Key": to_item(uploads_codec.upload_key(upload_id)),
             "UpdateExpression": update + " REMOVE pending_shard",
             "ConditionExpression": "#status = :read",
             "ExpressionAttributeNames": {"#status": "status"},

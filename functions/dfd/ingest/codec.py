@@ -1,0 +1,169 @@
+"""The items an ingest's commit writes <-> their records: the content records (FileMetadata), the tenants'
+references (TenantFiles), the event records and key claims (IngestEvents), and what the commit sets on the upload
+item it processes (its event record and key claim ride on it: docs/design/storage.md). dfd.core.codec: what an
+item is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from dfd.core import clock
+from dfd.core.codec import Item, optional, parse
+from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadStatus
+from dfd.uploads.codec import upload_key
+
+if TYPE_CHECKING:
+    from dfd.ingest.ports import ObjectVersion
+
+LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
+
+
+# an upload item's claim of its object's key (the content stored there; `claimed_at` beside it): what the claim
+# item (Events, claim#<bucket>/<key>) says of a key with no upload id
+CLAIM_HASH = "claim_hash"
+
+
+def file_record(item: Mapping[str, Any]) -> FileRecord:
+    return parse(FileRecord, item, lost=item.get("state") == LOST)
+
+
+def tenant_ref(item: Mapping[str, Any]) -> TenantRef:
+    return parse(TenantRef, item)
+
+
+def event_record(item: Mapping[str, Any]) -> EventRecord:
+    return parse(EventRecord, item)
+
+
+def key_claim(item: Mapping[str, Any]) -> KeyClaim:
+    return parse(KeyClaim, item)
+
+
+def upload_claim(item: Mapping[str, Any] | None) -> KeyClaim | None:
+    """The claim of its object's key an upload item carries (`claim_hash`: the content stored at that key), or
+    None (docs/design/storage.md)."""
+    if not item or item.get(CLAIM_HASH) is None:
+        return None
+    return KeyClaim(str(item[CLAIM_HASH]), optional(item.get("claimed_at")))
+
+
+def upload_event(item: Mapping[str, Any] | None) -> EventRecord | None:
+    """The event record an upload item carries: the ingest's commit of the object version that processed it
+    (`event_key`, with its `outcome`) writes it there instead of an item of its own (docs/design/storage.md). None:
+    no version processed it (pending, cancelled first, or answered by the precheck)."""
+    if not item or item.get("event_key") is None or item.get("outcome") is None:
+        return None
+    return EventRecord(
+        event_key=str(item["event_key"]),
+        outcome=str(item["outcome"]),
+        hash=optional(item.get("hash")),
+        bucket=optional(item.get("bucket")),
+        key=optional(item.get("s3_key")),
+        etag=optional(item.get("etag")),
+        size=int(item["size"]) if item.get("size") is not None else None,
+        upload_id=optional(item.get("upload_id")),
+        processed_at=optional(item.get("processed_at")),
+    )
+
+
+def file_key(digest: str) -> Item:
+    return {"hash": digest}
+
+
+def event_key(key: str) -> Item:
+    return {"event_key": key}
+
+
+def tenant_ref_key(tenant: str, digest: str) -> Item:
+    return {"tenant": tenant, "hash": digest}
+
+
+def new_file_item(version: ObjectVersion, filename: str, content_type: str, stamp: str) -> Item:
+    """New content: this object is its stored copy, one live reference, generation 1 (one store)."""
+    return {
+        "hash": version.hash,
+        "size": version.size,
+        "content_type": content_type,
+        "filename": filename,
+        "s3_key": version.key,
+        "bucket": version.bucket,
+        "etag": version.etag,
+        "created_at": stamp,
+        "last_upload_at": stamp,
+        "upload_count": 1,
+        "first_upload_id": version.upload_id,
+        "live_refs": 1,
+        "generation": 1,
+        "stores": 1,
+    }
+
+
+def event_item(version: ObjectVersion, outcome: str, now: datetime, ttl: int) -> Item:
+    return {
+        "event_key": version.event_key,
+        "outcome": str(outcome),
+        "hash": version.hash,
+        "bucket": version.bucket,
+        "key": version.key,
+        "etag": version.etag,
+        "size": version.size,
+        "upload_id": version.upload_id,
+        "processed_at": clock.iso(now),
+        "ttl": ttl,
+    }
+
+
+def claim_item(claim: str, digest: str, stamp: str) -> Item:
+    """The key's claim (a key with no upload id: an upload item carries its own, :func:`upload_claim`): no TTL, it
+    lives as long as the record whose stored copy is there."""
+    return {"event_key": claim, "hash": digest, "claimed_at": stamp}
+
+
+def first_reference(version: ObjectVersion, filename: str, content_type: str, stamp: str) -> Item:
+    """What a tenant's new reference to a content takes from the upload that creates it."""
+    return {
+        "filename": filename,
+        "content_type": content_type,
+        "size": version.size,
+        "created_at": stamp,
+        "first_upload_id": version.upload_id,
+    }
+
+
+def processed_upload(
+    version: ObjectVersion, status: UploadStatus, outcome: UploadStatus, stamp: str, commit: str
+) -> Item:
+    """What an ingest's commit sets on the upload it processes: its status (the tenant's view) and the ingest's
+    outcome (STORED: this object became the content's copy; DUPLICATE: the content was stored already) — and the
+    event record of the object version (`event_key`, its `etag`; :func:`upload_event` reads it back), with the
+    nonce of the commit's one request (`commit`: a retry of that request finds its own write, a concurrent
+    delivery of the same version another's)."""
+    return {
+        "status": status.value,
+        "outcome": outcome.value,
+        "hash": version.hash,
+        "size": version.size,
+        "processed_at": stamp,
+        "s3_key": version.key,
+        "bucket": version.bucket,
+        "event_key": version.event_key,
+        "etag": version.etag,
+        "commit": commit,
+    }
+
+
+def ingested_upload_item(
+    version: ObjectVersion, outcome: UploadStatus, stamp: str, filename: str, content_type: str
+) -> Item:
+    """An upload item as an ingest's commit leaves an object put at an upload key with no record of its own,
+    its key claimed when the object became the content's copy (the bench's seeding writes it whole)."""
+    assert version.upload_id is not None
+    claim = {CLAIM_HASH: version.hash, "claimed_at": stamp} if outcome == UploadStatus.STORED else {}
+    return (
+        upload_key(version.upload_id)
+        | {"filename": filename, "content_type": content_type, "created_at": stamp}
+        | processed_upload(version, outcome, outcome, stamp, "seeded")
+        | claim
+    )

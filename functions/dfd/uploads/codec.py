@@ -1,0 +1,90 @@
+"""The upload items (Uploads table) and the tenants' precheck counts (counters table) <-> their records: keys,
+readers and the whole items registration and the precheck put (dfd.core.codec: what an item is)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from dfd.core import clock
+from dfd.core.codec import Item, parse
+from dfd.core.records import PrecheckCount, UploadRecord, UploadStatus
+
+if TYPE_CHECKING:
+    from dfd.uploads.ports import NewMultipart, NewUpload, PrecheckDuplicate
+
+PRECHECK_PREFIX = "precheck#"
+
+
+def upload_record(item: Mapping[str, Any]) -> UploadRecord:
+    return parse(UploadRecord, item)
+
+
+def upload_key(upload_id: str) -> Item:
+    return {"upload_id": upload_id}
+
+
+def precheck_key(tenant: str) -> Item:
+    return {"counter_id": f"{PRECHECK_PREFIX}{tenant}"}
+
+
+def precheck_count(item: Mapping[str, Any]) -> PrecheckCount:
+    return parse(PrecheckCount, item)
+
+
+def pending_upload_item(
+    upload: NewUpload,
+    now: datetime,
+    *,
+    reconcile_after: datetime,
+    pending_shard: str,
+    ttl: int,
+    multipart: NewMultipart | None = None,
+) -> Item:
+    """A registered upload, pending: in the pending index (`pending_shard`, found by the reconcile sweep after
+    `reconcile_after`), holding its declared size against its tenant's quota (`quota_bytes`)."""
+    item: Item = {
+        "upload_id": upload.upload_id,
+        "status": UploadStatus.PENDING.value,
+        "filename": upload.filename,
+        "size": upload.size,
+        "content_type": upload.content_type,
+        "sha256": upload.sha256,
+        "s3_key": upload.key,
+        "bucket": upload.bucket,
+        "created_at": clock.iso(now),
+        "expires_at": clock.iso(upload.expires_at),
+        "reconcile_after": clock.iso(reconcile_after),
+        "pending_shard": pending_shard,
+        "ttl": ttl,
+        "owner": upload.owner,
+        "tenant": upload.tenant,
+        "quota_bytes": upload.size,
+    }
+    if multipart is not None:  # its `s3_upload_id` and `part_checksums` come with the first parts call
+        item |= {
+            "multipart": True,
+            "owner": multipart.owner,
+            "tenant": multipart.tenant,
+            "part_size": multipart.part_size,
+            "part_count": multipart.part_count,
+        }
+    return item
+
+
+def precheck_upload_item(upload: PrecheckDuplicate, stamp: str) -> Item:
+    """The caller's upload answered by the precheck: processed at once, a duplicate."""
+    return {
+        "upload_id": upload.upload_id,
+        "status": UploadStatus.DUPLICATE.value,
+        "outcome": UploadStatus.DUPLICATE.value,
+        "owner": upload.owner,
+        "tenant": upload.tenant,
+        "hash": upload.hash,
+        "filename": upload.filename,
+        "size": upload.size,
+        "content_type": upload.content_type,
+        "created_at": stamp,
+        "processed_at": stamp,
+    }
