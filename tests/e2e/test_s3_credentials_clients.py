@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -112,8 +113,6 @@ def test_the_script_prints_the_document(stack: RunningStack, profile: dict[str, 
         env=profile,
     )
     assert done.returncode == 0, done.stderr
-    import json
-
     assert json.loads(done.stdout)["prefix"] == prefix
     refused = subprocess.run(
         [str(ROOT / "scripts" / "s3-credentials"), "--api", stack.api_url, "--token", "dfd_pat_0123456789abcdef_x"],
