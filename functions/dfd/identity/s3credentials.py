@@ -2,10 +2,11 @@
 
 The credentials are a session of ``S3CredentialsRole`` (template.yaml) assumed with the session policy of
 :mod:`dfd.identity.s3access` for the caller's prefix ``s3/<tenant>/<owner>/``: any S3 tool (the AWS CLI, rclone,
-every SDK) writes there with its own multipart and retries, and the ingest treats what lands there as the
-caller's uploads. The answer is the AWS CLI's ``credential_process`` document (``Version`` 1, the keys, the
-session token, ``Expiration`` in ISO 8601) plus where to write: ``bucket``, ``prefix``, ``region`` and
-``endpoint_url`` (the S3 endpoint to use; ``None`` on AWS, where the SDKs find it themselves).
+every SDK) writes there with its own multipart and retries, and a key there names its caller
+(:func:`dfd.identity.s3access.parse_key`). The answer is the AWS CLI's ``credential_process`` document
+(``Version`` 1, the keys, the session token, ``Expiration`` in ISO 8601) plus where to write: ``bucket``,
+``prefix``, ``region`` and ``endpoint_url`` (the S3 endpoint to use; ``None`` on AWS, where the SDKs find it
+themselves).
 
 The secret key and session token are in the answer only: never logged, never stored.
 """
