@@ -7,6 +7,7 @@ start: docs/performance.md, target 7).
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from dfd.deletes.service import DeleteService
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
+    from dfd.identity.s3credentials import S3CredentialsService
     from dfd.ingest.service import Ingestor
     from dfd.lfs.batch import LfsService
     from dfd.lfs.locks import LockService
@@ -99,6 +101,22 @@ def credentials() -> CredentialChecker:
 
 
 @cache
+def s3_credentials() -> S3CredentialsService:
+    from dfd.adapters.sts import StsRoles
+    from dfd.core.config import required_env
+    from dfd.identity.s3credentials import S3CredentialsService, S3CredentialsSettings
+
+    config = S3CredentialsSettings(
+        role_arn=required_env("S3_CREDENTIALS_ROLE_ARN"),
+        bucket=settings().bucket,
+        region=os.environ.get("AWS_REGION") or required_env("AWS_DEFAULT_REGION"),
+        endpoint_url=aws.s3_endpoint_url(),
+        kms_key_arn=os.environ.get("KMS_KEY_ARN", "").strip(),
+    )
+    return S3CredentialsService(StsRoles(aws.sts()), config)
+
+
+@cache
 def lock_service() -> LockService:
     from dfd.adapters.dynamo.locks import DynamoLockStore
     from dfd.lfs.locks import LockService
@@ -137,6 +155,7 @@ def reset() -> None:
         lfs_settings,
         pat_service,
         credentials,
+        s3_credentials,
         lock_service,
         lfs_service,
         reconciler,
@@ -146,6 +165,7 @@ def reset() -> None:
         aws.s3_ingest,
         aws.events,
         aws.cognito,
+        aws.sts,
         aws.sqs,
         aws.session,
     ):

@@ -39,6 +39,10 @@ DENIED_HEADERS = (
     "x-amz-grant-write-acp",
     "x-amz-server-side-encryption-customer-algorithm",
 )
+# the one ACL a write may carry: the bucket is BucketOwnerEnforced, where S3 accepts this canned ACL (and refuses
+# every other) and it grants nothing (the bucket owner owns every object); rclone before 1.61 sends an ACL on every
+# write (FilesBucketPolicy's S3CredentialsNoAcl allows the same value)
+OWNER_ACL = ("x-amz-acl", "bucket-owner-full-control")
 _OTHER_CHECKSUMS = frozenset({"x-amz-checksum-crc64nvme"})  # S3 knows it, the local S3 refuses it (400)
 _SSE_C = ("x-amz-server-side-encryption-customer-key", "x-amz-server-side-encryption-customer-key-md5")
 
@@ -285,7 +289,7 @@ class IssuedCredentialsGuard:
         if now >= session.expiration:
             raise Refused(400, "ExpiredToken", "The provided token has expired.")
         request = classify(method, raw_path, raw_query, headers)
-        denied = [name for name in (*DENIED_HEADERS, *_SSE_C) if name in headers]
+        denied = [name for name in (*DENIED_HEADERS, *_SSE_C) if name in headers and (name, headers[name]) != OWNER_ACL]
         policies = [json.loads(session.policy)] if session.policy else []
         if denied or not allowed(policies, self.role_policies(session.role_arn), request):
             raise Refused(403, "AccessDenied", "Access Denied")

@@ -49,7 +49,10 @@ def template_routes() -> list[tuple[str, str]]:
 
 # the /lfs routes check credentials in their function (git-lfs's Basic challenge, personal access tokens): every
 # token refused below is refused there too, with git-lfs's 401 (assert_lfs_refused)
-ROUTES = [route for route in template_routes() if not route[1].startswith("/lfs/")]
+# POST /me/s3-credentials checks them in its function too (a personal access token is accepted there): every token
+# refused below is refused there with dfd's 401 (assert_own_check_refused)
+OWN_CHECK = [("POST", "/me/s3-credentials")]
+ROUTES = [route for route in template_routes() if not route[1].startswith("/lfs/") and route not in OWN_CHECK]
 # well-formed path parameters (a repo name, a verify link's 32-hex upload id, a lock id): a malformed one is a 404
 # before the credentials are read (dfd.lfs.request), so only these reach the credentials' check
 LFS_ROUTES = [
@@ -120,6 +123,29 @@ def assert_lfs_refused(stack: RunningStack, token: str | None) -> None:
             assert set(response.json()) == {"message", "request_id", "documentation_url"}
 
 
+def assert_own_check_refused(stack: RunningStack, token: str | None) -> None:
+    """POST /me/s3-credentials answers dfd's 401 to `token` as a Bearer and as a Basic password (None: to no
+    credentials at all), before anything is issued."""
+    if token is None:
+        attempts: list[dict[str, str]] = [{}, {"Authorization": ""}, {"Authorization": "Bearer x.y.z"}]
+    else:
+        basic = base64.b64encode(f"git:{token}".encode()).decode()
+        attempts = [bearer(token), {"Authorization": f"Basic {basic}"}]
+    for method, path in OWN_CHECK:
+        for headers in attempts:
+            response = requests.request(method, stack.api_url + path, headers=headers, timeout=10)
+            assert response.status_code == 401, (method, path, response.text)
+            assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_the_own_check_routes_refuse_anonymous_callers_and_take_access_tokens(stack: RunningStack) -> None:
+    assert_own_check_refused(stack, None)
+    for method, path in OWN_CHECK:
+        assert (
+            requests.request(method, stack.api_url + path, headers=stack.auth("admin"), timeout=10).status_code == 201
+        )
+
+
 def test_lfs_routes_refuse_anonymous_callers_and_take_access_tokens(stack: RunningStack) -> None:
     assert len(LFS_ROUTES) == 6
     assert_lfs_refused(stack, None)
@@ -157,6 +183,7 @@ def test_forged_tokens_are_refused(stack: RunningStack) -> None:
             assert response.json() == UNAUTHORIZED
             assert "invalid_token" in response.headers.get("www-authenticate", ""), name
         assert_lfs_refused(stack, token)
+        assert_own_check_refused(stack, token)
 
 
 def test_the_stack_signs_with_a_key_of_its_own(stack: RunningStack) -> None:
@@ -196,6 +223,7 @@ def test_tokens_of_another_pool_or_client_are_refused(stack: RunningStack) -> No
                 assert response.status_code == 401, (name, method, path, response.text)
                 assert response.json() == UNAUTHORIZED
             assert_lfs_refused(stack, token)
+            assert_own_check_refused(stack, token)
     finally:
         idp.delete_user_pool_client(
             UserPoolId=stack.cognito["user_pool_id"], ClientId=same_pool_client["UserPoolClient"]["ClientId"]
@@ -211,6 +239,7 @@ def test_id_tokens_lack_the_required_scope(stack: RunningStack) -> None:
     assert response.json() == {"message": "Forbidden"}
     assert "insufficient_scope" in response.headers["www-authenticate"]
     assert_lfs_refused(stack, id_token)  # the /lfs check takes access tokens only, as the authorizer's scope
+    assert_own_check_refused(stack, id_token)
 
 
 def test_bearer_prefix_is_optional_and_preflights_stay_open(stack: RunningStack) -> None:

@@ -449,3 +449,17 @@ def test_every_successful_sts_call_saves_the_sessions(stack: Emulator, tmp_path:
         assert not saved.exists()
     b"".join(middleware({"HTTP_AUTHORIZATION": sts, "answer": "200 OK"}, lambda *a: None))
     assert [kept["access_key_id"] for kept in json.loads(saved.read_text())] == [credentials["AccessKeyId"]]
+
+
+def test_only_the_bucket_owner_full_control_acl_is_accepted_on_a_write(stack: Emulator) -> None:
+    """rclone before 1.61 sends an ACL on every write: bucket-owner-full-control (a no-op on the BucketOwnerEnforced
+    bucket, the one ACL S3 accepts there) passes, on a PUT and a multipart upload; any other is refused."""
+    client = s3(stack, issue(stack))
+    client.put_object(Bucket=BUCKET, Key=ALICE + "owner.txt", Body=b"owned", ACL="bucket-owner-full-control")
+    assert stored(stack, ALICE + "owner.txt") == b"owned"
+    created = client.create_multipart_upload(Bucket=BUCKET, Key=ALICE + "owner.bin", ACL="bucket-owner-full-control")
+    client.abort_multipart_upload(Bucket=BUCKET, Key=ALICE + "owner.bin", UploadId=created["UploadId"])
+    for acl in ("private", "bucket-owner-read", "authenticated-read"):
+        refused(
+            lambda acl=acl: client.put_object(Bucket=BUCKET, Key=ALICE + acl, Body=b"x", ACL=acl), 403, "AccessDenied"
+        )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dfd.identity.s3access import LIST_ACTION, OBJECT_ACTIONS, ROOT, prefix_for, session_policy
-from dfdlocal.s3session import DENIED_HEADERS, evaluate
+from dfdlocal.s3session import DENIED_HEADERS, OWNER_ACL, evaluate
 from dfdlocal.template import read_model
 from tests.unit.template_support import TEMPLATE, _describe, _template
 
@@ -104,4 +104,7 @@ def test_the_bucket_policy_s_header_denials_are_the_local_guard_s(template: dict
             ((key, value),) = statement["Condition"]["Null"].items()
             assert value == "false"
             nulls.append(key)
+            # the one value allowed: the local guard's exception, and only for x-amz-acl
+            allowed = statement["Condition"].get("StringNotEquals")
+            assert allowed == ({f"s3:{OWNER_ACL[0]}": OWNER_ACL[1]} if key == f"s3:{OWNER_ACL[0]}" else None)
     assert nulls == [f"s3:{name}" for name in DENIED_HEADERS]

@@ -50,6 +50,7 @@ ROUTES = {
     ("POST", "/me/tokens"): "TokensFunction",
     ("GET", "/me/tokens"): "TokensFunction",
     ("DELETE", "/me/tokens/{id}"): "TokensFunction",
+    ("POST", "/me/s3-credentials"): "TokensFunction",
 }
 HANDLERS = {
     "UploadFunction": "dfd.handlers.upload.handler",

@@ -82,10 +82,13 @@ def test_the_jwt_authorizer_is_the_default_of_the_http_api() -> None:
 # git-lfs needs an LFS-Authenticate challenge and HTTP Basic: these routes check credentials in the function
 # (dfd.identity.credentials; tests/unit/test_lfs_credentials.py walks each of them with bad credentials)
 LFS_FUNCTION = "LfsFunction"
+# a personal access token is accepted there too, checked the same way (tests/unit/test_s3_credentials_api.py)
+OWN_CREDENTIALS = {("TokensFunction", "POST", "/me/s3-credentials")}
 
 
 def test_every_route_uses_the_default_authorizer_and_none_is_an_options_route() -> None:
-    """No function but LfsFunction opts out (Auth on its event), and it only for /lfs routes; no route is OPTIONS
+    """No function but LfsFunction opts out (Auth on its event), and it only for /lfs routes, but for
+    POST /me/s3-credentials (TokensFunction); no route is OPTIONS
     or ANY: API Gateway answers every CORS preflight from CorsConfiguration, before the authorizer (SAM never puts
     the DefaultAuthorizer on an OPTIONS method)."""
     routes = 0
@@ -99,6 +102,8 @@ def test_every_route_uses_the_default_authorizer_and_none_is_an_options_route() 
             if logical_id == LFS_FUNCTION:
                 assert event_props["Auth"] == {"Authorizer": "NONE"}
                 assert event_props["Path"].startswith("/lfs/{repo}/")
+            elif (logical_id, event_props["Method"], event_props["Path"]) in OWN_CREDENTIALS:
+                assert event_props["Auth"] == {"Authorizer": "NONE"}
             else:
                 assert "Auth" not in event_props, f"{logical_id}.{event_name} overrides the default authorizer"
             assert event_props["Method"].upper() in {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}

@@ -164,6 +164,24 @@ def sqs() -> Any:
     return LazyClient(_sqs)
 
 
+def _sts() -> Any:
+    # the Region's own endpoint, sts.<region>.amazonaws.com: botocore's default (sts_regional_endpoints) since 1.36
+    return client("sts", config=Config(**API_CALLS.config()))
+
+
+@cache
+def sts() -> Any:
+    """STS (dfd.adapters.sts: the prefix-scoped S3 credentials' AssumeRole), built on TokensFunction's first such
+    request only."""
+    return LazyClient(_sts)
+
+
+def s3_endpoint_url() -> str | None:
+    """The S3 endpoint every S3 client of the stack uses and presigned URLs name (the local stack's emulator,
+    AWS_ENDPOINT_URL[_S3]); None on AWS, where each SDK finds the Region's own."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
 @cache
 def cognito() -> Any:
     """The user pool (dfd.adapters.cognito: the users of personal access tokens)."""

@@ -130,3 +130,11 @@ class PartsRejected(Conflict):
     """CompleteMultipartUpload refused the parts list (InvalidPart, InvalidPartOrder, EntityTooSmall)."""
 
     code = "incomplete"
+
+
+class UpstreamFailed(DfdError):
+    """An AWS service refused a call the deployment should be allowed to make (a misconfiguration, not the
+    caller's fault, not worth a retry)."""
+
+    status = 502
+    code = "upstream_error"

@@ -1,0 +1,126 @@
+"""Print temporary S3 credentials for your own prefix (POST /me/s3-credentials), as the AWS CLI's
+``credential_process`` reads them, and nothing else on stdout:
+
+  scripts/s3-credentials                                  # as alice on make run's stack
+  scripts/s3-credentials --user bob --duration 900        # another local user ($DFD_LOCAL_PASSWORD)
+  scripts/s3-credentials --api https://abc.execute-api.eu-west-1.amazonaws.com --token "$DFD_TOKEN"
+
+In ``~/.aws/config``, ``credential_process = /path/to/scripts/s3-credentials --user alice`` makes ``aws s3 cp``,
+``aws s3 sync`` and every SDK use them (they are asked for again before they expire). The JSON also names where to
+write: ``bucket``, ``prefix`` (``s3/<tenant>/<user>/``, the only place the credentials may write), ``region`` and
+``endpoint_url`` (make run's S3; null on AWS).
+
+The request carries ``Authorization: Bearer <token>``: ``--token`` (or ``$DFD_TOKEN``), an access token or a
+personal access token (``POST /me/tokens``: it lasts up to a year, an access token one hour); else a token
+signed in as ``--user`` (default ``alice``) on the local user pool, as ``scripts/token USER`` does. Errors are
+one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import requests
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+from dfdlocal.cognito import local_password
+from dfdtools.token import TokenError, find_local_client, local_idp, sign_in, template_names
+from dfdtools.tools import LOCAL_API, LOCAL_AWS, interruptible
+
+DEFAULT_USER = "alice"
+TOKEN_ENV = "DFD_TOKEN"  # noqa: S105 - the variable's name
+ROUTE = "/me/s3-credentials"
+TIMEOUT = (5, 30)  # connect, read (seconds)
+
+
+class CredentialsError(Exception):
+    """Why no credentials were had (one line for stderr)."""
+
+
+def local_token(user: str, password: str | None, endpoint_url: str) -> str:
+    """An access token of ``user`` signed in on the local user pool."""
+    idp = local_idp(endpoint_url)
+    client = find_local_client(idp, *template_names())
+    return sign_in(idp, client.client_id, user, password if password is not None else local_password())
+
+
+def fetch(api: str, token: str, duration: int | None) -> dict[str, object]:
+    """POST /me/s3-credentials: the answer, or CredentialsError with the API's message."""
+    body = {} if duration is None else {"duration_seconds": duration}
+    try:
+        response = requests.post(
+            api.rstrip("/") + ROUTE, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT
+        )
+    except requests.RequestException as error:
+        raise CredentialsError(
+            f"cannot reach {api}: {type(error).__name__} (is `make run` running? or --api)"
+        ) from None
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if response.status_code != 201 or not isinstance(answer, dict):
+        raise CredentialsError(f"{ROUTE} answered {response.status_code}: {_message(answer, response.text)}")
+    return answer
+
+
+def _message(answer: object, text: str) -> str:
+    """The error's message: dfd's ``{"error": {"message"}}``, API Gateway's ``{"message"}``, else the text."""
+    if isinstance(answer, dict):
+        error = answer.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if answer.get("message"):
+            return str(answer["message"])
+    return text[:200]
+
+
+@interruptible
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/s3-credentials", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--api", default=LOCAL_API, help=f"API base URL (default: make run's, {LOCAL_API})")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV) or None,
+        help=f"access token or personal access token to send (default: ${TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--user",
+        help=f"without --token: sign in as this user of the local stack's user pool (default: {DEFAULT_USER})",
+    )
+    parser.add_argument("--password", help="with --user: the password (default: $DFD_LOCAL_PASSWORD or its default)")
+    parser.add_argument(
+        "--endpoint-url", default=LOCAL_AWS, help=f"with --user: the local emulator (default: {LOCAL_AWS})"
+    )
+    parser.add_argument(
+        "--duration", type=int, help="seconds the credentials last, 900 to 43200 (default: the API's, 3600)"
+    )
+    args = parser.parse_args(argv)
+    if args.token and args.user:
+        parser.error("give --token or --user, not both")
+    try:
+        token = args.token or local_token(args.user or DEFAULT_USER, args.password, args.endpoint_url)
+        answer = fetch(args.api, token, args.duration)
+    except (TokenError, CredentialsError) as error:
+        print(f"scripts/s3-credentials: {error}", file=sys.stderr)
+        return 2
+    except EndpointConnectionError as error:  # the local sign-in
+        print(
+            f"scripts/s3-credentials: cannot reach {error.kwargs.get('endpoint_url')}: is `make run` running?",
+            file=sys.stderr,
+        )
+        return 2
+    except (BotoCoreError, ClientError) as error:
+        print(f"scripts/s3-credentials: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(answer, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
