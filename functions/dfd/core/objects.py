@@ -141,6 +141,20 @@ class ObjectStore(Protocol):
         """One page of at most `limit` objects under `prefix` and the token of the next (None: the last)."""
         ...
 
+    def copy(
+        self,
+        bucket: str,
+        source_key: str,
+        etag: str,
+        target_key: str,
+        *,
+        content_type: str,
+        metadata: dict[str, str],
+    ) -> None:
+        """Server-side copy of the version `etag` of `source_key` to `target_key` (same bucket), with this
+        `content_type` and `metadata`; raises ObjectChanged (the source moved on) or ObjectNotFound."""
+        ...
+
     def get_bytes(self, bucket: str, key: str) -> bytes:
         """A small object's whole body (an inventory report's manifest or data file); raises ObjectNotFound."""
         ...

@@ -12,6 +12,7 @@ from dfd.core.conflicts import (
     QuotaRefused,
 )
 from dfd.core.records import (
+    UploadRecord,
     UploadStatus,
 )
 from dfd.uploads.ports import NewMultipart, NewUpload
@@ -37,6 +38,12 @@ class FakeUploads(FakeTables):
             ttl=clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days)),
             multipart=multipart,
         )
+
+    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
+        if upload.upload_id not in self.uploads:
+            ttl = clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days))
+            self.uploads[upload.upload_id] = codec.rejected_upload_item(upload, reason, now, ttl=ttl)
+        return codec.upload_record(self.uploads[upload.upload_id])
 
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
         self.register_upload(upload, now, multipart=multipart)

@@ -55,6 +55,25 @@ class Uploads(Store):
         except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
             raise QuotaRefused(usage.total([refused.item or TenantUsage(), others])) from None
 
+    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
+        """One PutItem where no upload has the id: the upload `rejected` for `reason`, counted nowhere. Returns the
+        record there: the one written, or the one a previous delivery wrote (any status)."""
+        ttl = clock.epoch(clock.plus(now, days=self._s.upload_ttl_days))
+        item = codec.rejected_upload_item(upload, reason, now, ttl=ttl)
+        try:
+            self._db.put_item(
+                TableName=self._s.uploads_table,
+                Item=to_item(item),
+                ConditionExpression="attribute_not_exists(upload_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except (ClientError, BotoCoreError) as error:
+            found = refused_item(error) if condition_failed(error) else None
+            if found is None:
+                raise translate(error, "PutItem") from error
+            return codec.upload_record(found)
+        return codec.upload_record(item)
+
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
         self.register_upload(upload, now, multipart=multipart)
 
