@@ -150,9 +150,11 @@ class ObjectStore(Protocol):
         *,
         content_type: str,
         metadata: dict[str, str],
+        size: int | None = None,
     ) -> None:
-        """Server-side copy of the version `etag` of `source_key` to `target_key` (same bucket), with this
-        `content_type` and `metadata`; raises ObjectChanged (the source moved on) or ObjectNotFound."""
+        """Server-side copy of the version `etag` of `source_key` (`size` bytes) to `target_key` (same bucket), where
+        no object is, with this `content_type` and `metadata`; raises ObjectChanged (the source moved on, or an
+        object is at the target) or ObjectNotFound."""
         ...
 
     def get_bytes(self, bucket: str, key: str) -> bytes:

@@ -10,8 +10,9 @@ s3/ key: each object version is moved to the upload key the rest of the system s
   2. No upload yet: register it (pending, counted against the tenant's quota like POST /upload, with
      `filename` = the key after the caller's prefix); an object over MaxUploadBytes, or one the quota refuses, is
      recorded `rejected` (`failure`: too_large / quota_exceeded) instead, counted nowhere.
-  3. Pending: copy it server-side to ``uploads/<upload_id>`` (CopySourceIfMatch its ETag; skipped when the copy is
-     there already), with the tenant hint. That copy's own ObjectCreated event drives the ingest's exactly-once
+  3. Pending: copy it server-side to ``uploads/<upload_id>`` (CopySourceIfMatch its ETag, IfNoneMatch "*" as the
+     bucket policy wants every write there; skipped when the copy is there already), with the tenant hint. That
+     copy's own ObjectCreated event drives the ingest's exactly-once
      commit (dfd.ingest.service: stored, or duplicate and its bytes deleted), counters, usage and events included.
   4. Delete the s3/ object (IfMatch its ETag) — only once its bytes are at the upload key (pending there: the
      reconcile re-drives it; processed: the decision committed), or its upload was rejected or deleted.
@@ -109,9 +110,12 @@ class DropZone:
                         target,
                         content_type=info.content_type or "application/octet-stream",
                         metadata=tenant_metadata(tenant),
+                        size=info.size,
                     )
                 except ObjectChanged:
-                    return "superseded", detail
+                    # the source moved on, or a concurrent delivery's copy is at the target (IfNoneMatch)
+                    if not self._objects.exists(bucket, target, None):
+                        return "superseded", detail
                 except ObjectNotFound:
                     return "gone", detail
             detail["deleted"] = self._objects.delete(bucket, key, info.etag)

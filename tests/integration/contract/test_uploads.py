@@ -105,3 +105,21 @@ def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Reposit
     assert expired is not None and expired.status == UploadStatus.EXPIRED and expired.expired_at == clock.iso(later)
     assert due(repo.due_uploads, repo, later) == []  # out of the index
     assert repo.tenant_usage("acme") == TenantUsage()  # their quota bytes released
+
+
+def test_a_rejected_upload_is_recorded_once_and_counted_nowhere(repo: Repository) -> None:
+    upload = new_upload(1, size=700)
+    record = repo.record_rejected_upload(upload, "too_large", _now())
+    assert (record.status, record.failure, record.size, record.tenant) == (
+        UploadStatus.REJECTED,
+        "too_large",
+        700,
+        "acme",
+    )
+    assert repo.get_upload(upload.upload_id) == record
+    again = repo.record_rejected_upload(upload, "quota_exceeded", _now() + timedelta(minutes=1))
+    assert again == record  # the first record stands
+    assert repo.tenant_usage("acme") == TenantUsage()
+    registered(repo, 2, size=10)
+    pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now())
+    assert pending.status == UploadStatus.PENDING  # an upload registered first is not rejected

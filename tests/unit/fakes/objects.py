@@ -118,12 +118,13 @@ class FakeObjectStore:
         *,
         content_type: str,
         metadata: dict[str, str],
+        size: int | None = None,
     ) -> None:
         found = self.objects.get((bucket, source_key))
         if found is None:
             raise ObjectNotFound(f"s3 object {source_key} does not exist")
-        if found.etag != etag:
-            raise ObjectChanged(f"s3 object {source_key} changed")
+        if found.etag != etag or (bucket, target_key) in self.objects:  # CopySourceIfMatch, IfNoneMatch "*"
+            raise ObjectChanged(f"s3 object {source_key} changed, or {target_key} exists")
         self.copies += 1
         self.put(bucket, target_key, found.data, content_type=content_type, metadata=metadata)
 
