@@ -141,3 +141,15 @@ def test_the_upload_id_and_filename() -> None:
     assert drop_filename("a/b/c.txt") == "a/b/c.txt"
     assert drop_filename("a/b\x01c.txt") == "bc.txt"
     assert drop_filename("d/" + "x" * 300) == "file"
+
+
+def test_the_pending_limit_does_not_refuse_bytes_already_there() -> None:
+    world = World()
+    world.settings = replace(world.settings, tenant_pending_limit=1)
+    world.repo.settings = world.settings
+    keys = [drop(world, f"file {n}".encode(), f"f{n}.txt") for n in range(3)]
+    targets = [settle(world, key)[1] for key in keys]  # three pending at once
+    assert world.repo.tenant_usage(ALICE.caller.tenant).pending_count == 3
+    for target in targets:
+        expect(world.ingest(target), Outcome.STORED)
+    world.assert_invariants()

@@ -149,7 +149,8 @@ class DropZone:
             if info.size > self._s.max_upload_bytes or info.size < 1:
                 return self._repo.record_rejected_upload(upload, TOO_LARGE if info.size else "empty", now)
             try:
-                self._repo.register_upload(upload, now)
+                # the pending-uploads limit bounds URLs issued and never used: these bytes are here already
+                self._repo.register_upload(upload, now, pending_limit=False)
             except QuotaRefused:
                 return self._repo.record_rejected_upload(upload, QUOTA_EXCEEDED, now)
             except CommitRefused:

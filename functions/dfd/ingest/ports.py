@@ -71,7 +71,10 @@ class TenantShare:
 class DropStore(UploadReads, Protocol):
     """What the drop zone (dfd.ingest.dropzone) reads and writes (dfd.adapters.dynamo.uploads)."""
 
-    def register_upload(self, upload: NewUpload, now: datetime) -> None: ...
+    def register_upload(self, upload: NewUpload, now: datetime, *, pending_limit: bool = True) -> None:
+        """Register the upload pending, counted against its tenant's quota (dfd.uploads.ports.UploadStore);
+        without `pending_limit`, its count of pending uploads is not limited (the bytes are)."""
+        ...
 
     def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
         """Put the upload `rejected` for `reason` where no upload has its id; the record there (ours or an

@@ -21,11 +21,13 @@ from tests.unit.fakes.base import FakeTables, Item, _parsed
 
 class FakeUploads(FakeTables):
     # ---------------------------------------------------------------- uploads
-    def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
+    def register_upload(
+        self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None, pending_limit: bool = True
+    ) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         usage = codec.tenant_usage(self.usage.get(upload.tenant))
-        bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
-        if (pending_limit and usage.pending_count >= pending_limit) or (
+        bytes_limit, limit_pending = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+        if (pending_limit and limit_pending and usage.pending_count >= limit_pending) or (
             bytes_limit and usage.used_bytes + upload.size > bytes_limit
         ):
             raise QuotaRefused(_parsed(codec.tenant_usage, self.usage.get(upload.tenant)))
