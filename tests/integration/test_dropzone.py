@@ -158,3 +158,43 @@ def test_the_sweep_re_drives_an_object_left_under_s3(aws: Aws, monkeypatch: pyte
     settle(aws)
     assert keys(aws, "s3/") == [] and listed()["lost-event.txt"]["status"] == "stored"
     aws.assert_invariants()
+
+
+def test_a_large_object_is_copied_in_parts(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dfd.adapters.s3 import copies
+
+    monkeypatch.setattr(copies, "COPY_MAX", 1024 * 1024)  # UploadPartCopy from 1 MiB (S3's: above 5 GiB)
+    monkeypatch.setattr(copies, "COPY_PART", 5 * 1024 * 1024)
+    data = bytes(range(256)) * (11 * 4096)  # 11 MiB: parts of 5, 5 and 1 MiB
+    drop(aws, data, "big.bin")
+    settle(aws)
+    item = listed()["big.bin"]
+    assert item["status"] == "stored" and item["hash"] == hashlib.sha256(data).hexdigest()
+    assert keys(aws, "s3/") == [] and not aws.s3.list_multipart_uploads(Bucket=aws.settings.bucket).get("Uploads")
+    aws.assert_invariants()
+
+
+def test_the_copy_is_conditional_on_both_ends(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CopySourceIfMatch the version identified, IfNoneMatch "*" on the target (what the bucket policy requires under
+    the upload prefix), on both copy paths: moto enforces neither, so the requests are checked as sent (the domain's
+    answers to both refusals: tests/unit/test_dropzone.py)."""
+    from dfd.adapters.s3 import copies
+
+    size = 6 * 1024 * 1024 + 10
+    key = drop(aws, b"s" * size, "s.txt")
+    aws.drain()
+    etag = aws.s3.head_object(Bucket=aws.settings.bucket, Key=key)["ETag"]
+    objects = deps.ingestor()._drops._objects
+    sent: list[tuple[str, dict[str, Any]]] = []
+    objects._s3.meta.events.register(
+        "provide-client-params.s3.*", lambda params, model, **_: sent.append((model.name, dict(params)))
+    )
+    objects.copy(aws.settings.bucket, key, etag, "uploads/one", content_type="text/plain", metadata={}, size=size)
+    monkeypatch.setattr(copies, "COPY_MAX", 1024)
+    monkeypatch.setattr(copies, "COPY_PART", 5 * 1024 * 1024)
+    objects.copy(aws.settings.bucket, key, etag, "uploads/two", content_type="text/plain", metadata={}, size=size)
+    calls = {name: params for name, params in sent}
+    assert calls["CopyObject"]["IfNoneMatch"] == "*" and calls["CopyObject"]["CopySourceIfMatch"] == etag
+    assert calls["CompleteMultipartUpload"]["IfNoneMatch"] == "*"
+    assert all(params["CopySourceIfMatch"] == etag for name, params in sent if name == "UploadPartCopy")
+    aws.drain()

@@ -3,7 +3,9 @@ its tenant, moved to its upload key, deduplicated there by the usual ingest; ref
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -153,3 +155,30 @@ def test_the_pending_limit_does_not_refuse_bytes_already_there() -> None:
     for target in targets:
         expect(world.ingest(target), Outcome.STORED)
     world.assert_invariants()
+
+
+def test_a_concurrent_copy_and_an_overwrite_during_the_copy() -> None:
+    world = World()
+    real_copy = world.objects.copy
+
+    def copy_after(step: Callable[[str, str], object]) -> Callable[..., None]:
+        def copy(bucket: str, source: str, etag: str, target: str, **kwargs: Any) -> None:
+            step(source, target)
+            real_copy(bucket, source, etag, target, **kwargs)
+
+        return copy
+
+    # another delivery's copy lands between our check and our copy: ours is refused (IfNoneMatch), the drop moves on
+    key = drop(world, b"raced")
+    world.objects.copy = copy_after(lambda source, target: world.objects.put(BUCKET, target, b"raced"))  # type: ignore[method-assign]
+    moved = world.ingest(key)
+    expect(moved, Outcome.MOVED)
+    assert moved.deleted and (BUCKET, key) not in world.objects.objects
+    # the object is overwritten between the HEAD and the copy: refused (CopySourceIfMatch), the new version's event
+    # follows and nothing is deleted
+    other = drop(world, b"first", "o.txt")
+    world.objects.copy = copy_after(lambda source, target: world.objects.put(BUCKET, source, b"second"))  # type: ignore[method-assign]
+    expect(world.ingest(other), Outcome.SUPERSEDED)
+    assert world.objects.objects[(BUCKET, other)].data == b"second"
+    world.objects.copy = real_copy  # type: ignore[method-assign]
+    expect(world.ingest(other), Outcome.MOVED)
