@@ -1,7 +1,8 @@
 """The real AWS CLI (`aws s3 cp`, `aws s3 sync`) against the local stack with prefix-scoped credentials issued by
 the emulator's STS (the call the service makes: AssumeRole on S3CredentialsRole with dfd.identity.s3access's session
 policy): a small file, an 80 MiB file (the CLI's own multipart) and a directory land under the prefix; a write
-outside it and a read are refused."""
+outside it and a read are refused. What lands there is an upload of the prefix's tenant and owner, moved to its
+upload key by the drop zone (docs/design/dropzone.md): the bytes are checked through the upload's hash."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from dfd.identity.s3access import prefix_for, session_policy
-from tests.e2e.e2e_helpers import RunningStack
+from tests.e2e.e2e_helpers import RunningStack, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -54,9 +55,31 @@ def aws(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["aws", "s3", *args], capture_output=True, text=True, timeout=300, env=env)
 
 
-def stored(stack: RunningStack, key: str) -> bytes:
-    body: bytes = stack.client("s3").get_object(Bucket=stack.bucket, Key=key)["Body"].read()
-    return body
+def landed(stack: RunningStack, filename: str) -> dict[str, Any]:
+    """The processed upload of the object written at PREFIX + `filename` (the drop zone moved it to its upload key;
+    `hash` is what the ingest computed from those bytes)."""
+
+    def processed() -> dict[str, Any] | None:
+        pages = stack.client("dynamodb").get_paginator("scan").paginate(TableName=stack.uploads_table)
+        for page in pages:
+            for item in page["Items"]:
+                found = {k: next(iter(v.values())) for k, v in item.items()}
+                mine = found.get("owner") == "cli-user" and found.get("filename") == filename
+                if mine and found["status"] in ("stored", "duplicate"):
+                    return found
+        return None
+
+    return wait_until(processed, timeout=60)
+
+
+def uploads_named(stack: RunningStack, start: str) -> int:
+    pages = stack.client("dynamodb").get_paginator("scan").paginate(TableName=stack.uploads_table)
+    return sum(
+        1
+        for page in pages
+        for item in page["Items"]
+        if item.get("owner", {}).get("S") == "cli-user" and item.get("filename", {}).get("S", "").startswith(start)
+    )
 
 
 def test_aws_s3_cp_of_a_small_and_an_80_mib_file(stack: RunningStack, cli_env: dict[str, str], tmp_path: Path) -> None:
@@ -64,7 +87,7 @@ def test_aws_s3_cp_of_a_small_and_an_80_mib_file(stack: RunningStack, cli_env: d
     small.write_bytes(b"hello from the AWS CLI\n")
     result = aws(cli_env, "cp", str(small), f"s3://{stack.bucket}/{PREFIX}small.txt")
     assert result.returncode == 0, result.stderr
-    assert stored(stack, PREFIX + "small.txt") == small.read_bytes()
+    assert landed(stack, "small.txt")["hash"] == hashlib.sha256(small.read_bytes()).hexdigest()
 
     big = tmp_path / "big.bin"
     block = hashlib.sha256(b"dfd").digest() * (MIB // 32)
@@ -73,10 +96,10 @@ def test_aws_s3_cp_of_a_small_and_an_80_mib_file(stack: RunningStack, cli_env: d
             out.write(index.to_bytes(4, "big") + block[4:])
     result = aws(cli_env, "cp", str(big), f"s3://{stack.bucket}/{PREFIX}big.bin")
     assert result.returncode == 0, result.stderr
-    head = stack.client("s3").head_object(Bucket=stack.bucket, Key=PREFIX + "big.bin")
-    assert head["ContentLength"] == 80 * MIB
-    assert head["ETag"].strip('"').endswith("-10")  # the CLI's multipart: 8 MiB parts
-    assert hashlib.sha256(stored(stack, PREFIX + "big.bin")).digest() == hashlib.sha256(big.read_bytes()).digest()
+    assert "upload:" in result.stdout  # the CLI's multipart (8 MiB parts), through the emulator's checks
+    big_upload = landed(stack, "big.bin")
+    assert int(big_upload["size"]) == 80 * MIB
+    assert big_upload["hash"] == hashlib.sha256(big.read_bytes()).hexdigest()
 
 
 def test_aws_s3_sync_lists_and_writes_its_own_prefix(
@@ -92,16 +115,19 @@ def test_aws_s3_sync_lists_and_writes_its_own_prefix(
     target = f"s3://{stack.bucket}/{PREFIX}dir/"
     result = aws(cli_env, "sync", str(folder), target)
     assert result.returncode == 0, result.stderr
-    listed = stack.client("s3").list_objects_v2(Bucket=stack.bucket, Prefix=PREFIX + "dir/")["Contents"]
-    assert sorted(item["Key"].removeprefix(PREFIX) for item in listed) == [
-        "dir/f0.txt",
-        "dir/f2.txt",
-        "dir/f4.txt",
-        "dir/sub/f1.txt",
-        "dir/sub/f3.txt",
-    ]
-    again = aws(cli_env, "sync", str(folder), target)  # the listing shows everything is there: nothing sent
-    assert again.returncode == 0 and "upload:" not in again.stdout, again.stdout + again.stderr
+    for name in ("dir/f0.txt", "dir/f2.txt", "dir/f4.txt", "dir/sub/f1.txt", "dir/sub/f3.txt"):
+        landed(stack, name)  # each an upload named by its key after the prefix
+    # the drop zone keeps nothing to compare with: a second sync sends the files again, and the same bytes at the
+    # same key are the same upload (nothing counted twice)
+    wait_until(
+        lambda: not stack.client("s3").list_objects_v2(Bucket=stack.bucket, Prefix=PREFIX + "dir/").get("Contents")
+    )
+    again = aws(cli_env, "sync", str(folder), target)
+    assert again.returncode == 0, again.stdout + again.stderr
+    wait_until(
+        lambda: not stack.client("s3").list_objects_v2(Bucket=stack.bucket, Prefix=PREFIX + "dir/").get("Contents")
+    )
+    assert uploads_named(stack, "dir/") == 5
 
 
 @pytest.mark.parametrize(

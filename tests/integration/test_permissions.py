@@ -20,7 +20,9 @@ import pytest
 
 from dfd import deps
 from dfd.adapters import aws as dfd_aws
+from dfd.core.config import MIB
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
+from dfd.identity.s3access import prefix_for
 from dfdlocal.template import Resolver, load_template
 from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
@@ -37,7 +39,7 @@ MODULES = {
     "multipart": "UploadPartsFunction",
     "uploads": "UploadsFunction",
 }
-INGEST_THREADS = ("dfd-record", "dfd-range")  # the ingest's record and ranged-read workers
+INGEST_THREADS = ("dfd-record", "dfd-range", "dfd-copy")  # the ingest's record, ranged-read and part-copy workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
 NOT_SEEN = {
     ("UploadFunction", "s3:PutObject", "*"): "presigning: the client's PUT is authorized as the signing function",
@@ -46,6 +48,7 @@ NOT_SEEN = {
     ("UploadPartsFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
     ("UploadPartsFunction", "s3:GetObject", "*"): "a completion whose answer was lost: HEAD tells done from aborted",
     ("UploadPartsFunction", "s3:AbortMultipartUpload", "*"): "two first parts calls race: the loser aborts its own",
+    ("IngestFunction", "s3:AbortMultipartUpload", "*"): "the drop zone's multipart copy, failed, aborts its upload",
     ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
         "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
     ),
@@ -105,8 +108,13 @@ class Recorder:
                 "UploadPart": "PutObject",
                 "CompleteMultipartUpload": "PutObject",
                 "ListParts": "ListMultipartUploadParts",
+                "CopyObject": "PutObject",
+                "UploadPartCopy": "PutObject",
             }.get(name, name)
             found = [(f"s3:{action}", f"{params['Bucket']}/{params.get('Key', '')}")]
+            if name in ("CopyObject", "UploadPartCopy"):  # and s3:GetObject on the source
+                source = params["CopySource"]
+                found.append(("s3:GetObject", f"{source['Bucket']}/{source['Key']}"))
         with self._lock:
             self.calls.update((function, action, resource) for action, resource in found)
 
@@ -291,12 +299,34 @@ def exercise_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
     assert status == 403 and answer["error"]["code"] == "quota_exceeded", answer
 
 
+def exercise_drop_zone(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects written under a caller's s3/ prefix: registered against the quota (its usage read), copied to the
+    upload key (CopyObject; UploadPartCopy above the copy threshold), deleted; one too large, rejected."""
+    from dfd.adapters.s3 import copies
+
+    monkeypatch.setenv("TENANT_QUOTA_BYTES", str(64 * MIB))
+    monkeypatch.setenv("MAX_UPLOAD_BYTES", str(16 * MIB))
+    deps.reset()
+    monkeypatch.setattr(copies, "COPY_MAX", 6 * MIB)
+    monkeypatch.setattr(copies, "COPY_PART", 5 * MIB)
+    prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
+    sizes = {"small.bin": 100, "parts.bin": 6 * MIB + 1, "huge.bin": 16 * MIB + 1}
+    for name, size in sizes.items():
+        aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix + name, Body=b"d" * size)
+    aws.drain()
+    ingest_keys(aws, *(prefix + name for name in sizes))
+    copied = aws.drain()
+    assert copied  # the copies' own events (moto announces a multipart copy twice: the second is a replay)
+    assert ingest.handler(sqs_batch(*(m["Body"] for m in copied)), LambdaContext()) == {"batchItemFailures": []}
+
+
 def test_every_request_is_granted_and_every_grant_is_used(
     aws: Aws, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exercise_every_path(aws)
     exercise_multipart()
     exercise_quotas(monkeypatch)
+    exercise_drop_zone(aws, monkeypatch)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
     granted = grants(resolver)
     used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested

@@ -298,9 +298,10 @@ def test_a_run_past_its_budget_continues_in_new_executions(local: Local) -> None
     summary = local.run(now=later(hours=2), budget=1)
     assert (summary["redriven"], summary["expired"], summary["orphans"]) == (3, 1, 2), summary
     assert summary["drift"] == {"files": 0, "bytes": 0}
-    # one page per shard of the three sharded indexes (pending, reaper, references), one of orphans, one of files;
-    # each page spends the budget, so each starts a new execution, and the last one finishes the run
-    pages = 3 * local.settings.pending_shards + 2
+    # one page per shard of the three sharded indexes (pending, reaper, references), two of orphans (the upload prefix,
+    # the drop zone), one of files; each page spends the budget, so each starts a new execution, and the last one
+    # finishes the run
+    pages = 3 * local.settings.pending_shards + 3
     assert summary["executions"] == pages + 1, summary
     local.deliver()
     local.assert_invariants()

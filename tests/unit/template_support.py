@@ -101,6 +101,14 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:UpdateItem", "CountersTable.Arn"),
         ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
         ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
+        # the drop zone (dfd.ingest.dropzone): read and delete under s3/, copy to an upload key, register the upload
+        ("s3:GetObject", "${FilesBucket.Arn}/s3/*"),
+        ("s3:DeleteObject", "${FilesBucket.Arn}/s3/*"),
+        ("s3:PutObject", OBJECTS),
+        ("s3:AbortMultipartUpload", OBJECTS),
+        ("dynamodb:GetItem", "UploadsTable.Arn"),
+        ("dynamodb:PutItem", "UploadsTable.Arn"),
+        ("dynamodb:Query", "TenantFilesTable.Arn"),
     },
     # the two stream event sources' reads (SAM's AWSLambdaDynamoDBExecutionRole allows them on every stream)
     "PublisherFunction": {

@@ -257,7 +257,8 @@ def _statement(template: dict[str, Any], sid: str) -> dict[str, Any]:
 def test_policy_conditions_narrow_the_function_s_writes_and_listing(template: dict[str, Any]) -> None:
     listing = _statement(template, "ListUploads")
     # IfExists: S3's own 404 check of HeadObject/DeleteObject carries no prefix (else 403, which fails the run)
-    assert _intrinsic(listing["Condition"]["StringLikeIfExists"]["s3:prefix"]) == ("Sub", "${UploadPrefix}*")
+    uploads, drops = listing["Condition"]["StringLikeIfExists"]["s3:prefix"]  # the sweep lists the drop zone too
+    assert _intrinsic(uploads) == ("Sub", "${UploadPrefix}*") and drops == "s3/*"
     claims = _statement(template, "ReapClaims")
     assert claims["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["claim#*"]}}
     counters = _statement(template, "CountersOfTheReconcile")

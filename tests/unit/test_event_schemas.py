@@ -50,6 +50,7 @@ def test_what_the_publisher_builds_validates() -> None:
         (base, UploadRecord(**{**_fields(base), "status": UploadStatus.DELETED})),
         (base, UploadRecord(**{**_fields(base), "status": UploadStatus.EXPIRED})),
         (base, UploadRecord(**{**_fields(base), "status": UploadStatus.FAILED})),
+        (None, UploadRecord(**{**_fields(base), "status": UploadStatus.REJECTED, "failure": "too_large"})),
     ]
     events = [e for old, new in changes for e in upload_events(old, new, committed_at="2026-03-01T12:00:00.000Z")]
     content = FileRecord(hash=digest, size=4, s3_key="k", bucket="b", etag="e", generation=1)

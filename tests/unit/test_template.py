@@ -486,12 +486,15 @@ def test_bucket(template: dict[str, Any]) -> None:
     assert set(cors["ExposedHeaders"]) == {"ETag", "x-amz-checksum-sha256"}
     assert cors["MaxAge"] == 3000
 
-    (notification,) = props["NotificationConfiguration"]["QueueConfigurations"]
-    assert notification["Event"] == "s3:ObjectCreated:*"
-    assert _is_getatt(notification["Queue"], "IngestQueue.Arn")
+    # the upload prefix, and the drop zone (s3/: objects written with prefix-scoped credentials)
+    notification, drops = props["NotificationConfiguration"]["QueueConfigurations"]
+    for config in (notification, drops):
+        assert config["Event"] == "s3:ObjectCreated:*"
+        assert _is_getatt(config["Queue"], "IngestQueue.Arn")
     (key_rule,) = notification["Filter"]["S3Key"]["Rules"]
     assert key_rule["Name"] == "prefix"
     assert _is_ref(key_rule["Value"], "UploadPrefix")
+    assert drops["Filter"]["S3Key"]["Rules"] == [{"Name": "prefix", "Value": "s3/"}]
 
 
 def test_bucket_name_is_computed_lowercase_and_unique_per_stack(template: dict[str, Any]) -> None:

@@ -259,6 +259,9 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 if logical_id == "S3CredentialsRole":  # the callers' prefixes (each session narrows it to its own)
                     assert keys == {"s3:prefix": "s3/*"}
                     continue
+                if logical_id in ("IngestFunctionRole", "ReconcileFunctionRole"):  # and the drop zone (s3/)
+                    assert keys == {"s3:prefix": [{"Fn::Sub": "${UploadPrefix}*"}, "s3/*"]}, logical_id
+                    continue
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
     roles = ("Ingest", "Lfs", "Reconcile", "Reconcile", "UploadParts")  # the reconcile's second: the inventory's
     assert sorted(found) == sorted([*(f"{name}FunctionRole" for name in roles), "S3CredentialsRole"])

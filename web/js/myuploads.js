@@ -29,7 +29,9 @@
     tr.setAttribute("data-status", item.status || "");
     tr.appendChild(cell(item.filename || item.upload_id, "col-name"));
     tr.appendChild(cell(typeof item.size === "number" ? D.formatBytes(item.size) : "—", "num", "Size"));
-    tr.appendChild(cell(item.status || "", "status-" + (item.status || ""), "Status"));
+    // a rejected upload (an object written with S3 credentials, refused) says why: too_large, quota_exceeded
+    var status = (item.status || "") + (item.reason ? " (" + item.reason + ")" : "");
+    tr.appendChild(cell(status, "status-" + (item.status || ""), "Status"));
     tr.appendChild(cell(D.formatDate(item.created_at), "col-date", "Uploaded"));
     var actions = document.createElement("td");
     actions.className = "col-actions";

@@ -141,6 +141,22 @@ class ObjectStore(Protocol):
         """One page of at most `limit` objects under `prefix` and the token of the next (None: the last)."""
         ...
 
+    def copy(
+        self,
+        bucket: str,
+        source_key: str,
+        etag: str,
+        target_key: str,
+        *,
+        content_type: str,
+        metadata: dict[str, str],
+        size: int | None = None,
+    ) -> None:
+        """Server-side copy of the version `etag` of `source_key` (`size` bytes) to `target_key` (same bucket), where
+        no object is, with this `content_type` and `metadata`; raises ObjectChanged (the source moved on, or an
+        object is at the target) or ObjectNotFound."""
+        ...
+
     def get_bytes(self, bucket: str, key: str) -> bytes:
         """A small object's whole body (an inventory report's manifest or data file); raises ObjectNotFound."""
         ...

@@ -18,6 +18,9 @@ class UploadStatus(StrEnum):
     FAILED = "failed"  # its object arrived, its ingest never completed (the reconcile gave up re-driving it)
     EXPIRED = "expired"  # its URL expired without an object
     DELETED = "deleted"  # deleted by its owner or an admin (terminal)
+    # an object put under s3/ that was refused (its bytes deleted, nothing counted): `failure` says why —
+    # quota_exceeded or too_large (dfd.ingest.dropzone)
+    REJECTED = "rejected"
 
     @property
     def processed(self) -> bool:
@@ -27,7 +30,7 @@ class UploadStatus(StrEnum):
     @property
     def unreferenced(self) -> bool:
         """An upload holding no reference: deleting it cancels it."""
-        return self in (UploadStatus.PENDING, UploadStatus.EXPIRED, UploadStatus.FAILED)
+        return self in (UploadStatus.PENDING, UploadStatus.EXPIRED, UploadStatus.FAILED, UploadStatus.REJECTED)
 
 
 class ContentState(StrEnum):

@@ -30,6 +30,7 @@ class DetailType(StrEnum):
     UPLOAD_DELETED = "Upload Deleted"
     UPLOAD_EXPIRED = "Upload Expired"
     UPLOAD_FAILED = "Upload Failed"
+    UPLOAD_REJECTED = "Upload Rejected"  # an object under s3/ refused (too large, over quota): deleted, not counted
     FILE_STORED = "File Stored"  # a content's copy kept: its first, or the first after it was tombstoned
     FILE_REMOVED = "File Removed"  # its bytes reaped: the record is gone
 
@@ -42,6 +43,7 @@ UPLOAD_ENDINGS = {
     UploadStatus.DELETED: DetailType.UPLOAD_DELETED,
     UploadStatus.EXPIRED: DetailType.UPLOAD_EXPIRED,
     UploadStatus.FAILED: DetailType.UPLOAD_FAILED,
+    UploadStatus.REJECTED: DetailType.UPLOAD_REJECTED,
 }
 
 
@@ -79,7 +81,8 @@ def upload_events(old: UploadRecord | None, new: UploadRecord | None, *, committ
     """What one committed change of an upload record published: at most one event.
 
     Processed (stored or duplicate, once: an adoption later changes its status, not the outcome), deleted,
-    expired or failed; registering (pending) and the record's expiry (TTL) are no outcome."""
+    expired, failed or rejected (a drop-zone object, recorded so at once); registering (pending) and the record's
+    expiry (TTL) are no outcome."""
     if new is None or (old is not None and old.status == new.status):
         return []
     if new.status.processed:
@@ -95,6 +98,7 @@ def upload_events(old: UploadRecord | None, new: UploadRecord | None, *, committ
         UploadStatus.DELETED: new.deleted_at,
         UploadStatus.FAILED: new.failed_at,
         UploadStatus.EXPIRED: new.expired_at,
+        UploadStatus.REJECTED: new.failed_at,
     }.get(new.status)
     return [_upload_event(kind_of_ending, new, new.status.value, at or committed_at)]
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from dfd.core.reads import FileReads
+from dfd.core.reads import FileReads, UploadReads
+
+if TYPE_CHECKING:
+    from dfd.uploads.ports import NewUpload
+
 from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadRecord, counts_stored, holds
 
 
@@ -64,7 +68,21 @@ class TenantShare:
         return cls(tenant, held=holds(ref), counted=counts_stored(ref), pending_bytes=pending_bytes)
 
 
-class IngestStore(FileReads, Protocol):
+class DropStore(UploadReads, Protocol):
+    """What the drop zone (dfd.ingest.dropzone) reads and writes (dfd.adapters.dynamo.uploads)."""
+
+    def register_upload(self, upload: NewUpload, now: datetime, *, pending_limit: bool = True) -> None:
+        """Register the upload pending, counted against its tenant's quota (dfd.uploads.ports.UploadStore);
+        without `pending_limit`, its count of pending uploads is not limited (the bytes are)."""
+        ...
+
+    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
+        """Put the upload `rejected` for `reason` where no upload has its id; the record there (ours or an
+        earlier delivery's)."""
+        ...
+
+
+class IngestStore(FileReads, DropStore, Protocol):
     """What dfd.ingest.service reads and writes."""
 
     def ingest_state(

@@ -51,6 +51,7 @@ from dfd.core.ids import event_key, filename_from_key, hints_checksum, upload_id
 from dfd.core.objects import ObjectInfo, ObjectStore, OpenedObject
 from dfd.core.records import FileRecord, KeyClaim, UploadRecord, UploadStatus
 from dfd.core.retry import ADOPT_ATTEMPTS, INGEST_ATTEMPTS, Backoff
+from dfd.ingest.dropzone import DropZone, is_drop_key
 from dfd.ingest.ports import ObjectVersion, TenantShare
 
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ class Outcome(StrEnum):
     SUPERSEDED = "superseded"  # the object changed while read: the newer version's event follows
     REJECTED = "rejected"  # a second PUT at an upload key already processed: deleted, not counted
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
+    # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
+    MOVED = "moved"  # copied to its upload key (whose own event is ingested as any upload's), then deleted
+    SETTLED = "settled"  # its upload was processed (or deleted) before: the leftover object deleted
+    KEPT = "kept"  # its upload expired or failed before the copy: left in place for operators
 
 
 @dataclass
@@ -125,12 +130,20 @@ class Ingestor:
         self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
+        self._drops = DropZone(settings, repo, objects, now=now)
 
     # ------------------------------------------------------------------ entry point
     def ingest(self, ref: ObjectRef) -> IngestResult:
         result = IngestResult(Outcome.IGNORED, ref.bucket, ref.key)
         if ref.bucket != self._s.bucket:
             result.detail["reason"] = "other bucket"
+            return result
+        if is_drop_key(ref.key):
+            outcome, detail = self._drops.ingest(ref.bucket, ref.key)
+            result.outcome = Outcome(outcome)
+            result.upload_id = detail.pop("upload_id", None)  # type: ignore[assignment]
+            result.deleted = bool(detail.pop("deleted", False))
+            result.detail.update(detail)
             return result
         if not ref.key.startswith(self._s.upload_prefix) or ref.key.endswith("/"):
             result.detail["reason"] = "outside the upload prefix"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dfd.core.records import ContentState, FileRecord, TenantRef, UploadRecord
+from dfd.core.records import ContentState, FileRecord, TenantRef, UploadRecord, UploadStatus
 
 # The fields each view shows, in this order (the API document's schemas list the same: tests/unit/test_openapi.py)
 _FILE_FIELDS = (
@@ -31,9 +31,10 @@ _UPLOAD_FIELDS = (
     "hash",
     "failed_at",
     "failure",
+    "reason",
     "deleted_at",
 )
-_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at")
+_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at", "reason")
 
 
 def _present(shown: tuple[str, ...], **fields: Any) -> dict[str, Any]:
@@ -86,7 +87,8 @@ def upload_view(upload: UploadRecord, file: dict[str, Any] | None) -> dict[str, 
         processed_at=upload.processed_at,
         hash=upload.hash,
         failed_at=upload.failed_at,  # status failed: when reconcile gave up re-driving it,
-        failure=upload.failure,  # and why
+        failure=upload.failure if upload.status != UploadStatus.REJECTED else None,  # and why
+        reason=upload.failure if upload.status == UploadStatus.REJECTED else None,  # rejected: too_large...
         deleted_at=upload.deleted_at,  # status deleted: when its owner (or an admin) deleted it
     )
     if file is not None:

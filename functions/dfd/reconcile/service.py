@@ -26,6 +26,8 @@ from dfd.core import clock
 from dfd.core.ids import event_key, upload_id_from_key, version_token
 from dfd.core.notifications import notification_body
 from dfd.core.records import FileRecord, TenantRef, UploadRecord, UploadStatus
+from dfd.identity.s3access import ROOT as DROP_ROOT
+from dfd.identity.s3access import parse_key
 from dfd.reconcile import inventory
 from dfd.reconcile.audit import Recount, proven_drift
 
@@ -301,14 +303,27 @@ class Reconciler:
         return self._repo.reap_reference(ref)
 
     def _orphans(self, state: State, now: datetime, emit: Emit) -> None:
+        """The upload prefix's listing (shard 0), then the drop zone's (shard 1: s3/)."""
         token = state.pos.list_token
         bucket = self._s.bucket
-        objects, following = self._store.list_objects(bucket, self._s.upload_prefix, PAGE["orphans"], token)
-        orphans = self.orphans(objects)
+        drops = state.pos.shard == 1
+        prefix = DROP_ROOT if drops else self._s.upload_prefix
+        objects, following = self._store.list_objects(bucket, prefix, PAGE["orphans"], token)
+        orphans = self.drops(objects) if drops else self.orphans(objects)
         for obj in orphans:
             self._queue.send(notification_body(bucket, obj.key, clock.iso(now)))
         state.tally.orphans += len(orphans)
+        if following is None and not drops:
+            state.pos.cursor, state.pos.shard = None, 1
+            return
         self._advance(state, following, sharded=False)
+
+    @staticmethod
+    def drops(objects: Iterable[ListedObject]) -> list[ListedObject]:
+        """The listed drop-zone objects to re-drive: every one under a caller's prefix. The drop zone keeps nothing
+        (dfd.ingest.dropzone): an object still there is in flight, or left by an ingest that stopped between
+        two steps — its event again finishes it (and changes nothing more when it was finished)."""
+        return [obj for obj in objects if not obj.key.endswith("/") and parse_key(obj.key) is not None]
 
     def orphans(self, objects: Iterable[ListedObject]) -> list[ListedObject]:
         """The listed objects to re-drive: those never ingested (no event record) that no upload owns as pending,

@@ -73,6 +73,27 @@ def pending_upload_item(
     return item
 
 
+def rejected_upload_item(upload: NewUpload, reason: str, now: datetime, *, ttl: int) -> Item:
+    """An object put under s3/ that its tenant's quota or MaxUploadBytes refused (dfd.ingest.dropzone): ended at
+    once, `rejected` with the reason in `failure`; it holds no quota and no reference, nor is it in the pending index
+    (the record expires with the TTL of any unprocessed upload)."""
+    return {
+        "upload_id": upload.upload_id,
+        "status": UploadStatus.REJECTED.value,
+        "filename": upload.filename,
+        "size": upload.size,
+        "content_type": upload.content_type,
+        "s3_key": upload.key,
+        "bucket": upload.bucket,
+        "created_at": clock.iso(now),
+        "failed_at": clock.iso(now),
+        "failure": reason,
+        "ttl": ttl,
+        "owner": upload.owner,
+        "tenant": upload.tenant,
+    }
+
+
 def precheck_upload_item(upload: PrecheckDuplicate, stamp: str) -> Item:
     """The caller's upload answered by the precheck: processed at once, a duplicate."""
     return {

@@ -105,3 +105,31 @@ def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Reposit
     assert expired is not None and expired.status == UploadStatus.EXPIRED and expired.expired_at == clock.iso(later)
     assert due(repo.due_uploads, repo, later) == []  # out of the index
     assert repo.tenant_usage("acme") == TenantUsage()  # their quota bytes released
+
+
+def test_a_rejected_upload_is_recorded_once_and_counted_nowhere(repo: Repository) -> None:
+    upload = new_upload(1, size=700)
+    record = repo.record_rejected_upload(upload, "too_large", _now())
+    assert (record.status, record.failure, record.size, record.tenant) == (
+        UploadStatus.REJECTED,
+        "too_large",
+        700,
+        "acme",
+    )
+    assert repo.get_upload(upload.upload_id) == record
+    again = repo.record_rejected_upload(upload, "quota_exceeded", _now() + timedelta(minutes=1))
+    assert again == record  # the first record stands
+    assert repo.tenant_usage("acme") == TenantUsage()
+    registered(repo, 2, size=10)
+    pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now())
+    assert pending.status == UploadStatus.PENDING  # an upload registered first is not rejected
+
+
+def test_a_drop_zone_registration_is_not_held_to_the_pending_limit(repo: Repository) -> None:
+    for index in range(1, PENDING_LIMIT + 1):
+        registered(repo, index, size=10)
+    refused(QuotaRefused, lambda: repo.register_upload(new_upload(90, size=10), _now()))
+    repo.register_upload(new_upload(91, size=10), _now(), pending_limit=False)  # its bytes are there already
+    assert repo.tenant_usage("acme").pending_count == PENDING_LIMIT + 1
+    over = refused(QuotaRefused, lambda: repo.register_upload(new_upload(92, size=QUOTA), _now(), pending_limit=False))
+    assert over is not None  # the bytes quota still holds

@@ -107,6 +107,27 @@ class FakeObjectStore:
         page = [ListedObject(key, self.objects[(bucket, key)].etag) for key in keys[:limit]]
         return page, (page[-1].key if len(keys) > limit else None)
 
+    copies: int = 0  # copy() calls that wrote an object
+
+    def copy(
+        self,
+        bucket: str,
+        source_key: str,
+        etag: str,
+        target_key: str,
+        *,
+        content_type: str,
+        metadata: dict[str, str],
+        size: int | None = None,
+    ) -> None:
+        found = self.objects.get((bucket, source_key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {source_key} does not exist")
+        if found.etag != etag or (bucket, target_key) in self.objects:  # CopySourceIfMatch, IfNoneMatch "*"
+            raise ObjectChanged(f"s3 object {source_key} changed, or {target_key} exists")
+        self.copies += 1
+        self.put(bucket, target_key, found.data, content_type=content_type, metadata=metadata)
+
     def get_bytes(self, bucket: str, key: str) -> bytes:
         found = self.objects.get((bucket, key))
         if found is None:

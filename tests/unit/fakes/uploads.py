@@ -12,6 +12,7 @@ from dfd.core.conflicts import (
     QuotaRefused,
 )
 from dfd.core.records import (
+    UploadRecord,
     UploadStatus,
 )
 from dfd.uploads import codec as uploads_codec
@@ -21,11 +22,13 @@ from tests.unit.fakes.base import FakeTables, Item, _parsed
 
 class FakeUploads(FakeTables):
     # ---------------------------------------------------------------- uploads
-    def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
+    def register_upload(
+        self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None, pending_limit: bool = True
+    ) -> None:
         assert upload.upload_id not in self.uploads, "upload ids are unique"
         usage = core_codec.tenant_usage(self.usage.get(upload.tenant))
-        bytes_limit, pending_limit = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
-        if (pending_limit and usage.pending_count >= pending_limit) or (
+        bytes_limit, limit_pending = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
+        if (pending_limit and limit_pending and usage.pending_count >= limit_pending) or (
             bytes_limit and usage.used_bytes + upload.size > bytes_limit
         ):
             raise QuotaRefused(_parsed(core_codec.tenant_usage, self.usage.get(upload.tenant)))
@@ -38,6 +41,12 @@ class FakeUploads(FakeTables):
             ttl=clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days)),
             multipart=multipart,
         )
+
+    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
+        if upload.upload_id not in self.uploads:
+            ttl = clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days))
+            self.uploads[upload.upload_id] = uploads_codec.rejected_upload_item(upload, reason, now, ttl=ttl)
+        return uploads_codec.upload_record(self.uploads[upload.upload_id])
 
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
         self.register_upload(upload, now, multipart=multipart)

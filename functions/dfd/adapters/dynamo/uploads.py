@@ -24,11 +24,14 @@ _DELETED = UploadStatus.DELETED.value
 
 
 class Uploads(Store):
-    def register_upload(self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None) -> None:
+    def register_upload(
+        self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None, pending_limit: bool = True
+    ) -> None:
         """The upload record and its count on one of the tenant's usage shards, in ONE transaction. With a limit
         set the count goes to the gate (shard 0), conditioned on the limits less what the tenant's other shards
         hold (read first, in the same consistent Query as the gate; nobody writes them while a limit is set): the
-        quota check (docs/design.md, "Quotas"). `multipart`: how the upload is cut."""
+        quota check (docs/design.md, "Quotas"). `multipart`: how the upload is cut. Without `pending_limit` the
+        count of pending uploads is not limited (a drop-zone object: its bytes are there already), only the bytes."""
         s = self._s
         shard = usage.write_shard(upload.tenant, s, self._rng)
         others = TenantUsage()  # what the tenant's other shards hold
@@ -37,7 +40,7 @@ class Uploads(Store):
             others = usage.total(found for other, found in shards.items() if other != shard)
             room = s.tenant_quota_bytes - others.used_bytes - upload.size
             if (s.tenant_quota_bytes and room < 0) or (
-                s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
+                pending_limit and s.tenant_pending_limit and others.pending_count >= s.tenant_pending_limit
             ):
                 raise QuotaRefused(usage.total([shards.get(shard, TenantUsage()), others]))
         item = uploads_codec.pending_upload_item(
@@ -50,16 +53,37 @@ class Uploads(Store):
         )
         plan = Plan(identity="upload")  # a lost response, retried: recognised by the record it put
         plan.add("upload", self._put_new(s.uploads_table, item, "upload_id"))
-        plan.add("usage", self._count_pending_item(shard, upload.size, others), QuotaRefused)
+        plan.add("usage", self._count_pending_item(shard, upload.size, others, pending_limit), QuotaRefused)
         try:
             self._run(plan)
         except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
             raise QuotaRefused(usage.total([refused.item or TenantUsage(), others])) from None
 
+    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
+        """One PutItem where no upload has the id: the upload `rejected` for `reason`, counted nowhere. Returns the
+        record there: the one written, or the one a previous delivery wrote (any status)."""
+        ttl = clock.epoch(clock.plus(now, days=self._s.upload_ttl_days))
+        item = uploads_codec.rejected_upload_item(upload, reason, now, ttl=ttl)
+        try:
+            self._db.put_item(
+                TableName=self._s.uploads_table,
+                Item=to_item(item),
+                ConditionExpression="attribute_not_exists(upload_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except (ClientError, BotoCoreError) as error:
+            found = refused_item(error) if condition_failed(error) else None
+            if found is None:
+                raise translate(error, "PutItem") from error
+            return uploads_codec.upload_record(found)
+        return uploads_codec.upload_record(item)
+
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
         self.register_upload(upload, now, multipart=multipart)
 
-    def _count_pending_item(self, shard: usage.UsageShard, size: int, others: TenantUsage) -> Request:
+    def _count_pending_item(
+        self, shard: usage.UsageShard, size: int, others: TenantUsage, pending_limit: bool = True
+    ) -> Request:
         """+1 pending upload of `size` bytes on a usage shard of the tenant, conditioned on the limits less what its
         other shards hold (DynamoDB conditions have no arithmetic: `used_bytes` = pending + stored is kept for
         this comparison)."""
@@ -67,7 +91,7 @@ class Uploads(Store):
         values: dict[str, Any] = {}
         conditions: list[str] = []
         names = {"#count": core_codec.USAGE_ATTRS["pending_count"], "#used": core_codec.USAGE_ATTRS["used_bytes"]}
-        if s.tenant_pending_limit:
+        if s.tenant_pending_limit and pending_limit:
             conditions.append("(attribute_not_exists(#count) OR #count < :pending_limit)")
             values[":pending_limit"] = to_attr(s.tenant_pending_limit - others.pending_count)
         if s.tenant_quota_bytes:

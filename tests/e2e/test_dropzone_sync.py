@@ -1,0 +1,135 @@
+"""The drop zone against the local stack with the real AWS CLI: alice's prefix-scoped credentials (the emulator's
+STS, as tests/e2e/test_s3_credentials_cli.py issues them) and `aws s3 sync` of 200 small files, 50 of them content
+bob's tenant stored before; then GET /uploads lists 200 uploads of alice (150 new content, 50 whose bytes were
+deleted as duplicates), nothing is left under her prefix, only one copy of each content exists, the audit holds."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from dfd.identity.s3access import prefix_for, session_policy
+from tests.e2e.e2e_helpers import RunningStack, run_audit, settled, wait_until
+
+pytestmark = pytest.mark.e2e
+
+FILES, SHARED = 200, 50
+
+
+def claims(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return decoded
+
+
+def credentials_env(stack: RunningStack, prefix: str, session: str) -> dict[str, str]:
+    answer = stack.client("sts").assume_role(
+        RoleArn=stack.description["environment"]["S3_CREDENTIALS_ROLE_ARN"],
+        RoleSessionName=session,
+        Policy=json.dumps(session_policy(stack.bucket, prefix)),
+        DurationSeconds=3600,
+    )
+    credentials = answer["Credentials"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ACCESS_KEY_ID=credentials["AccessKeyId"],
+        AWS_SECRET_ACCESS_KEY=credentials["SecretAccessKey"],
+        AWS_SESSION_TOKEN=credentials["SessionToken"],
+        AWS_DEFAULT_REGION=stack.region,
+        AWS_ENDPOINT_URL=stack.aws_url,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_MAX_ATTEMPTS="1",
+    )
+    return env
+
+
+def upload_as(stack: RunningStack, user: str, data: bytes, name: str) -> None:
+    body = {"filename": name, "size": len(data)}
+    answer = requests.post(f"{stack.api_url}/upload", json=body, headers=stack.auth(user), timeout=10)
+    assert answer.status_code == 201, answer.text
+    issued = answer.json()
+    put = requests.put(issued["upload_url"], data=data, headers=issued["headers"], timeout=10)
+    assert put.status_code == 200, put.text
+
+
+def my_uploads(stack: RunningStack, user: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        params = {"limit": "100"} | ({"last_evaluated_key": token} if token else {})
+        answer = requests.get(f"{stack.api_url}/uploads", params=params, headers=stack.auth(user), timeout=10)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        items += page["items"]
+        token = page["last_evaluated_key"]
+        if not token:
+            return items
+
+
+def test_aws_s3_sync_of_200_files_50_of_them_another_tenants_content(stack: RunningStack, tmp_path: Path) -> None:
+    if shutil.which("aws") is None:
+        pytest.skip("aws CLI not installed (make aws-cli)")
+    run = os.urandom(6).hex()  # this run's contents: new to every tenant of a shared stack
+    contents = [f"dropzone {run} file {index}\n".encode() * (1 + index % 7) for index in range(FILES)]
+    for index in range(SHARED):  # bob's tenant (globex) stores these first
+        upload_as(stack, "bob", contents[index], f"bob-{index}.txt")
+    wait_until(lambda: settled(stack), timeout=120)
+
+    token = stack.token("alice")
+    tenant = "acme"  # alice's group, tenant-acme
+    prefix = prefix_for(tenant, claims(token)["sub"])
+    folder = tmp_path / "sync"
+    for index, data in enumerate(contents):
+        path = folder / f"d{index % 4}" / f"{run}-{index}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    env = credentials_env(stack, prefix, "alice-sync")
+    result = subprocess.run(
+        ["aws", "s3", "sync", str(folder), f"s3://{stack.bucket}/{prefix}{run}/"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("upload:") == FILES
+
+    def listed() -> list[dict[str, Any]] | None:
+        mine = [item for item in my_uploads(stack, "alice") if item.get("filename", "").startswith(f"{run}/")]
+        done = len(mine) == FILES and all(item["status"] in ("stored", "duplicate") for item in mine)
+        return mine if done else None
+
+    mine = wait_until(listed, timeout=300, interval=1.0)
+    wait_until(lambda: settled(stack), timeout=120)
+    by_name = {item["filename"]: item for item in mine}
+    for index, data in enumerate(contents):
+        item = by_name[f"{run}/d{index % 4}/{run}-{index}.txt"]
+        assert item["hash"] == hashlib.sha256(data).hexdigest() and item["size"] == len(data)
+    # every upload is new content for alice's tenant ("stored"); globally 50 were duplicates of bob's
+    s3 = stack.client("s3")
+    left = s3.list_objects_v2(Bucket=stack.bucket, Prefix=prefix).get("Contents", [])
+    assert left == []  # the drop zone keeps nothing
+    copies: dict[str, int] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=stack.bucket, Prefix="uploads/"):
+        for obj in page.get("Contents", []):
+            copies[obj["Key"]] = obj["Size"]
+    stored_ids = {item["upload_id"] for item in mine if f"uploads/{item['upload_id']}" in copies}
+    assert len(stored_ids) == FILES - SHARED  # the 50 duplicates' bytes are gone: bob's copies serve them
+    files = stack.client("dynamodb")
+    shared = {hashlib.sha256(data).hexdigest() for data in contents[:SHARED]}
+    for digest in shared:
+        record = files.get_item(TableName=stack.files_table, Key={"hash": {"S": digest}})["Item"]
+        assert record["upload_count"]["N"] == "2" and not record["s3_key"]["S"].endswith(tuple(stored_ids))
+    audit_run = run_audit(stack)
+    assert audit_run.returncode == 0, audit_run.stdout + audit_run.stderr
+    assert "BROKEN" not in audit_run.stdout
