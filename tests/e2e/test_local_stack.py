@@ -85,18 +85,20 @@ def test_bucket_notification_and_cors_match_template(stack: RunningStack, templa
     (props,) = resources_of(template, "AWS::S3::Bucket").values()
     assert stack.bucket == names.BUCKET
 
-    (expected,) = props["NotificationConfiguration"]["QueueConfigurations"]
-    (actual,) = s3.get_bucket_notification_configuration(Bucket=stack.bucket)["QueueConfigurations"]
+    expected = props["NotificationConfiguration"]["QueueConfigurations"]  # the upload prefix, the drop zone's s3/
+    actual = s3.get_bucket_notification_configuration(Bucket=stack.bucket)["QueueConfigurations"]
     ingest_arn = sqs.get_queue_attributes(QueueUrl=stack.ingest_queue_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    assert actual["QueueArn"] == ingest_arn
-    assert actual["Events"] == [expected["Event"]]
-    rules = [
-        {"Name": rule["Name"], "Value": parameter_default(template, rule["Value"])}
-        for rule in expected["Filter"]["S3Key"]["Rules"]
-    ]
-    assert actual["Filter"]["Key"]["FilterRules"] == rules
+    assert len(actual) == len(expected) == 2
+    for want, got in zip(expected, actual, strict=True):
+        assert got["QueueArn"] == ingest_arn
+        assert got["Events"] == [want["Event"]]
+        rules = [
+            {"Name": rule["Name"], "Value": parameter_default(template, rule["Value"])}
+            for rule in want["Filter"]["S3Key"]["Rules"]
+        ]
+        assert got["Filter"]["Key"]["FilterRules"] == rules
 
     (cors_expected,) = props["CorsConfiguration"]["CorsRules"]
     (cors_actual,) = s3.get_bucket_cors(Bucket=stack.bucket)["CORSRules"]
