@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import io
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -54,11 +54,48 @@ def _uri_encode(value: str) -> str:
     return quote(value, safe="-_.~")
 
 
-def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     key = f"AWS4{secret}".encode()
     for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     return key
+
+
+def sign(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def string_to_sign(
+    method: str,
+    raw_path: str,
+    params: Iterable[tuple[str, str]],
+    headers: Mapping[str, str],
+    signed_names: Sequence[str],
+    payload: str,
+    amz_date: str,
+    scope: str,
+) -> str:
+    """SigV4's string to sign of a request (presigned or header-signed alike), after S3's checks of its headers:
+    every ``x-amz-*`` header signed (else 403 AccessDenied, HeadersNotSigned), every signed header present.
+    ``headers``: lower-case names; ``params``: the query's, the signature's own left out."""
+    unsigned = sorted(name for name in headers if name.startswith("x-amz-") and name not in signed_names)
+    if unsigned:
+        raise Refused(
+            403,
+            "AccessDenied",
+            "There were headers present in the request which were not signed",
+            {"HeadersNotSigned": ", ".join(unsigned)},
+        )
+    canonical_headers = ""
+    for name in signed_names:
+        if name not in headers:
+            raise Refused(403, "SignatureDoesNotMatch", f"signed header {name} is missing from the request")
+        canonical_headers += f"{name}:{' '.join(headers[name].split())}\n"
+    canonical_query = "&".join(f"{_uri_encode(k)}={_uri_encode(v)}" for k, v in sorted(params))
+    canonical_request = "\n".join(
+        [method, raw_path or "/", canonical_query, canonical_headers, ";".join(signed_names), payload]
+    )
+    return "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical_request.encode()).hexdigest()])
 
 
 def verify_presigned(
@@ -92,28 +129,12 @@ def verify_presigned(
     if secret is None:
         raise Refused(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
     lowered = {name.lower(): value for name, value in headers.items()}
-    unsigned = sorted(name for name in lowered if name.startswith("x-amz-") and name not in signed_names)
-    if unsigned:
-        raise Refused(
-            403,
-            "AccessDenied",
-            "There were headers present in the request which were not signed",
-            {"HeadersNotSigned": ", ".join(unsigned)},
-        )
-    canonical_headers = ""
-    for name in signed_names:
-        if name not in lowered:
-            raise Refused(403, "SignatureDoesNotMatch", f"signed header {name} is missing from the request")
-        canonical_headers += f"{name}:{' '.join(lowered[name].split())}\n"
-    canonical_query = "&".join(
-        f"{_uri_encode(k)}={_uri_encode(v)}" for k, v in sorted(params) if k != "X-Amz-Signature"
-    )
-    canonical_request = "\n".join(
-        [method, raw_path, canonical_query, canonical_headers, ";".join(signed_names), "UNSIGNED-PAYLOAD"]
-    )
     scope = f"{date}/{region}/{service}/aws4_request"
-    to_sign = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical_request.encode()).hexdigest()])
-    expected = hmac.new(_signing_key(secret, date, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
+    unsigned_params = [(k, v) for k, v in params if k != "X-Amz-Signature"]
+    to_sign = string_to_sign(
+        method, raw_path, unsigned_params, lowered, signed_names, "UNSIGNED-PAYLOAD", amz_date, scope
+    )
+    expected = sign(signing_key(secret, date, region, service), to_sign)
     if not hmac.compare_digest(expected, signature):
         raise Refused(
             403,

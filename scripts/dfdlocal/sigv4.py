@@ -18,9 +18,9 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl
 
-from dfdlocal.s3auth import ALGORITHM, Refused
+from dfdlocal.s3auth import Refused, sign, signing_key, string_to_sign
 
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
@@ -66,21 +66,6 @@ def access_key_of(value: str) -> str | None:
     return match.group(1) if match else None
 
 
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    key = f"AWS4{secret}".encode()
-    for part in (date, region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
-
-
-def _sign(key: bytes, text: str) -> str:
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-
-
-def _uri_encode(value: str) -> str:
-    return quote(value, safe="-_.~")
-
-
 @dataclass(frozen=True)
 class Signed:
     """A request whose headers' signature was verified: what its chunks' signatures chain from."""
@@ -124,27 +109,10 @@ def verify_headers(
     signed = auth.signed_headers
     if "host" not in signed:
         raise Refused(403, "AccessDenied", "The host header must be signed.")
-    unsigned = sorted(name for name in headers if name.startswith("x-amz-") and name not in signed)
-    if unsigned:
-        raise Refused(
-            403,
-            "AccessDenied",
-            "There were headers present in the request which were not signed",
-            {"HeadersNotSigned": ", ".join(unsigned)},
-        )
-    canonical_headers = ""
-    for name in signed:
-        if name not in headers:
-            raise Refused(403, "SignatureDoesNotMatch", f"signed header {name} is missing from the request")
-        canonical_headers += f"{name}:{' '.join(headers[name].split())}\n"
     params = parse_qsl(raw_query, keep_blank_values=True)
-    canonical_query = "&".join(f"{_uri_encode(k)}={_uri_encode(v)}" for k, v in sorted(params))
-    canonical_request = "\n".join(
-        [method, raw_path or "/", canonical_query, canonical_headers, ";".join(signed), payload]
-    )
-    to_sign = "\n".join([ALGORITHM, amz_date, auth.scope, hashlib.sha256(canonical_request.encode()).hexdigest()])
+    to_sign = string_to_sign(method, raw_path, params, headers, signed, payload, amz_date, auth.scope)
     key = signing_key(secret, auth.date, auth.region, auth.service)
-    if not hmac.compare_digest(_sign(key, to_sign), auth.signature):
+    if not hmac.compare_digest(sign(key, to_sign), auth.signature):
         raise Refused(
             403,
             "SignatureDoesNotMatch",
@@ -260,7 +228,7 @@ def decode_chunked(raw: bytes, signed: Signed, trailer_names: tuple[str, ...]) -
                     hashlib.sha256(data).hexdigest(),
                 ]
             )
-            if not hmac.compare_digest(_sign(signed.key, to_sign), signature):
+            if not hmac.compare_digest(sign(signed.key, to_sign), signature):
                 raise Refused(
                     403,
                     "SignatureDoesNotMatch",
@@ -315,7 +283,7 @@ def decode_chunked(raw: bytes, signed: Signed, trailer_names: tuple[str, ...]) -
                 hashlib.sha256(canonical.encode()).hexdigest(),
             ]
         )
-        if trailer_signature is None or not hmac.compare_digest(_sign(signed.key, to_sign), trailer_signature):
+        if trailer_signature is None or not hmac.compare_digest(sign(signed.key, to_sign), trailer_signature):
             raise Refused(
                 403,
                 "SignatureDoesNotMatch",

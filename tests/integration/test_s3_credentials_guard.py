@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checksum
 
 from dfd.identity.s3access import prefix_for, session_policy
-from dfdlocal import sigv4
+from dfdlocal import s3auth, sigv4
 from dfdlocal.emulator import _create_role
 from dfdlocal.names import ACCOUNT_ID, BUCKET, REGION
 from tests.integration.support import Emulator
@@ -334,7 +334,7 @@ def _signed_chunks(
     signature, the first with the header's; then the trailer and its signature."""
     amz_date = request.headers["X-Amz-Date"]
     scope = f"{amz_date[:8]}/{REGION}/s3/aws4_request"
-    key = sigv4.signing_key(secret, amz_date[:8], REGION, "s3")
+    key = s3auth.signing_key(secret, amz_date[:8], REGION, "s3")
     previous = str(request.headers["Authorization"]).rsplit("Signature=", 1)[1]
     chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)] + [b""]
     out = b""
