@@ -31,6 +31,7 @@ import pytest
 from botocore.config import Config
 
 from dfd.core.config import Settings
+from dfd.identity.s3access import session_policy
 from dfdlocal.names import CREDENTIALS
 from dfdtools.audit import audit
 from tests.conftest import TEST_ENV
@@ -273,3 +274,27 @@ def serving(directory: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def credentials_env(stack: RunningStack, prefix: str, session: str) -> dict[str, str]:
+    """The environment of an AWS CLI (any SDK) holding credentials issued by the stack's STS for `prefix`, as POST
+    /me/s3-credentials issues them: the role, the prefix's session policy; nothing of this process's AWS_*."""
+    answer = stack.client("sts").assume_role(
+        RoleArn=stack.description["environment"]["S3_CREDENTIALS_ROLE_ARN"],
+        RoleSessionName=session,
+        Policy=json.dumps(session_policy(stack.bucket, prefix)),
+        DurationSeconds=3600,
+    )
+    credentials = answer["Credentials"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ACCESS_KEY_ID=credentials["AccessKeyId"],
+        AWS_SECRET_ACCESS_KEY=credentials["SecretAccessKey"],
+        AWS_SESSION_TOKEN=credentials["SessionToken"],
+        AWS_DEFAULT_REGION=stack.region,
+        AWS_ENDPOINT_URL=stack.aws_url,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_MAX_ATTEMPTS="1",
+    )
+    return env

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import requests
 
-from dfd.identity.s3access import prefix_for, session_policy
-from tests.e2e.e2e_helpers import RunningStack, run_audit, settled, wait_until
+from dfd.identity.s3access import prefix_for
+from tests.e2e.e2e_helpers import RunningStack, credentials_env, run_audit, settled, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -29,28 +29,6 @@ def claims(token: str) -> dict[str, Any]:
     payload = token.split(".")[1]
     decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     return decoded
-
-
-def credentials_env(stack: RunningStack, prefix: str, session: str) -> dict[str, str]:
-    answer = stack.client("sts").assume_role(
-        RoleArn=stack.description["environment"]["S3_CREDENTIALS_ROLE_ARN"],
-        RoleSessionName=session,
-        Policy=json.dumps(session_policy(stack.bucket, prefix)),
-        DurationSeconds=3600,
-    )
-    credentials = answer["Credentials"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ACCESS_KEY_ID=credentials["AccessKeyId"],
-        AWS_SECRET_ACCESS_KEY=credentials["SecretAccessKey"],
-        AWS_SESSION_TOKEN=credentials["SessionToken"],
-        AWS_DEFAULT_REGION=stack.region,
-        AWS_ENDPOINT_URL=stack.aws_url,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-        AWS_MAX_ATTEMPTS="1",
-    )
-    return env
 
 
 def upload_as(stack: RunningStack, user: str, data: bytes, name: str) -> None:

@@ -7,7 +7,6 @@ upload key by the drop zone (docs/design/dropzone.md): the bytes are checked thr
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -17,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from dfd.identity.s3access import prefix_for, session_policy
-from tests.e2e.e2e_helpers import RunningStack, wait_until
+from dfd.identity.s3access import prefix_for
+from tests.e2e.e2e_helpers import RunningStack, credentials_env, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -30,25 +29,7 @@ MIB = 1024 * 1024
 def cli_env(stack: RunningStack) -> dict[str, str]:
     if shutil.which("aws") is None:
         pytest.skip("aws CLI not installed (make aws-cli)")
-    answer = stack.client("sts").assume_role(
-        RoleArn=stack.description["environment"]["S3_CREDENTIALS_ROLE_ARN"],
-        RoleSessionName="cli-user",
-        Policy=json.dumps(session_policy(stack.bucket, PREFIX)),
-        DurationSeconds=3600,
-    )
-    credentials = answer["Credentials"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ACCESS_KEY_ID=credentials["AccessKeyId"],
-        AWS_SECRET_ACCESS_KEY=credentials["SecretAccessKey"],
-        AWS_SESSION_TOKEN=credentials["SessionToken"],
-        AWS_DEFAULT_REGION=stack.region,
-        AWS_ENDPOINT_URL=stack.aws_url,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-        AWS_MAX_ATTEMPTS="1",
-    )
-    return env
+    return credentials_env(stack, PREFIX, "cli-user")
 
 
 def aws(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
