@@ -26,11 +26,9 @@ import sys
 import requests
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from dfdlocal.cognito import local_password
-from dfdtools.token import TokenError, find_local_client, local_idp, sign_in, template_names
-from dfdtools.tools import LOCAL_API, LOCAL_AWS, interruptible
+from dfdtools.token import TokenError, add_local_sign_in_args, local_token
+from dfdtools.tools import LOCAL_API, interruptible
 
-DEFAULT_USER = "alice"
 TOKEN_ENV = "DFD_TOKEN"  # noqa: S105 - the variable's name
 ROUTE = "/me/s3-credentials"
 TIMEOUT = (5, 30)  # connect, read (seconds)
@@ -38,13 +36,6 @@ TIMEOUT = (5, 30)  # connect, read (seconds)
 
 class CredentialsError(Exception):
     """Why no credentials were had (one line for stderr)."""
-
-
-def local_token(user: str, password: str | None, endpoint_url: str) -> str:
-    """An access token of ``user`` signed in on the local user pool."""
-    idp = local_idp(endpoint_url)
-    client = find_local_client(idp, *template_names())
-    return sign_in(idp, client.client_id, user, password if password is not None else local_password())
 
 
 def fetch(api: str, token: str, duration: int | None) -> dict[str, object]:
@@ -89,14 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get(TOKEN_ENV) or None,
         help=f"access token or personal access token to send (default: ${TOKEN_ENV})",
     )
-    parser.add_argument(
-        "--user",
-        help=f"without --token: sign in as this user of the local stack's user pool (default: {DEFAULT_USER})",
-    )
-    parser.add_argument("--password", help="with --user: the password (default: $DFD_LOCAL_PASSWORD or its default)")
-    parser.add_argument(
-        "--endpoint-url", default=LOCAL_AWS, help=f"with --user: the local emulator (default: {LOCAL_AWS})"
-    )
+    add_local_sign_in_args(parser)
     parser.add_argument(
         "--duration", type=int, help="seconds the credentials last, 900 to 43200 (default: the API's, 3600)"
     )
@@ -104,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.token and args.user:
         parser.error("give --token or --user, not both")
     try:
-        token = args.token or local_token(args.user or DEFAULT_USER, args.password, args.endpoint_url)
+        token = args.token or local_token(args.user, args.password, args.endpoint_url)
         answer = fetch(args.api, token, args.duration)
     except (TokenError, CredentialsError) as error:
         print(f"scripts/s3-credentials: {error}", file=sys.stderr)

@@ -125,6 +125,28 @@ def sign_in(idp: Any, client_id: str, username: str, password: str, new_password
     return str(result["AccessToken"])
 
 
+LOCAL_USER = "alice"  # the user the tools sign in as on make run when given neither --token nor --user
+
+
+def add_local_sign_in_args(parser: argparse.ArgumentParser) -> None:
+    """--user, --password, --endpoint-url: the tools' sign-in on the local stack's user pool (without --token)."""
+    parser.add_argument(
+        "--user",
+        help=f"without --token: sign in as this user of the local stack's user pool (default: {LOCAL_USER})",
+    )
+    parser.add_argument("--password", help="with --user: the password (default: $DFD_LOCAL_PASSWORD or its default)")
+    parser.add_argument(
+        "--endpoint-url", default=LOCAL_AWS, help=f"with --user: the local emulator (default: {LOCAL_AWS})"
+    )
+
+
+def local_token(user: str | None, password: str | None, endpoint_url: str) -> str:
+    """An access token of ``user`` (default LOCAL_USER) signed in on the local user pool (TokenError: why not)."""
+    idp = local_idp(endpoint_url)
+    client = find_local_client(idp, *template_names())
+    return sign_in(idp, client.client_id, user or LOCAL_USER, password if password is not None else local_password())
+
+
 def respond_new_password(idp: Any, client_id: str, username: str, password: str, session: str) -> Any:
     try:
         answer = idp.respond_to_auth_challenge(

@@ -30,13 +30,11 @@ from typing import Any
 
 import requests
 
-from dfdlocal.cognito import local_password
 from dfdtools import multipart
-from dfdtools.token import TokenError, find_local_client, local_idp, sign_in, template_names
-from dfdtools.tools import LOCAL_API, LOCAL_AWS, interruptible, reports_unreachable
+from dfdtools.token import TokenError, add_local_sign_in_args, local_token
+from dfdtools.tools import LOCAL_API, interruptible, reports_unreachable
 
 CHUNK = 1024 * 1024
-DEFAULT_USER = "alice"
 TOKEN_ENV = "DFD_TOKEN"  # noqa: S105 - the variable's name
 
 
@@ -299,14 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--token", default=os.environ.get(TOKEN_ENV) or None, help=f"access token to send (default: ${TOKEN_ENV})"
     )
-    parser.add_argument(
-        "--user",
-        help=f"without --token: sign in as this user of the local stack's user pool (default: {DEFAULT_USER})",
-    )
-    parser.add_argument("--password", help="with --user: the password (default: $DFD_LOCAL_PASSWORD or its default)")
-    parser.add_argument(
-        "--endpoint-url", default=LOCAL_AWS, help=f"with --user: the local emulator (default: {LOCAL_AWS})"
-    )
+    add_local_sign_in_args(parser)
     parser.add_argument(
         "--parts-in-flight", type=int, default=4, help="multipart uploads: parts sent at once (default 4)"
     )
@@ -344,12 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     bar = not args.no_progress and sys.stderr.isatty()
     token = args.token
     if not token:
-        user = args.user or DEFAULT_USER
         try:
-            idp = local_idp(args.endpoint_url)
-            client = find_local_client(idp, *template_names())
-            password = args.password if args.password is not None else local_password()
-            token = sign_in(idp, client.client_id, user, password)
+            token = local_token(args.user, args.password, args.endpoint_url)
         except TokenError as error:
             print(f"scripts/upload: {error}", file=sys.stderr)
             return 2
