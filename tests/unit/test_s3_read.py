@@ -16,6 +16,7 @@ import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from dfd.adapters.s3 import CHUNK, ObjectStore, ReadTuning
+from dfd.adapters.s3.base import translate
 from dfd.core.config import Settings
 from dfd.core.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.core.objects import OpenedObject
@@ -371,3 +372,9 @@ def test_a_get_that_fails_at_once_is_mapped(read: Callable[..., Read]) -> None:
     r.client.refuse = _client_error("PreconditionFailed", 412)
     with pytest.raises(ObjectChanged):
         r.store.stream(OpenedObject(info, None), hashlib.sha256().update)
+
+
+def test_a_conditional_write_that_raced_another_is_retryable_as_s3_asks() -> None:
+    conflict = translate(_client_error("ConditionalRequestConflict", 409), "CopyObject", "uploads/x")
+    assert isinstance(conflict, ServiceUnavailable)
+    assert not isinstance(translate(_client_error("AccessDenied", 403), "CopyObject", "uploads/x"), ServiceUnavailable)

@@ -28,7 +28,17 @@ _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _NO_UPLOAD = {"NoSuchUpload"}
 _PARTS_REJECTED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
-_RETRYABLE = {"SlowDown", "503", "500", "InternalError", "ServiceUnavailable", "RequestTimeout"}
+# ConditionalRequestConflict (409): a conditional write (IfNoneMatch, IfMatch) raced another on its key; S3 asks
+# for a retry (API reference, PutObject / CopyObject / CompleteMultipartUpload, IfNoneMatch)
+_RETRYABLE = {
+    "SlowDown",
+    "503",
+    "500",
+    "InternalError",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "ConditionalRequestConflict",
+}
 
 
 def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdError:
