@@ -34,8 +34,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
 
 
 # Module scope: Playwright's sync API marks its event loop as running in the main thread for as long as it is
-# open, and the ingest handler's batch processor (asyncio) must not find a running loop when later tests call it
-# in-process.
+# open, so no test after a module's browser tests finds a running loop.
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     executable = find_chromium()

@@ -57,7 +57,9 @@ def test_one_failing_record_among_concurrent_ones_is_the_only_failure(
     aws.assert_invariants()
 
 
-def test_every_record_of_a_batch_fails_on_its_own(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_record_of_a_batch_fails_on_its_own(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     answers = [uploaded(aws, f"other {i}".encode() * 50, f"g{i}.bin") for i in range(3)]
     batch = sqs_batch(*(s3_notification(aws.settings.bucket, a["key"]) for a in answers))
 
@@ -69,6 +71,13 @@ def test_every_record_of_a_batch_fails_on_its_own(aws: Aws, monkeypatch: pytest.
     assert sorted(f["itemIdentifier"] for f in result["batchItemFailures"]) == sorted(
         r["messageId"] for r in batch["Records"]
     )
+    # each failed record is logged with its id and its error
+    warned = {
+        r.__dict__["message_id"]: r.__dict__["error"]
+        for r in caplog.records
+        if r.getMessage() == "record stays on the queue"
+    }
+    assert warned == {r["messageId"]: "ServiceUnavailable('injected')" for r in batch["Records"]}
 
 
 def aws_upload_status(aws: Aws, upload_id: str) -> str:

@@ -128,6 +128,11 @@ def test_malformed_records_are_batch_failures_and_touch_nothing(aws: Aws) -> Non
     del nameless["Records"][0]["messageId"]
     with pytest.raises(InvalidEvent):  # no id to report a failure with: the batch as a whole is malformed
         invoke(nameless)
+    twins = sqs_batch(s3_notification(aws.settings.bucket, good["key"]), "not json at all")
+    twins["Records"][1]["messageId"] = twins["Records"][0]["messageId"]
+    with pytest.raises(InvalidEvent, match="appears twice"):  # a failure reported by that id would name both
+        invoke(twins)
+    assert deps.repository().counter_totals() == totals
     aws.assert_invariants()
 
 

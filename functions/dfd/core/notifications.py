@@ -94,11 +94,16 @@ def refs_from_message_body(body: str | None) -> list[ObjectRef]:
 
 
 def check_sqs_batch(event: Mapping[str, Any]) -> None:
-    """Every record of an SQS event must carry a messageId and a body: without an id no failure can be
-    reported for it, so a batch that lacks one is malformed as a whole."""
+    """Every record of an SQS event must carry a messageId of its own and a body: without an id of its own no
+    failure can be reported for it, so a batch that lacks one (or repeats one, which SQS never does) is malformed
+    as a whole."""
+    seen: set[str] = set()
     for record in event["Records"]:
         if not isinstance(record.get("messageId"), str) or not record["messageId"]:
             raise InvalidEvent("an SQS record has no messageId")
+        if record["messageId"] in seen:
+            raise InvalidEvent(f"SQS messageId {record['messageId']} appears twice in one batch")
+        seen.add(record["messageId"])
         if not isinstance(record.get("body"), str):
             raise InvalidEvent(f"SQS record {record['messageId']} has no body")
 
