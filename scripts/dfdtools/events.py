@@ -24,7 +24,10 @@ WAIT_SECONDS = 10
 
 def line(event: dict[str, Any]) -> str:
     detail = event.get("detail") or {}
-    who = f" {detail.get('tenant')}/{detail.get('owner')} upload {detail.get('upload_id')} {detail.get('filename')!r}"
+    who = (
+        f" {detail.get('tenant')}/{detail.get('owner')} upload {detail.get('upload_id')} {detail.get('filename')!r}"
+        f" via {detail.get('via')}"
+    )
     return (
         f"{detail.get('occurred_at', event.get('time'))}  {event.get('detail-type', '?'):<20}"
         f" {str(detail.get('sha256'))[:12]} {detail.get('size')} bytes"

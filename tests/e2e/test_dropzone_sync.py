@@ -93,6 +93,7 @@ def test_aws_s3_sync_of_200_files_50_of_them_another_tenants_content(stack: Runn
     for index, data in enumerate(contents):
         item = by_name[f"{run}/d{index % 4}/{run}-{index}.txt"]
         assert item["hash"] == hashlib.sha256(data).hexdigest() and item["size"] == len(data)
+        assert item["via"] == "s3"  # written with S3 credentials: listed (and published) as the drop zone's
     # every upload is new content for alice's tenant ("stored"); globally 50 were duplicates of bob's
     s3 = stack.client("s3")
     left = s3.list_objects_v2(Bucket=stack.bucket, Prefix=prefix).get("Contents", [])

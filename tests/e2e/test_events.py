@@ -43,6 +43,7 @@ def test_every_outcome_reaches_the_local_events_queue(stack: RunningStack) -> No
         "owner": upload_event["detail"]["owner"],
         "upload_id": upload_id,
         "filename": "event.txt",
+        "via": "presigned",
         "sha256": digest,
         "size": len(data),
     }

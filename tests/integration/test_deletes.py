@@ -276,8 +276,9 @@ def test_my_uploads_newest_first_paged_with_a_token_of_the_caller(aws: Aws) -> N
     shown = {item["upload_id"]: item for item in page["items"]}
     assert shown[first]["status"] == "deleted" and shown[first]["hash"] == DIGEST and shown[first]["size"] == len(DATA)
     assert shown[pending["upload_id"]]["status"] == "pending" and shown[pending["upload_id"]]["filename"] == "two.bin"
-    listed = {"upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at"}
+    listed = {"upload_id", "status", "filename", "size", "via", "hash", "created_at", "processed_at", "deleted_at"}
     assert set(shown[first]) <= listed
+    assert shown[first]["via"] == "presigned" and shown[precheck["upload_id"]]["via"] == "precheck"
 
     seen: list[str] = []
     query: dict[str, str] = {"limit": "1"}

@@ -11,10 +11,11 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from dfd.adapters.eventbridge import entry
-from dfd.core.records import FileRecord, UploadRecord, UploadStatus
+from dfd.core.records import FileRecord, UploadRecord, UploadStatus, UploadVia
 from dfd.events.outcomes import DetailType, file_events, upload_events
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "events"
+AT = "2026-03-01T12:00:00.000Z"
 SLUGS = {kind: kind.value.lower().replace(" ", "-") for kind in DetailType}
 
 
@@ -60,6 +61,31 @@ def test_what_the_publisher_builds_validates() -> None:
     for event in events:
         document = json.loads(entry(event, "bus")["Detail"])
         Draft202012Validator(schema(event.detail_type)).validate(published(event.detail_type, document))
+
+
+@pytest.mark.parametrize("via", [*UploadVia, None])
+def test_every_upload_event_carries_how_its_object_came_in(via: UploadVia | None) -> None:
+    """Each Upload event's detail names its upload's `via` (None: recorded before dfd kept it), and its schema
+    requires it with exactly dfd's values."""
+    base = UploadRecord(upload_id="c" * 32, status=UploadStatus.PENDING, owner="o", tenant="t", size=4, via=via)
+    ends = [UploadStatus.STORED, UploadStatus.DELETED, UploadStatus.EXPIRED, UploadStatus.FAILED]
+    events = [e for end in ends for e in upload_events(base, _with(base, status=end, hash="ab" * 32), committed_at=AT)]
+    events += upload_events(None, _with(base, status=UploadStatus.REJECTED), committed_at=AT)
+    events += upload_events(
+        base, _with(base, status=UploadStatus.STORED, outcome=UploadStatus.DUPLICATE, hash="ab" * 32), committed_at=AT
+    )
+    assert {e.detail_type for e in events} == {kind for kind in DetailType if kind.is_upload}
+    for event in events:
+        detail = json.loads(entry(event, "bus")["Detail"])
+        assert detail["via"] == (via.value if via is not None else None)
+        Draft202012Validator(schema(event.detail_type)).validate(published(event.detail_type, detail))
+        declared = schema(event.detail_type)["properties"]["detail"]
+        assert "via" in declared["required"]
+        assert declared["properties"]["via"]["enum"] == [*(v.value for v in UploadVia), None]
+
+
+def _with(record: UploadRecord, **changed: Any) -> UploadRecord:
+    return UploadRecord(**{**_fields(record), **changed})
 
 
 def _fields(record: UploadRecord) -> dict[str, Any]:

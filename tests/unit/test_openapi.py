@@ -27,7 +27,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from dfd.core import errors
-from dfd.core.records import COUNTER_FIELDS, USAGE_FIELDS
+from dfd.core.records import COUNTER_FIELDS, USAGE_FIELDS, UploadStatus, UploadVia
 from dfd.identity import pats, s3credentials
 from dfd.queries import views
 from dfd.uploads import multipart
@@ -291,6 +291,15 @@ def test_response_fields_are_the_same_in_code_and_document() -> None:
     assert set(schema_properties("Me")) >= {"usage", "limits"}
     usage = document()["components"]["schemas"]["Me"]["properties"]["usage"]
     assert set(usage["properties"]) == set(USAGE_FIELDS)
+
+
+def test_upload_status_and_via_take_the_values_of_the_code() -> None:
+    """An upload's `status` and `via` take exactly the values of their enums (dfd.core.records)."""
+    schemas = document()["components"]["schemas"]
+    assert set(schemas["UploadStatus"]["enum"]) == {status.value for status in UploadStatus}
+    assert set(schemas["UploadVia"]["enum"]) == {via.value for via in UploadVia}
+    for name in ("Upload", "UploadListItem"):
+        assert schemas[name]["properties"]["via"] == {"$ref": "#/components/schemas/UploadVia"}
 
 
 @pytest.mark.parametrize("route", handler_routes(), ids=lambda route: " ".join(route.key))

@@ -14,7 +14,7 @@ import pytest
 from dfd.adapters.publisher import publish
 from dfd.core.config import Settings
 from dfd.core.notifications import ObjectRef
-from dfd.core.records import FileRecord, UploadRecord, UploadStatus
+from dfd.core.records import FileRecord, UploadRecord, UploadStatus, UploadVia
 from dfd.deletes.service import DeleteService
 from dfd.events.outcomes import DetailType, OutcomeEvent, event_id, file_events, upload_events
 from dfd.identity.caller import Caller
@@ -220,7 +220,9 @@ def test_an_image_of_no_record_publishes_nothing_and_is_not_retried() -> None:
 
 
 def test_upload_detail_names_the_uploader() -> None:
-    [event] = upload_events(upload(UploadStatus.PENDING), upload(UploadStatus.STORED, hash="c" * 64), committed_at="t")
+    pending = upload(UploadStatus.PENDING, via=UploadVia.LFS)
+    stored = upload(UploadStatus.STORED, hash="c" * 64, via=UploadVia.LFS)
+    [event] = upload_events(pending, stored, committed_at="t")
     assert isinstance(event, OutcomeEvent) and event.detail_type is DetailType.UPLOAD_STORED
     assert event.detail() == {
         "event_id": event.event_id,
@@ -229,6 +231,7 @@ def test_upload_detail_names_the_uploader() -> None:
         "owner": "o",
         "upload_id": "a" * 32,
         "filename": "f",
+        "via": "lfs",
         "sha256": "c" * 64,
         "size": 3,
     }

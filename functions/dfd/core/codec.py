@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from dfd.core.records import CounterShard, TenantUsage, UploadStatus
+from dfd.core.records import CounterShard, TenantUsage, UploadStatus, UploadVia
 from dfd.core.usage import USAGE_SHARDS, UsageShard
 
 Item = dict[str, Any]
@@ -29,6 +29,7 @@ _COERCE: dict[str, Callable[[Any], Any]] = {
     "bool": bool,
     "UploadStatus": UploadStatus,
     "UploadStatus | None": UploadStatus,
+    "UploadVia | None": UploadVia,
 }
 
 

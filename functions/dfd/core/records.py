@@ -33,6 +33,17 @@ class UploadStatus(StrEnum):
         return self in (UploadStatus.PENDING, UploadStatus.EXPIRED, UploadStatus.FAILED, UploadStatus.REJECTED)
 
 
+class UploadVia(StrEnum):
+    """How an upload's object came in (the upload record's `via`, shown by the API and carried by its events)."""
+
+    PRESIGNED = "presigned"  # POST /upload: one presigned PUT
+    MULTIPART = "multipart"  # POST /upload with multipart: presigned parts (dfd.uploads.multipart)
+    LFS = "lfs"  # a Git LFS batch upload action: one presigned PUT (dfd.lfs.batch)
+    S3 = "s3"  # an S3 tool writing under the caller's prefix with POST /me/s3-credentials' keys (the drop zone)
+    BUCKET = "bucket"  # an object put straight into the bucket at an upload key, with no registration (no owner)
+    PRECHECK = "precheck"  # no object: POST /upload's sha256 named content its tenant held (the 409 duplicate)
+
+
 class ContentState(StrEnum):
     """A content's state, derived in one place (FileRecord.state): only `lost` is written (by the reconcile
     sweep); TOMBSTONED is a live reference count of 0 — its bytes await the reaper, an upload of the content
@@ -128,6 +139,9 @@ class UploadRecord:
     s3_upload_id: str | None = None  # never shown to clients
     part_checksums: bool = False  # its S3 multipart upload was created with SHA-256 part checksums
     completed_at: str | None = None  # CompleteMultipartUpload succeeded
+    # how its object came in; None: registered (POST /upload, /lfs, the drop zone) before dfd kept it, the item does
+    # not say which (dfd.uploads.codec.upload_record)
+    via: UploadVia | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ class OutcomeEvent:
     owner: str | None = None
     upload_id: str | None = None
     filename: str | None = None
+    via: str | None = None  # how the upload's object came in (dfd.core.records.UploadVia); None: not recorded
 
     def detail(self) -> dict[str, Any]:
         detail: dict[str, Any] = {"event_id": self.event_id, "occurred_at": self.occurred_at}
@@ -68,6 +69,7 @@ class OutcomeEvent:
                 "owner": self.owner,
                 "upload_id": self.upload_id,
                 "filename": self.filename,
+                "via": self.via,
             }
         return detail | {"sha256": self.sha256, "size": self.size}
 
@@ -114,6 +116,7 @@ def _upload_event(kind: DetailType, upload: UploadRecord, transition: str, at: s
         owner=upload.owner,
         upload_id=upload.upload_id,
         filename=upload.filename,
+        via=upload.via.value if upload.via is not None else None,
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dfd.core import clock
 from dfd.core.codec import Item, optional, parse
-from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadStatus
+from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadStatus, UploadVia
 from dfd.uploads.codec import upload_key
 
 if TYPE_CHECKING:
@@ -154,6 +154,14 @@ def processed_upload(
     }
 
 
+def upload_defaults(filename: str, content_type: str, stamp: str, *, registered: bool) -> Item:
+    """What an ingest's commit sets on the upload it processes only where the item holds none: its filename, content
+    type and creation time — and, for an object put straight at an upload key with no registration (not
+    `registered`: the commit creates its item), how it came in (`via`; a registration wrote its own)."""
+    defaults: Item = {"filename": filename, "content_type": content_type, "created_at": stamp}
+    return defaults if registered else defaults | {"via": UploadVia.BUCKET.value}
+
+
 def ingested_upload_item(
     version: ObjectVersion, outcome: UploadStatus, stamp: str, filename: str, content_type: str
 ) -> Item:
@@ -163,7 +171,7 @@ def ingested_upload_item(
     claim = {CLAIM_HASH: version.hash, "claimed_at": stamp} if outcome == UploadStatus.STORED else {}
     return (
         upload_key(version.upload_id)
-        | {"filename": filename, "content_type": content_type, "created_at": stamp}
+        | upload_defaults(filename, content_type, stamp, registered=False)
         | processed_upload(version, outcome, outcome, stamp, "seeded")
         | claim
     )

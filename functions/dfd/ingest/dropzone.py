@@ -31,7 +31,7 @@ from dfd.core import clock
 from dfd.core.conflicts import CommitRefused, QuotaRefused
 from dfd.core.errors import ObjectChanged, ObjectNotFound, ServiceUnavailable
 from dfd.core.ids import MAX_FILENAME, clean_filename, object_key, tenant_metadata, version_token
-from dfd.core.records import UploadRecord, UploadStatus
+from dfd.core.records import UploadRecord, UploadStatus, UploadVia
 from dfd.identity.s3access import ROOT, parse_key
 from dfd.uploads.ports import NewUpload
 
@@ -145,6 +145,7 @@ class DropZone:
                 clock.plus(now, seconds=PENDING_SECONDS),
                 owner=owner,
                 tenant=tenant,
+                via=UploadVia.S3,
             )
             if info.size > self._s.max_upload_bytes or info.size < 1:
                 return self._repo.record_rejected_upload(upload, TOO_LARGE if info.size else "empty", now)

@@ -30,7 +30,7 @@ from dfd.core import clock
 from dfd.core.config import S3_MAX_PUT, Settings
 from dfd.core.errors import Forbidden
 from dfd.core.notifications import ObjectRef
-from dfd.core.records import FileRecord, UploadStatus, holds
+from dfd.core.records import FileRecord, UploadStatus, UploadVia, holds
 from dfd.lfs.request import OID, LfsError, body_object
 from dfd.uploads.service import DEFAULT_CONTENT_TYPE, UploadRequest, UploadService
 
@@ -203,7 +203,7 @@ class LfsService:
         for index, obj in needed:
             request = UploadRequest(f"{repo}@{obj.oid[:12]}", obj.size, DEFAULT_CONTENT_TYPE, obj.oid)
             try:
-                answer = self._uploads.create_single(request, caller)
+                answer = self._uploads.create_single(request, caller, via=UploadVia.LFS)
             except Forbidden as refused:  # the quota, reached meanwhile by a concurrent upload
                 self._release(caller, registered)
                 raise LfsError(507, refused.message) from None

@@ -25,6 +25,7 @@ _UPLOAD_FIELDS = (
     "filename",
     "size",
     "content_type",
+    "via",
     "created_at",
     "expires_at",
     "processed_at",
@@ -34,7 +35,18 @@ _UPLOAD_FIELDS = (
     "reason",
     "deleted_at",
 )
-_LISTED = ("upload_id", "status", "filename", "size", "hash", "created_at", "processed_at", "deleted_at", "reason")
+_LISTED = (
+    "upload_id",
+    "status",
+    "filename",
+    "size",
+    "via",
+    "hash",
+    "created_at",
+    "processed_at",
+    "deleted_at",
+    "reason",
+)
 
 
 def _present(shown: tuple[str, ...], **fields: Any) -> dict[str, Any]:
@@ -82,6 +94,7 @@ def upload_view(upload: UploadRecord, file: dict[str, Any] | None) -> dict[str, 
         filename=upload.filename,
         size=upload.size,
         content_type=upload.content_type,
+        via=upload.via.value if upload.via is not None else None,  # how its object came in (None: not recorded)
         created_at=upload.created_at,
         expires_at=upload.expires_at,
         processed_at=upload.processed_at,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dfd.core import clock
 from dfd.core.codec import Item, parse
-from dfd.core.records import PrecheckCount, UploadRecord, UploadStatus
+from dfd.core.records import PrecheckCount, UploadRecord, UploadStatus, UploadVia
 
 if TYPE_CHECKING:
     from dfd.uploads.ports import NewMultipart, NewUpload, PrecheckDuplicate
@@ -18,7 +18,25 @@ PRECHECK_PREFIX = "precheck#"
 
 
 def upload_record(item: Mapping[str, Any]) -> UploadRecord:
-    return parse(UploadRecord, item)
+    """The upload an item is. `via` (how its object came in) is written by every path that creates the item; an item
+    written before dfd kept it takes what its other attributes prove (:func:`derived_via`)."""
+    if item.get("via") is not None:
+        return parse(UploadRecord, item)
+    return parse(UploadRecord, item, via=derived_via(item))
+
+
+def derived_via(item: Mapping[str, Any]) -> UploadVia | None:
+    """How the object of an item without `via` came in, where its attributes prove it: no owner — an object put
+    straight into the bucket (its item is the ingest commit's: every registration names an owner); `multipart` —
+    POST /upload's multipart; no object key — the precheck's duplicate. Else None: a presigned PUT of POST /upload
+    or of /lfs, or a drop-zone object, registered before `via` was written (their items hold the same attributes)."""
+    if item.get("owner") is None:
+        return UploadVia.BUCKET
+    if item.get("multipart"):
+        return UploadVia.MULTIPART
+    if item.get("s3_key") is None:
+        return UploadVia.PRECHECK
+    return None
 
 
 def upload_key(upload_id: str) -> Item:
@@ -61,6 +79,7 @@ def pending_upload_item(
         "owner": upload.owner,
         "tenant": upload.tenant,
         "quota_bytes": upload.size,
+        "via": upload.via.value,
     }
     if multipart is not None:  # its `s3_upload_id` and `part_checksums` come with the first parts call
         item |= {
@@ -91,6 +110,7 @@ def rejected_upload_item(upload: NewUpload, reason: str, now: datetime, *, ttl: 
         "ttl": ttl,
         "owner": upload.owner,
         "tenant": upload.tenant,
+        "via": upload.via.value,
     }
 
 
@@ -108,4 +128,5 @@ def precheck_upload_item(upload: PrecheckDuplicate, stamp: str) -> Item:
         "content_type": upload.content_type,
         "created_at": stamp,
         "processed_at": stamp,
+        "via": UploadVia.PRECHECK.value,
     }

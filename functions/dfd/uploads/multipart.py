@@ -38,7 +38,7 @@ from dfd.core.errors import (
     ValidationFailed,
 )
 from dfd.core.ids import new_upload_id, object_key, tenant_metadata
-from dfd.core.records import UploadRecord, UploadStatus
+from dfd.core.records import UploadRecord, UploadStatus, UploadVia
 from dfd.core.text import refuse_unknown
 from dfd.queries.service import check_upload_id
 from dfd.uploads.ownership import owned_upload
@@ -149,6 +149,7 @@ class MultipartService:
             expires_at,
             caller.owner,
             caller.tenant,
+            UploadVia.MULTIPART,
         )
         multipart = NewMultipart(caller.owner, caller.tenant, part_size, part_count)
         self._repo.register_multipart_upload(upload, multipart, now)

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from dfd.core.reads import TenantFileReads, UploadReads
+from dfd.core.records import UploadVia
 
 if TYPE_CHECKING:
     from dfd.core.records import UploadStatus
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NewUpload:
-    """An upload just issued (a presigned PUT to `key`), pending until its object is ingested."""
+    """An upload just issued (a presigned PUT to `key`, or the parts of one), pending until its object is ingested;
+    or a drop-zone object registered (dfd.ingest.dropzone)."""
 
     upload_id: str
     filename: str
@@ -27,6 +29,7 @@ class NewUpload:
     expires_at: datetime
     owner: str  # the caller's sub (dfd.identity.caller.Caller.owner)
     tenant: str  # the caller's tenant (dfd.identity.caller.Caller.tenant)
+    via: UploadVia = UploadVia.PRESIGNED  # how its object comes in (dfd.core.records.UploadVia)
 
 
 @dataclass(frozen=True)

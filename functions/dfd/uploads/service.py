@@ -14,7 +14,7 @@ from dfd.core.conflicts import CommitRefused, PrecheckLimited, QuotaRefused
 from dfd.core.errors import Forbidden, TooLarge, TooManyRequests, TransactionRetryable, ValidationFailed
 from dfd.core.hashing import hex_to_b64
 from dfd.core.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
-from dfd.core.records import TenantUsage, holds
+from dfd.core.records import TenantUsage, UploadVia, holds
 from dfd.core.retry import PRECHECK_READS, Backoff
 from dfd.core.text import refuse_unknown
 from dfd.queries.views import tenant_file_view
@@ -143,7 +143,7 @@ class UploadService:
             except QuotaRefused as refused:
                 raise quota_exceeded(self._s, refused) from None
             return UploadAnswer(201, body)
-        return self._issue(request, caller)
+        return self._issue(request, caller, UploadVia.PRESIGNED)
 
     def _precheck(self, request: UploadRequest, digest: str, caller: Caller) -> UploadAnswer | None:
         """Content the caller's TENANT holds: the caller's own upload record (duplicate), +1 on the file record
@@ -225,7 +225,7 @@ class UploadService:
             details={"limit": bound.limit, "window_seconds": seconds, "retry_after": retry_after},
         )
 
-    def _issue(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
+    def _issue(self, request: UploadRequest, caller: Caller, via: UploadVia) -> UploadAnswer:
         now = self._now()
         upload_id = new_upload_id(checksummed=request.sha256 is not None)
         key = object_key(self._s.upload_prefix, upload_id)
@@ -251,6 +251,7 @@ class UploadService:
             expires_at,
             owner=caller.owner,
             tenant=caller.tenant,
+            via=via,
         )
         try:
             self._repo.register_upload(upload, now)  # counted against the tenant's quota in the same write
@@ -271,10 +272,10 @@ class UploadService:
             },
         )
 
-    def create_single(self, request: UploadRequest, caller: Caller) -> UploadAnswer:
+    def create_single(self, request: UploadRequest, caller: Caller, *, via: UploadVia) -> UploadAnswer:
         """The registration `create` makes for content to send, always as one presigned PUT (Git LFS's `basic`
         transfer cannot send parts), without the precheck: the caller answers content the tenant holds itself and
         keeps the request at or under S3's largest PUT. Content held meanwhile is sent and deduplicated by the
-        ingest, as after any upload."""
+        ingest, as after any upload. `via`: the caller's path (the upload record's, dfd.core.records.UploadVia)."""
         assert not request.multipart
-        return self._issue(request, caller)
+        return self._issue(request, caller, via)

@@ -19,7 +19,7 @@ from dfd.core.conflicts import (
     UploadTaken,
 )
 from dfd.core.ids import event_key
-from dfd.core.records import ContentState, TenantUsage, UploadStatus
+from dfd.core.records import ContentState, TenantUsage, UploadStatus, UploadVia
 from dfd.ingest.ports import ObjectVersion, TenantShare
 from dfd.uploads.ports import PrecheckDuplicate
 from tests.integration.contract.support import (
@@ -138,6 +138,7 @@ def test_precheck_duplicate(repo: Repository) -> None:
     repo.commit_precheck_duplicate(precheck, counter_shard=0, now=_now())
     upload = repo.get_upload(precheck.upload_id)
     assert upload is not None and upload.status == UploadStatus.DUPLICATE and upload.owner == "carol"
+    assert upload.via == UploadVia.PRECHECK
     assert upload.processed_at == clock.iso(_now()) and upload.hash == DIGEST
     file, ref = repo.tenant_file("acme", DIGEST)
     assert file is not None and (file.upload_count, file.live_refs, file.saved_bytes) == (2, 2, 100)
@@ -204,3 +205,16 @@ def test_an_upload_carries_the_event_of_the_version_that_processed_it(repo: Repo
     # the stored copy's key claimed: another version there is a conflict (the claim outranks the taken upload)
     claimed = refused(KeyClaimed, lambda: commit(repo, "duplicate", second, None))
     assert claimed.item == claims[v.key]
+
+
+def test_a_commit_keeps_how_a_registered_upload_came_in_and_names_a_direct_put_bucket(repo: Repository) -> None:
+    """The commit sets `via` only on an upload item it creates (an object put straight at an upload key, no
+    registration): `bucket`; a registered upload keeps its own."""
+    _, v = registered(repo, 1)
+    commit(repo, "stored", v, TenantShare("acme", False, False, 100))
+    kept = repo.get_upload(v.upload_id or "")
+    assert kept is not None and kept.status == UploadStatus.STORED and kept.via == UploadVia.PRESIGNED
+    direct = version(2, digest=OTHER, upload_id=f"{2:032x}")
+    commit(repo, "stored", direct, None)
+    created = repo.get_upload(f"{2:032x}")
+    assert created is not None and created.owner is None and created.via == UploadVia.BUCKET

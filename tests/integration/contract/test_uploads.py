@@ -4,6 +4,7 @@ quota, multipart records, an upload ended or cancelled once, the reconcile's pen
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from dfd.core import clock
@@ -11,7 +12,7 @@ from dfd.core.conflicts import (
     MultipartAttached,
     QuotaRefused,
 )
-from dfd.core.records import TenantUsage, UploadStatus
+from dfd.core.records import TenantUsage, UploadStatus, UploadVia
 from dfd.uploads.ports import NewMultipart
 from tests.integration.contract.support import (
     PENDING_LIMIT,
@@ -133,3 +134,32 @@ def test_a_drop_zone_registration_is_not_held_to_the_pending_limit(repo: Reposit
     assert repo.tenant_usage("acme").pending_count == PENDING_LIMIT + 1
     over = refused(QuotaRefused, lambda: repo.register_upload(new_upload(92, size=QUOTA), _now(), pending_limit=False))
     assert over is not None  # the bytes quota still holds
+
+
+def test_how_each_upload_came_in_is_kept_and_read_by_every_reader(repo: Repository) -> None:
+    """`via` as registered, on the item and through both indexes: GET /uploads' OwnerIndex, the reconcile's
+    PendingIndex (each projects the record's fields)."""
+    registered(repo, 1)  # POST /upload's presigned PUT: NewUpload's default
+    repo.register_upload(dataclasses.replace(new_upload(2), via=UploadVia.LFS), _now())
+    repo.register_upload(dataclasses.replace(new_upload(3), via=UploadVia.S3), _now())
+    repo.register_multipart_upload(
+        dataclasses.replace(new_upload(4, size=600, tenant="beta"), via=UploadVia.MULTIPART),
+        NewMultipart("alice", "beta", 5 * 2**20, 2),
+        _now(),
+    )
+    rejected = repo.record_rejected_upload(dataclasses.replace(new_upload(5), via=UploadVia.S3), "too_large", _now())
+    assert rejected.via == UploadVia.S3 and rejected.status == UploadStatus.REJECTED
+    want = {
+        new_upload(1).upload_id: UploadVia.PRESIGNED,
+        new_upload(2).upload_id: UploadVia.LFS,
+        new_upload(3).upload_id: UploadVia.S3,
+        new_upload(4).upload_id: UploadVia.MULTIPART,
+        new_upload(5).upload_id: UploadVia.S3,
+    }
+    assert {upload_id: record.via for upload_id, record in repo.get_uploads(list(want)).items()} == want
+    listed, _ = repo.owner_uploads("alice", 10, None)
+    assert {record.upload_id: record.via for record in listed} == want
+    pending = due(repo.due_uploads, repo, _now() + timedelta(days=1), limit=10)
+    assert {record.upload_id: record.via for record in pending} == {
+        upload_id: via for upload_id, via in want.items() if upload_id != rejected.upload_id
+    }

@@ -132,7 +132,9 @@ class FakeTables:
             self.events[version.event_key] = self._event(version, outcome, now)
         if self.files[version.hash].get("s3_key") == version.key:
             self.claims[(version.bucket, version.key)] = ingest_codec.claim_item("", version.hash, stamp)
-        self._finish_upload(version, status, UploadStatus(outcome), filename, content_type, stamp)
+        self._finish_upload(
+            version, status, UploadStatus(outcome), filename, content_type, stamp, registered=tenant is not None
+        )
         self._add_tenant_ref(tenant, version, filename, content_type, stamp)
 
     def _count_duplicate(self, file: Item, now: datetime) -> None:
@@ -173,13 +175,15 @@ class FakeTables:
         filename: str,
         content_type: str,
         stamp: str,
+        *,
+        registered: bool,
     ) -> None:
         if version.upload_id is None:
             return
         upload = self.uploads.setdefault(version.upload_id, dict(uploads_codec.upload_key(version.upload_id)))
         self.nonces += 1
         upload.update(ingest_codec.processed_upload(version, status, outcome, stamp, f"{self.nonces:016x}"))
-        for name, value in (("filename", filename), ("content_type", content_type), ("created_at", stamp)):
+        for name, value in ingest_codec.upload_defaults(filename, content_type, stamp, registered=registered).items():
             upload.setdefault(name, value)
         for name in ("pending_shard", "ttl", "quota_bytes"):
             upload.pop(name, None)

@@ -371,7 +371,9 @@ class Contents(Store):
             names[f"#f{i}"] = name
             values[f":f{i}"] = to_attr(value)
             parts.append(f"#f{i} = :f{i}")
-        defaults = {"filename": filename, "content_type": content_type, "created_at": stamp}
+        # an upload with no tenant has no registration: an object put straight at an upload key (this commit
+        # creates its item)
+        defaults = ingest_codec.upload_defaults(filename, content_type, stamp, registered=tenant is not None)
         for i, (name, value) in enumerate(defaults.items()):
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
