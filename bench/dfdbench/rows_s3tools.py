@@ -69,9 +69,11 @@ def settled(items: Iterable[Mapping[str, Any]], names: Collection[str]) -> tuple
     return done, {name: status for name, status in stuck.items() if name not in done}
 
 
-def await_stored(api: str, headers: Mapping[str, str], names: Collection[str], started: float) -> dict[str, Any]:
+def await_stored(
+    api: str, headers: Mapping[str, str], names: Collection[str], started: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Poll GET /uploads (every page) until every name is listed stored or duplicate: seconds since `started`
-    (a perf_counter) when the listing first showed them all, and the polls made."""
+    (a perf_counter) when the listing first showed them all and the polls made; the uploads so listed."""
     from dfdtools.upload import list_uploads
 
     polls = 0
@@ -79,10 +81,12 @@ def await_stored(api: str, headers: Mapping[str, str], names: Collection[str], s
         session.headers.update(headers)
         while True:
             polls += 1
-            done, stuck = settled(list_uploads(session, api), names)
+            items = list(list_uploads(session, api))
+            done, stuck = settled(items, names)
             seen = time.perf_counter()
             if len(done) == len(names):
-                return {"seconds": seen - started, "polls": polls}
+                final = [item for item in items if item.get("filename") in done and item.get("status") in FINAL]
+                return {"seconds": seen - started, "polls": polls}, final
             if stuck:
                 raise NeverStored(f"{len(stuck)} uploads will never be stored: {sorted(stuck.items())[:5]}")
             if seen - started > TIMEOUT:
@@ -156,12 +160,26 @@ class Paths:
 def timed(
     paths: Paths, command: list[str], env: Mapping[str, str], user: str, names: Collection[str]
 ) -> dict[str, Any]:
-    """`command` run from start to exit, then GET /uploads polled as `user` until `names` are all stored."""
+    """`command` run from start to exit, then GET /uploads polled as `user` until `names` are all stored; with
+    when the uploads were registered and processed, as they list it (whole seconds after the start)."""
     headers = auth_headers(paths.ready, user)
-    started = time.perf_counter()
+    wall, started = time.time(), time.perf_counter()
     paths.run(command, env)
     exited = time.perf_counter() - started
-    return await_stored(paths.api, headers, names, started) | {"client_exit_s": exited}
+    found, final = await_stored(paths.api, headers, names, started)
+    return found | {"client_exit_s": exited} | stamps(final, wall)
+
+
+def stamps(items: Iterable[Mapping[str, Any]], wall: float) -> dict[str, list[float]]:
+    """The first and last created_at and processed_at of `items`, in seconds after `wall` (a time.time())."""
+    from dfd.core import clock
+
+    found: dict[str, list[float]] = {}
+    for field in ("created_at", "processed_at"):
+        moments = [clock.parse(str(item[field])).timestamp() - wall for item in items if item.get(field)]
+        if moments:
+            found[field.replace("_at", "_s")] = [min(moments), max(moments)]
+    return found
 
 
 def s3_tools(options: Options) -> list[Row]:
@@ -260,7 +278,8 @@ def _rows(measured: dict[str, Any], facts: dict[str, Any], size: int, sizes: lis
             f"{s3:.1f} s vs {up:.1f} s (ratio = s3 cp time / scripts/upload time); {cli} defaults: 8 MB parts, "
             f"10 requests in flight; scripts/upload: 8 MiB parts, 4 in flight; the CLI exited after "
             f"{large['s3']['client_exit_s']:.1f} s, scripts/upload after {large['upload']['client_exit_s']:.1f} s; "
-            + machine,
+            f"the drop zone registered the object {_at(large['s3'], 'created_s', 0)}, its ingest committed "
+            f"{_at(large['s3'], 'processed_s', 1)}; " + machine,
             large | facts,
         ),
         Row(
@@ -276,8 +295,14 @@ def _rows(measured: dict[str, Any], facts: dict[str, Any], size: int, sizes: lis
             None,
             f"{s3_small:.1f} s vs {up_small:.1f} s for {sum(sizes) / 1e6:.1f} MB (ratio = sync time / "
             f"scripts/upload time); the CLI exited after {small['s3']['client_exit_s']:.1f} s, scripts/upload after "
-            f"{small['upload']['client_exit_s']:.1f} s; GET /uploads polled every {POLL_SECONDS} s, every page; "
-            + machine,
+            f"{small['upload']['client_exit_s']:.1f} s; the sync's last upload registered "
+            f"{_at(small['s3'], 'created_s', 1)}; GET /uploads polled every {POLL_SECONDS} s, every page; " + machine,
             small | facts,
         ),
     ]
+
+
+def _at(measured: Mapping[str, Any], field: str, which: int) -> str:
+    """A stamp of `stamps` as text: "at ~N s" (whole seconds: the listing's resolution)."""
+    moments = measured.get(field)
+    return f"at ~{moments[which]:.0f} s" if moments else "(not listed)"

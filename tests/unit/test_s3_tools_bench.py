@@ -5,13 +5,14 @@ there stops the row instead of waiting out its timeout."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import requests
 
 from dfdbench import rows_s3tools
-from dfdbench.rows_s3tools import NeverStored, await_stored, settled
+from dfdbench.rows_s3tools import NeverStored, await_stored, settled, stamps
 from dfdtools.upload import ListError, list_uploads
 
 
@@ -105,8 +106,13 @@ def test_await_stored_polls_every_page_until_all_are_listed(monkeypatch: pytest.
     sleeps: list[float] = []
     monkeypatch.setattr(requests.Session, "get", lambda self, url, **kwargs: listing.get(url, **kwargs))
     monkeypatch.setattr(rows_s3tools.time, "sleep", sleeps.append)
-    found = await_stored("http://api", {"Authorization": "Bearer t"}, ["a", "b", "c"], time.perf_counter())
+    found, final = await_stored("http://api", {"Authorization": "Bearer t"}, ["a", "b", "c"], time.perf_counter())
     assert found["polls"] == 3 and sleeps == [rows_s3tools.POLL_SECONDS] * 2
+    assert [(item["filename"], item["status"]) for item in final] == [
+        ("a", "stored"),
+        ("b", "stored"),
+        ("c", "duplicate"),
+    ]
     assert len(listing.calls) == 6  # two pages a listing, three listings
 
 
@@ -116,3 +122,13 @@ def test_await_stored_stops_at_an_upload_that_can_never_be_stored(monkeypatch: p
     monkeypatch.setattr(rows_s3tools.time, "sleep", lambda seconds: pytest.fail("waited for a rejected upload"))
     with pytest.raises(NeverStored, match=r"1 uploads will never be stored: \[\('b', 'rejected \(too_large\)'\)\]"):
         await_stored("http://api", {}, ["a", "b"], time.perf_counter())
+
+
+def test_stamps_are_the_first_and_last_registration_and_processing_after_the_start() -> None:
+    items = [
+        item("a", "stored", created_at="2026-11-27T10:00:01Z", processed_at="2026-11-27T10:00:09Z"),
+        item("b", "stored", created_at="2026-11-27T10:00:03Z", processed_at="2026-11-27T10:00:05Z"),
+        item("c", "stored", created_at="2026-11-27T10:00:02Z"),  # listed without processed_at
+    ]
+    start = datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC).timestamp()
+    assert stamps(items, start) == {"created_s": [1.0, 3.0], "processed_s": [5.0, 9.0]}
