@@ -12,7 +12,8 @@ start per function · 8 end to end on the local stack vs in-process · 9 scaling
 10 multipart upload, parts in parallel vs one PUT (capped link) · 11 resume after an interruption at ~50 % ·
 12 flat memory ingesting a multipart object · 13 a Git LFS push of N objects of which the tenant holds K, requests
 and bytes against a plain LFS store · 16 the cost of one reconcile sweep per million contents · 17 each path's
-dollars per million, every billed request counted.
+dollars per million, every billed request counted · 18 the AWS CLI with prefix credentials (`aws s3 cp` of 1 GiB,
+`aws s3 sync` of 1,000 small files) against scripts/upload, start to all stored.
 Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
 """
 
@@ -31,12 +32,12 @@ from typing import Any
 from dfdbench import report
 from dfdbench.harness import Bench, Options, Row
 
-# run order: row 6 fills a table (moto slows with size); 8, 10 and 11 start their own local stack
+# run order: row 6 fills a table (moto slows with size); 8, 10, 11, 14 and 18 start their own local stack
 # row 8: the files a stack holds for its second run (written as items), and the figure before DynamoDB Local (the
 # issue's measurement, docs/performance.md target 8)
 SEEDED_FILES = 50_000
 BEFORE_DDB_LOCAL = 2.5  # uploads/s
-ALL = ("9", "5", "17", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15", "16")
+ALL = ("9", "5", "17", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15", "16", "18")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -55,12 +56,13 @@ NAMES = {
     "15": "events out: publisher events/s per shard, commit-to-event latency",
     "16": "reconcile: one daily sweep's cost per 1 M contents (transitions, GB-s, AWS calls) vs the ASL-only run",
     "17": "cost: dollars per million of each path, every billed request counted (prices-2026-11.json)",
+    "18": "S3 tools: aws s3 cp of 1 GiB and aws s3 sync of 1,000 files vs scripts/upload, start to all stored",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-17)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-18)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"bench/run: unknown rows {sorted(unknown)} (1-17)", file=sys.stderr)
+        print(f"bench/run: unknown rows {sorted(unknown)} (1-18)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         for target in [t for t in ALL if t in wanted]:
             print(f"[{time.perf_counter() - started:6.1f}s] row {target}: {NAMES[target]} …", flush=True)
             try:
-                if target in ("9", "8", "10", "11", "13", "14", "15", "16"):
+                if target in ("9", "8", "10", "11", "13", "14", "15", "16", "18"):
                     produced = _standalone(target, options, args.clients)
                 else:
                     if bench is None:
@@ -198,6 +200,10 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
         from dfdbench.rows_lfs import lfs_push
 
         return lfs_push(options)
+    if target == "18":
+        from dfdbench.rows_s3tools import s3_tools
+
+        return s3_tools(options)
     if target in ("10", "11"):
         from dfdbench import rows_multipart
 

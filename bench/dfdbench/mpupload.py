@@ -94,12 +94,13 @@ def auth_headers(ready: dict[str, Any], user: str = "alice") -> dict[str, str]:
 
 @contextmanager
 def local_stack(scratch: Path, parameters: dict[str, str]) -> Iterator[dict[str, Any]]:
-    """``python -m dfdlocal`` in its own process on free ports (the client must not share its GIL): its
-    ready file's description."""
+    """``python -m dfdlocal`` in its own process on free ports (the client must not share its GIL), its state
+    in ``scratch``: its ready file's description."""
     ready = scratch / "ready.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DFD_", "AWS_", "MOTO_", "POWERTOOLS_"))}
     command = [sys.executable, "-m", "dfdlocal", "--api-port", "0", "--lambda-port", "0", "--aws-port", "0"]
-    command += ["--ready-file", str(ready), "--log-level", "WARNING"]
+    # its state (DynamoDB Local's files, objects, users) in the scratch directory, never make run's .dfd/
+    command += ["--ready-file", str(ready), "--log-level", "WARNING", "--data-dir", str(scratch / "data")]
     for name, value in parameters.items():
         command += ["--param", f"{name}={value}"]
     log = (scratch / "stack.log").open("wb")

@@ -19,9 +19,13 @@ one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import os
+import shlex
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import requests
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
@@ -32,6 +36,28 @@ from dfdtools.tools import LOCAL_API, interruptible
 TOKEN_ENV = "DFD_TOKEN"  # noqa: S105 - the variable's name
 ROUTE = "/me/s3-credentials"
 TIMEOUT = (5, 30)  # connect, read (seconds)
+
+
+def aws_profile(
+    directory: Path, command: Sequence[str], *, region: str, endpoint_url: str | None, name: str = "dfd"
+) -> dict[str, str]:
+    """The README's profile in ``directory/config``: credentials from ``command`` (``credential_process``, e.g.
+    this script with its options), ``region`` and, locally, ``endpoint_url``. Returned: the variables under which
+    the AWS CLI, the SDKs and rclone (``env_auth``) use that profile and no other credentials (the shared
+    credentials file named is ``directory/credentials``, which this does not write)."""
+    config = configparser.ConfigParser(interpolation=None)
+    section = f"profile {name}"
+    config[section] = {"credential_process": shlex.join(command), "region": region}
+    if endpoint_url:
+        config[section]["endpoint_url"] = endpoint_url
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "config").open("w", encoding="utf-8") as handle:
+        config.write(handle)
+    return {
+        "AWS_CONFIG_FILE": str(directory / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(directory / "credentials"),
+        "AWS_PROFILE": name,
+    }
 
 
 class CredentialsError(Exception):

@@ -119,27 +119,41 @@ def missing_paths(paths: list[Path]) -> list[Path]:
     return [path for path in paths if not (path.is_file() or path.is_dir())]
 
 
-def own_upload(session: requests.Session, api: str, path: Path, digest: str) -> dict[str, Any] | None:
-    """The caller's own upload of this file, if it has one: processed with this content, or still pending under
-    this name and size (its hash is known once it is processed). Newest first, as GET /uploads lists them."""
+class ListError(Exception):
+    """GET /uploads refused a page (the API's error, one line)."""
+
+
+def list_uploads(session: requests.Session, api: str) -> Iterator[dict[str, Any]]:
+    """The caller's uploads, newest first: GET /uploads page by page (100 a page), each page fetched as the
+    previous one is consumed. ListError when a page is refused."""
     token: str | None = None
     while True:
         params = {"limit": "100"} | ({"last_evaluated_key": token} if token else {})
         response = session.get(f"{api}/uploads", params=params, timeout=30)
         if response.status_code != 200:
-            return None
+            raise ListError(error_text(response))
         page = response.json()
-        for item in page["items"]:
+        yield from (dict(item) for item in page["items"])
+        token = page.get("last_evaluated_key")
+        if not token:
+            return
+
+
+def own_upload(session: requests.Session, api: str, path: Path, digest: str) -> dict[str, Any] | None:
+    """The caller's own upload of this file, if it has one: processed with this content, or still pending under
+    this name and size (its hash is known once it is processed). Newest first, as GET /uploads lists them."""
+    try:
+        for item in list_uploads(session, api):
             if item.get("status") in ("stored", "duplicate") and item.get("hash") == digest:
-                return dict(item)
+                return item
             if item.get("status") == "pending" and (item.get("filename"), item.get("size")) == (
                 path.name,
                 path.stat().st_size,
             ):
-                return dict(item)
-        token = page.get("last_evaluated_key")
-        if not token:
-            return None
+                return item
+    except ListError:
+        return None
+    return None
 
 
 def error_text(response: requests.Response) -> str:
@@ -255,15 +269,10 @@ def delete_and_list(
         else:
             failed += 1
             print(f"failed    {upload_id}  ({error_text(response)})")
-    token: str | None = None
-    while listing:
-        params = {"limit": "100"} | ({"last_evaluated_key": token} if token else {})
-        response = session.get(f"{api}/uploads", params=params, timeout=30)
-        if response.status_code != 200:
-            print(f"scripts/upload: GET /uploads: {error_text(response)}", file=sys.stderr)
-            return 1
-        page = response.json()
-        for item in page["items"]:
+    if not listing:
+        return 1 if failed else 0
+    try:
+        for item in list_uploads(session, api):
             size = item.get("size")
             if ids_only:
                 print(item["upload_id"])
@@ -272,8 +281,9 @@ def delete_and_list(
                 f"{item['upload_id']}  {item.get('status', ''):9} {size if size is not None else '':>12}  "
                 f"{item.get('created_at', '')}  {item.get('filename', '')}"
             )
-        token = page.get("last_evaluated_key")
-        listing = bool(token)
+    except ListError as error:
+        print(f"scripts/upload: GET /uploads: {error}", file=sys.stderr)
+        return 1
     return 1 if failed else 0
 
 

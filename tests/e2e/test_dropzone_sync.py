@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from dfd.identity.s3access import prefix_for
+from dfdtools.upload import list_uploads
 from tests.e2e.e2e_helpers import RunningStack, credentials_env, run_audit, settled, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -41,17 +42,9 @@ def upload_as(stack: RunningStack, user: str, data: bytes, name: str) -> None:
 
 
 def my_uploads(stack: RunningStack, user: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    token = None
-    while True:
-        params = {"limit": "100"} | ({"last_evaluated_key": token} if token else {})
-        answer = requests.get(f"{stack.api_url}/uploads", params=params, headers=stack.auth(user), timeout=10)
-        assert answer.status_code == 200, answer.text
-        page = answer.json()
-        items += page["items"]
-        token = page["last_evaluated_key"]
-        if not token:
-            return items
+    with requests.Session() as session:
+        session.headers.update(stack.auth(user))
+        return list(list_uploads(session, stack.api_url))  # every page, as scripts/upload --list reads them
 
 
 def test_aws_s3_sync_of_200_files_50_of_them_another_tenants_content(stack: RunningStack, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from dfd.identity.s3access import parse_key, prefix_for
+from dfdtools.s3credentials import aws_profile
 from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -54,15 +55,12 @@ def prefix(stack: RunningStack) -> str:
 def profile(stack: RunningStack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of a shell whose ~/.aws/config has the README's profile (AWS_PROFILE=dfd)."""
     home = tmp_path_factory.mktemp("home")
-    (home / ".aws").mkdir()
-    command = f"{ROOT}/scripts/s3-credentials --user {USER} --api {stack.api_url} --endpoint-url {stack.aws_url}"
-    (home / ".aws" / "config").write_text(
-        f"[profile dfd]\ncredential_process = {command}\nregion = {stack.region}\nendpoint_url = {stack.aws_url}\n"
-    )
+    command = [str(ROOT / "scripts" / "s3-credentials"), "--user", USER, "--api", stack.api_url]
+    command += ["--endpoint-url", stack.aws_url]
     # rclone refuses to start with AWS_CA_BUNDLE set: no AWS_* of this process reaches either client
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "DFD_", "RCLONE_"))}
-    env.update(HOME=str(home), AWS_PROFILE="dfd", AWS_MAX_ATTEMPTS="1", DFD_LOCAL_PASSWORD=stack.password)
-    env["AWS_SHARED_CREDENTIALS_FILE"] = str(home / ".aws" / "credentials")  # none: the profile's process only
+    env.update(aws_profile(home / ".aws", command, region=stack.region, endpoint_url=stack.aws_url))
+    env.update(HOME=str(home), AWS_MAX_ATTEMPTS="1", DFD_LOCAL_PASSWORD=stack.password)
     return env
 
 

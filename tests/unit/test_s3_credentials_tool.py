@@ -4,8 +4,12 @@ the answer printed as credential_process reads it, nothing on stdout and exit st
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
+import botocore.session
 import pytest
 import requests
 
@@ -102,3 +106,40 @@ def test_token_and_user_are_exclusive(calls: list[dict[str, Any]]) -> None:
         s3credentials.main(["--token", "t", "--user", "bob"])
     assert stopped.value.code == 2
     assert calls == []
+
+
+def test_the_profile_makes_botocore_run_the_command_for_its_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the AWS CLI does with the README's profile (botocore resolves a profile's credential_process): the
+    command runs, word for word (a path with a space included), and its answer is the credentials."""
+    answer = json.dumps({k: ANSWER[k] for k in ("Version", "AccessKeyId", "SecretAccessKey", "SessionToken")})
+    script = tmp_path / "a dir" / "creds.py"
+    script.parent.mkdir()
+    script.write_text(f"print({answer!r})\n")
+    env = s3credentials.aws_profile(
+        tmp_path / "aws", [sys.executable, str(script)], region="eu-west-1", endpoint_url="http://127.0.0.1:4566"
+    )
+    assert env == {
+        "AWS_CONFIG_FILE": str(tmp_path / "aws" / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws" / "credentials"),
+        "AWS_PROFILE": "dfd",
+    }
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    session = botocore.session.Session()
+    credentials = session.get_credentials()
+    assert credentials is not None
+    assert (credentials.access_key, credentials.token, credentials.method) == ("ASIAEXAMPLE", "token", "custom-process")
+    assert session.get_config_variable("region") == "eu-west-1"
+    assert session.get_scoped_config()["endpoint_url"] == "http://127.0.0.1:4566"
+
+
+def test_a_profile_without_an_endpoint_names_none(tmp_path: Path) -> None:
+    s3credentials.aws_profile(tmp_path, ["scripts/s3-credentials"], region="us-east-1", endpoint_url=None, name="aws")
+    assert (tmp_path / "config").read_text().split() == [
+        "[profile", "aws]", "credential_process", "=", "scripts/s3-credentials", "region", "=", "us-east-1",
+    ]  # fmt: skip
+    assert not (tmp_path / "credentials").exists()
