@@ -1,7 +1,7 @@
 """The benchmarks' AWS emulator: a moto server in its own process (so it does not share the benchmark's GIL),
 on a free loopback port.
 
-Three adjustments, all to moto's cost and none to what the service does:
+Four adjustments, all to moto's cost and none to what the service does:
 - moto re-reads an object's whole value from its spool file for every GetObject, and a ranged GET slices that
   copy: a 16 MiB range of a 256 MiB object costs a 256 MiB copy. Real S3 serves a range at the range's cost,
   so here each object's bytes are kept once in memory and a range is one slice. Both the baseline loops and
@@ -11,6 +11,9 @@ Three adjustments, all to moto's cost and none to what the service does:
 - The tables' streams keep no records: nothing reads them here (row 15 runs its own emulator), and moto copies
   every table a transaction touches, its stream with it: after row 6's 20,000 writes each ingest commit took
   ~1.8 s. On AWS a stream adds nothing to a write's cost.
+- A transaction keeps, for its rollback, a copy of the items it names, not of every table it touches (moto's
+  whole-table deepcopy made the ingest's 5-item commit ~29 ms on near-empty tables, against ~5 ms for its
+  BatchGetItem: docs/performance.md, target 7). A cancelled transaction leaves every item as it was, as before.
 
 ``python -m dfdbench.emulator [--port N]`` prints ``ready <port>`` once it serves; :class:`Emulator`
 starts and stops it from the benchmark process.
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -60,6 +64,54 @@ def _keep_no_stream_records() -> None:
     StreamShard.add = add  # type: ignore[method-assign]
 
 
+def snapshot_touched_items(setattr: Callable[[Any, str, Any], None] = setattr) -> None:
+    """moto's TransactWriteItems rolls back the items it names from copies of those items, not from copies of
+    whole tables (the tables' streams keep no records here: _keep_no_stream_records)."""
+    import copy
+
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table
+
+    original = models.DynamoDBBackend.transact_write_items
+
+    class _TablesUncopied:
+        """moto's `copy` in its backend module: a whole table's deepcopy is the table itself."""
+
+        @staticmethod
+        def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+            return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        kept: list[tuple[Any, Any, Any, Any]] = []  # (table, hash key, range key, the item before or None)
+        for entry in transact_items:
+            try:
+                op = next(iter(entry.values()))
+                table = self.get_table(op["TableName"])
+                keys = op.get("Key") or {
+                    name: op["Item"][name] for name in (table.hash_key_attr, table.range_key_attr) if name
+                }
+                hash_key, range_key = self.get_keys_value(table, keys)
+                kept.append((table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key))))
+            except Exception:  # noqa: S112 (an op moto refuses: it writes nothing, and moto raises its own error)
+                continue
+        try:
+            original(self, transact_items)
+        except Exception:
+            for table, hash_key, range_key, before in reversed(kept):
+                if range_key is None:
+                    table.items.pop(hash_key, None)
+                    if before is not None:
+                        table.items[hash_key] = before
+                else:
+                    table.items.get(hash_key, {}).pop(range_key, None)
+                    if before is not None:
+                        table.items[hash_key][range_key] = before
+            raise
+
+    setattr(models, "copy", _TablesUncopied)
+    setattr(models.DynamoDBBackend, "transact_write_items", transact_write_items)
+
+
 def serve(host: str, port: int) -> None:
     os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(8 * 1024**3))  # spool in memory
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
@@ -70,6 +122,7 @@ def serve(host: str, port: int) -> None:
 
     _keep_values_in_memory()
     _keep_no_stream_records()
+    snapshot_touched_items()
     patch_moto_start_execution()  # the reconcile workflow's sfn tasks, as the local stack runs them (row 5)
 
     class Quiet(MotoRequestHandler):
