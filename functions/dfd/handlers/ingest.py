@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from dfd import deps
 from dfd.adapters import aws
@@ -58,29 +57,30 @@ def ingest_one(ref: ObjectRef) -> IngestResult:
     return result
 
 
-def ingest_record(record: SQSRecord) -> None:
+def ingest_record(message_id: str, body: str) -> None:
     """One SQS message (an S3 notification document): every object it names, or an exception (the record then
     stays on the queue, reported in batchItemFailures)."""
     try:
-        refs = refs_from_message_body(record.body)
+        refs = refs_from_message_body(body)
     except InvalidEvent as error:
-        logger.error("malformed message", extra={"message_id": record.message_id, "error": error.message})
+        logger.error("malformed message", extra={"message_id": message_id, "error": error.message})
         _metric("IngestMalformed", MetricUnit.Count, 1)
         raise
     if not refs:
-        logger.info("nothing to ingest", extra={"message_id": record.message_id, "outcome": "ignored"})
+        logger.info("nothing to ingest", extra={"message_id": message_id, "outcome": "ignored"})
     for ref in refs:
         ingest_one(ref)
 
 
 def ingest_batch(event: dict[str, Any]) -> dict[str, Any]:
-    """Every record of a checked SQS batch (unique messageIds) on the pool at once; the partial batch response
-    names each record whose ingest raised (a batch whose records all fail returns them all).
+    """Every record of a checked SQS batch (check_sqs_batch: unique messageIds, string bodies) on the pool at once;
+    the partial batch response names each record whose ingest raised (a batch whose records all fail returns them
+    all).
 
     Not Powertools' batch processor: its module imports asyncio and the data classes of three stream sources
     (~11 ms, 4 % of this function's cold start: docs/performance.md, target 7) to build this one list."""
     deps.ingestor()  # built (at init, or again after deps.reset()) before the records' threads share it
-    running = {raw["messageId"]: _records.submit(ingest_record, SQSRecord(raw)) for raw in event["Records"]}
+    running = {r["messageId"]: _records.submit(ingest_record, r["messageId"], r["body"]) for r in event["Records"]}
     failures = []
     for message_id, future in running.items():
         error = future.exception()
