@@ -24,7 +24,7 @@ from playwright.sync_api import (
     expect,
 )
 
-from tests.e2e.e2e_helpers import ROOT, RunningStack, wait_until
+from tests.e2e.e2e_helpers import ROOT, RunningStack, nothing_to_reap, wait_until
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -150,7 +150,10 @@ def api_stats(stack: RunningStack) -> dict[str, int]:
 
 
 def settled_stats(stack: RunningStack) -> dict[str, int]:
-    """The counters once nothing from earlier tests is still being ingested (two equal reads 0.5 s apart)."""
+    """The counters once nothing from earlier tests is still being ingested (two equal reads 0.5 s apart) or
+    waits for the reaper (an earlier test's deleted content, reaped at the next reconcile run, would take
+    total_files down while the test counts)."""
+    wait_until(lambda: nothing_to_reap(stack), timeout=150, interval=1)
     previous = api_stats(stack)
 
     def stable() -> dict[str, int] | None:
