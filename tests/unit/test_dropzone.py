@@ -209,7 +209,7 @@ def test_an_archived_object_is_rejected_before_or_after_its_registration() -> No
     assert result.deleted and (BUCKET, key) not in world.objects.objects
     upload = world.repo.get_upload(str(result.upload_id))
     assert upload is not None and upload.failure == "archived_storage_class"
-    # an archive tier the HeadObject did not show: the copy is refused (InvalidObjectState) after the registration
+    # an archive tier the HeadObject did not show: the copy is refused after the registration
     world.objects.put(BUCKET, key, b"archived tier")
 
     def refused(*args: Any, **kwargs: Any) -> None:

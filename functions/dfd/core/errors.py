@@ -100,8 +100,9 @@ class ObjectChanged(DfdError):
 
 
 class ObjectArchived(DfdError):
-    """The object's storage class keeps its bytes unreadable until restored (S3's InvalidObjectState: GLACIER,
-    DEEP_ARCHIVE, an INTELLIGENT_TIERING archive tier): no read or copy of it can succeed."""
+    """The object's storage class keeps its bytes unreadable until restored (GLACIER, DEEP_ARCHIVE, an
+    INTELLIGENT_TIERING archive tier: S3's InvalidObjectState, ObjectNotInActiveTierError): no read or copy of it
+    can succeed."""
 
     status = 409
     code = "object_archived"

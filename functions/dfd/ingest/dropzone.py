@@ -18,7 +18,7 @@ s3/ key: each object version is moved to the upload key the rest of the system s
      commit (dfd.ingest.service: stored, or duplicate and its bytes deleted), counters, usage and events included.
   4. Delete the s3/ object (IfMatch its ETag) — once its bytes are at the upload key (pending there: the
      reconcile re-drives it; processed: the decision committed), or its upload ended without them (rejected —
-     a copy S3 refuses as InvalidObjectState rejects a pending one —, deleted, expired, failed).
+     a copy S3 refuses for the object's storage class rejects a pending one —, deleted, expired, failed).
 Every step is repeatable; a crash between two is finished by the event's redelivery or the reconcile sweep,
 which re-drives every object left under s3/ (docs/design/dropzone.md).
 """
@@ -58,7 +58,7 @@ EMPTY = "empty"
 QUOTA_EXCEEDED = "quota_exceeded"
 NOT_A_FILE = "not_a_file"  # a key ending in "/" (a folder marker): it names no file
 ARCHIVED = "archived_storage_class"  # its bytes cannot be read or copied until restored
-# storage classes whose objects S3 refuses to copy (InvalidObjectState) until restored; an INTELLIGENT_TIERING
+# storage classes whose objects S3 refuses to copy (ObjectNotInActiveTierError) until restored; an INTELLIGENT_TIERING
 # object in an archive tier says so by its ArchiveStatus (ObjectInfo.archived)
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 # a drop-zone upload stays pending this long without its copy before the reconcile may expire it: its event's
@@ -149,7 +149,7 @@ class DropZone:
     def _copy(self, info: ObjectInfo, target: str, tenant: str) -> None:
         """Copy the identified object version to `target` (IfNoneMatch "*") unless a copy is there already.
         Raises ObjectChanged when the source moved on (its own event follows), ObjectNotFound when it is gone,
-        ObjectArchived when S3 refuses to copy it (InvalidObjectState)."""
+        ObjectArchived when S3 refuses to copy it for its storage class."""
         bucket = info.bucket
         if self._objects.exists(bucket, target, None):
             return

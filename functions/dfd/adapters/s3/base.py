@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _NO_UPLOAD = {"NoSuchUpload"}
-_ARCHIVED = {"InvalidObjectState"}
+# an archived object: GetObject answers InvalidObjectState, CopyObject ObjectNotInActiveTierError (S3's error codes)
+_ARCHIVED = {"InvalidObjectState", "ObjectNotInActiveTierError"}
 _PARTS_REJECTED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
 # ConditionalRequestConflict (409): a conditional write (IfNoneMatch, IfMatch) raced another on its key; S3 asks
 # for a retry (API reference, PutObject / CopyObject / CompleteMultipartUpload, IfNoneMatch)
