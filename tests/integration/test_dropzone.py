@@ -280,3 +280,31 @@ def test_drop_zone_uploads_leave_the_shared_pending_limit_to_the_others(
     assert status == 201, created
     settle(aws)
     assert {item["status"] for item in listed().values()} == {"stored"}
+
+
+def test_refusals_publish_upload_rejected_and_the_sweep_finds_a_folder_key(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dfd.ingest import dropzone
+    from tests.integration.outbox import Outbox, in_process_client, kinds
+
+    outbox = Outbox(aws.model, in_process_client)
+    monkeypatch.setenv("INGEST_QUEUE_URL", aws.queue_url)
+    prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix + "lost/", Body=b"marker")
+    aws.drain()  # its notification never reaches the ingest: the sweep re-drives it
+    reconciler: Reconciler = deps.reconciler()
+    state = reconciler.begin({"sweep": True})
+    while state["pos"]["phase"] != "done":
+        state = reconciler.page(state["pos"]["phase"], state, lambda *metric: None)
+    assert reconciler.finish(state)["orphans"] == 1
+    settle(aws)
+    monkeypatch.setattr(dropzone, "ARCHIVE_CLASSES", frozenset())  # registered first, its copy refused
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix + "cold.bin", Body=b"cold", StorageClass="GLACIER")
+    settle(aws)
+    assert keys(aws, "s3/") == []
+    events = outbox.publish()
+    assert kinds(events) == {"Upload Rejected": 2}
+    assert {event["detail"]["filename"] for event in events} == {"lost/", "cold.bin"}
+    assert {event["detail"]["tenant"] for event in events} == {ALICE.caller.tenant}
+    aws.assert_invariants()
