@@ -252,17 +252,19 @@ def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: l
     `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
     the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
     `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
-    with the same write), `used_bytes` = pending + stored. Every write of these is in one transaction with the
-    items it counts, so the recount is exact once nothing is in flight (read while ingests commit, it may see one
-    side only: the storm tests wait for it to hold)."""
+    with the same write; `pending_count` leaves out the `pending_uncounted`), `used_bytes` = pending + stored.
+    Every write of these is in one transaction with the items it counts, so the recount is exact once nothing is
+    in flight (read while ingests commit, it may see one side only: the storm tests wait for it to hold)."""
     check = Check("quotas: each tenant's usage = its reference items' sizes + its pending uploads' quota_bytes", True)
     stored: dict[str, int] = {}
     for ref in refs:
         stored[ref.tenant] = stored.get(ref.tenant, 0) + (ref.size or 0)
     pending: dict[str, list[int]] = {}
+    uncounted: dict[str, int] = {}  # of those, the ones not among the tenant's pending uploads (drop-zone objects)
     for upload in uploads:
         if upload.tenant and upload.quota_bytes:
             pending.setdefault(upload.tenant, []).append(upload.quota_bytes)
+            uncounted[upload.tenant] = uncounted.get(upload.tenant, 0) + upload.pending_uncounted
             if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
     shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.core.usage)
@@ -276,7 +278,7 @@ def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: l
         held = pending.get(tenant, [])
         expected = {
             "stored_bytes": stored.get(tenant, 0),
-            "pending_count": len(held),
+            "pending_count": len(held) - uncounted.get(tenant, 0),
             "pending_bytes": sum(held),
             "used_bytes": stored.get(tenant, 0) + sum(held),
         }

@@ -128,6 +128,9 @@ class UploadRecord:
     owner: str | None = None  # None: an object put straight into the bucket (admins only)
     tenant: str | None = None
     quota_bytes: int = 0  # bytes held against its tenant's quota while pending
+    # while pending, not among its tenant's pending uploads (a drop-zone object: its bytes are there already, only
+    # they count against the quota); what releases its quota_bytes releases no pending upload either
+    pending_uncounted: bool = False
     failed_at: str | None = None
     expired_at: str | None = None  # the reconcile marked it expired
     failure: str | None = None

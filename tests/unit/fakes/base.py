@@ -149,7 +149,7 @@ class FakeTables:
             return
         stored = 0 if tenant.counted else version.size  # the adapter's _add_usage_moves: a reference item created
         if tenant.pending_bytes:
-            self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
+            self._move(tenant.tenant, pending_count=-int(tenant.pending_counted), pending_bytes=-tenant.pending_bytes)
         self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)
         ref = self.tenant_refs.setdefault(
             (tenant.tenant, version.hash), dict(ingest_codec.tenant_ref_key(tenant.tenant, version.hash))

@@ -455,7 +455,7 @@ class Contents(Store):
         stored = 0 if tenant.counted else version.size
         deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
         if tenant.pending_bytes:
-            deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
+            deltas |= {"pending_count": -1 if tenant.pending_counted else 0, "pending_bytes": -tenant.pending_bytes}
         deltas = {name: delta for name, delta in deltas.items() if delta}
         if deltas:
             plan.add("usage", self._add_usage_item(tenant.tenant, deltas))
