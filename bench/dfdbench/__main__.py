@@ -248,7 +248,7 @@ def _standalone(target: str, options: Options, clients: int) -> list[Row]:
             stack["uploads_per_s"],
             "uploads/s",
             BEFORE_DDB_LOCAL,
-            "issue 33's figure (moto's DynamoDB, batching window 1 s): fixed, not measured in this run",
+            "the figure on moto's DynamoDB (batching window 1 s): fixed, not measured in this run",
             stack["uploads_per_s"] / BEFORE_DDB_LOCAL,
             "≥ 5x",
             stack["uploads_per_s"] >= 5 * BEFORE_DDB_LOCAL,

@@ -144,3 +144,17 @@ def test_the_readme_stays_a_five_minute_read() -> None:
     assert len(readme.encode()) <= 12 * 1024, "README.md over 12 KB: the detail belongs in the site (docs/)"
     for section in ("about", "quickstart"):  # what the site includes from it
         assert f"<!-- --8<-- [start:{section}] -->" in readme and f"<!-- --8<-- [end:{section}] -->" in readme
+
+
+
+
+
+def test_the_cost_rows_of_bench_json_state_the_codes_budgets() -> None:
+    from dfdbench import rows_cost
+
+    document = json.loads((ROOT / "docs" / "bench.json").read_text())
+    priced = {row["name"]: row for row in document["rows"] if row["target"] == "cost"}
+    assert sorted(priced) == sorted(rows_cost.BUDGETS), "every priced path has its budget, and only those"
+    for name, row in priced.items():
+        assert row["goal"] == rows_cost.goal(name, row["details"]), f"{name}: bench/run --only 17 states other budgets"
+
