@@ -13,10 +13,15 @@ from dfdbench.harness import Row
 MARK = {True: "✅", False: "❌", None: "—"}
 
 
-def _number(value: float | None, unit: str = "") -> str:
+def number(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    if unit == "calls" or (float(value).is_integer() and abs(value) >= 1) or abs(value) >= 100:
+    if (
+        isinstance(value, int)
+        or unit == "calls"
+        or (float(value).is_integer() and abs(value) >= 1)
+        or abs(value) >= 100
+    ):
         text = f"{value:,.0f}"
     elif abs(value) >= 10:
         text = f"{value:.1f}"
@@ -31,9 +36,9 @@ def table(rows: list[Row]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        baseline = _number(row.baseline, row.unit) + (f" ({row.baseline_name})" if row.baseline_name else "")
+        baseline = number(row.baseline, row.unit) + (f" ({row.baseline_name})" if row.baseline_name else "")
         ratio = f"{row.ratio:.2f}x" if row.ratio is not None and math.isfinite(row.ratio) else "—"
-        cells = [row.target, row.name, _number(row.value, row.unit), baseline if row.baseline is not None else "—"]
+        cells = [row.target, row.name, number(row.value, row.unit), baseline if row.baseline is not None else "—"]
         cells += [ratio, row.goal, MARK[row.met], row.note]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)

@@ -146,7 +146,45 @@ def test_the_readme_stays_a_five_minute_read() -> None:
         assert f"<!-- --8<-- [start:{section}] -->" in readme and f"<!-- --8<-- [end:{section}] -->" in readme
 
 
+def test_the_target_and_figure_markers_render_the_rows_they_name() -> None:
+    document = {
+        "rows": [
+            {"target": "3", "name": "a row, 256 MiB", "value": 1.5, "unit": "ms", "baseline": 1.0, "ratio": 1.5,
+             "met": True, "goal": "≤ 2x", "details": {"units": {"read_units": 3.0, "share": 0.135}}},
+            {"target": "3", "name": "a row again", "value": 12.25, "unit": "MB/s", "met": False, "goal": "≥ 20"},
+            {"target": "cost", "name": "GET /me", "value": 1.545834, "unit": "$/M", "met": None, "goal": "info"},
+            {"target": "cost", "name": "GET /metadata/{id}", "value": 1.8, "unit": "$/M", "met": None, "goal": ""},
+        ],
+    }  # fmt: skip
+    page = '# P\n\n<!-- bench:target 3 -->\n\nA row takes <!-- bench "a row, 256" --> (<!-- bench "a row," ratio -->),'
+    page += ' <!-- bench "a row, 256" details.units.read_units --> read units'
+    page += ' (<!-- bench "a row, 256" details.units.share% -->); <!-- bench "GET /me" --> per million,'
+    page += ' <!-- bench "a row, 256" number --> over <!-- bench "a row, 256" baseline_number -->.\n'
+    rendered = mkdocs_hook.render(page, document)
+    assert "| a row, 256 MiB | 1.50 ms | 1 ms | 1.50x | ≤ 2x | ✅ |" in rendered
+    assert "| a row again | 12.2 MB/s | — | — | ≥ 20 | ❌ |" in rendered
+    assert "A row takes 1.50 ms (1.50x), 3 read units (14 %); 1.55 $/M per million, 1.50 over 1." in rendered
+    for wrong in ('<!-- bench "a row" -->', '<!-- bench "no such row" -->', '<!-- bench "a row, 256" details.x -->'):
+        with pytest.raises(mkdocs_hook.MarkerError):
+            mkdocs_hook.render(wrong, document)
+    with pytest.raises(mkdocs_hook.MarkerError):
+        mkdocs_hook.render("<!-- bench:target 99 -->", document)
 
+
+def test_the_marks_are_drawn_without_an_emoji_font_but_code_keeps_them() -> None:
+    page = "<p>met ✅ missed ❌</p><pre><code>✅ stays</code></pre><td>❌</td>"
+    drawn = mkdocs_hook.glyphs(page)
+    assert "✅" not in drawn.replace("<pre><code>✅ stays</code></pre>", "") and "❌" not in drawn
+    assert drawn.count('<svg class="dfd-mark"') == 3 and 'aria-label="yes"' in drawn and 'aria-label="no"' in drawn
+    assert "<pre><code>✅ stays</code></pre>" in drawn
+
+
+def test_the_built_tables_carry_no_emoji_mark(site: Path) -> None:
+    page = (site / "performance" / "index.html").read_text(encoding="utf-8")
+    article = page[page.index("<article") : page.index("</article>")]
+    outside_code = re.sub(r"<pre\b.*?</pre>", "", article, flags=re.DOTALL)
+    assert "✅" not in outside_code and "❌" not in outside_code
+    assert 'class="dfd-mark"' in article
 
 
 def test_the_cost_rows_of_bench_json_state_the_codes_budgets() -> None:
