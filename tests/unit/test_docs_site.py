@@ -196,3 +196,23 @@ def test_the_cost_rows_of_bench_json_state_the_codes_budgets() -> None:
     for name, row in priced.items():
         assert row["goal"] == rows_cost.goal(name, row["details"]), f"{name}: bench/run --only 17 states other budgets"
 
+
+def test_a_bench_run_and_a_build_bring_every_quoting_page_up_to_date(tmp_path: Path) -> None:
+    """A figure changed in (a copy of) docs/bench.json is the figure every page quoting it shows."""
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    document = json.loads((docs / "bench.json").read_text())
+    changed = {"hash-first duplicate (409, no bytes sent)": 7.654321, "GET /me": 3.456789}
+    for row in document["rows"]:
+        if row["name"] in changed:
+            row["value"] = row["details"]["total"] = changed[row["name"]]
+    (docs / "bench.json").write_text(json.dumps(document))
+    config = (ROOT / "mkdocs.yml").read_text()
+    for relative in ("docs_dir: docs", "- README.md", "- bench/dfdbench/"):
+        config = config.replace(relative, relative.replace(" ", f" {ROOT}/", 1).replace(f"{ROOT}/docs", str(docs)))
+    (tmp_path / "mkdocs.yml").write_text(config)
+    result = build(tmp_path, tmp_path / "mkdocs.yml")
+    assert result.returncode == 0, result.stderr[-4000:]
+    for page in ("performance", "design/cost"):
+        text = text_of(tmp_path / "site" / page / "index.html")
+        assert "7.65 $/M" in text and "3.46 $/M" in text, page
