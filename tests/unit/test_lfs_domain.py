@@ -1,5 +1,5 @@
 """The Git LFS Batch API (dfd.lfs.batch), locks (dfd.lfs.locks) and personal access tokens (dfd.identity.pats) on the
-in-memory ports: every answer the issue lists, per object and for the whole request."""
+in-memory ports: every answer the Batch and locks APIs give, per object and for the whole request."""
 
 from __future__ import annotations
 
