@@ -7,15 +7,14 @@ Markers (HTML comments, so a page read on GitHub shows nothing stale where the s
 - a line ``<!-- bench:table -->``: the table of every row; ``<!-- bench:summary -->``: one line saying where the
   run was made and how many targets it met;
 - a line ``<!-- bench:target N -->``: the rows of target N (value, baseline, ratio, target, met), without notes;
-- inline, ``<!-- bench "name" -->``: the one row whose name starts with ``name``, its value with its unit;
-  ``<!-- bench "name" FIELD -->`` another of its fields: ``number`` (the value without its unit), ``ratio``,
-  ``baseline``, ``baseline_number``, ``goal``, ``met``, ``note``, or a
-  dotted path into its details (``details.units.read_units``: the number alone; ``details.x.share%``: a fraction
-  as a percentage).
+- inline, ``<!-- bench "name" -->``: the row of that name, else the one row whose name starts with it, its value
+  with its unit; ``<!-- bench "name" FIELD -->`` another of its fields: ``number`` (the value without its unit),
+  ``ratio``, ``baseline``, ``baseline_number``, ``goal``, ``met``, ``note``, or a dotted path into its details
+  (``details.units.read_units``: the number alone; ``details.x.share%``: a fraction as a percentage).
 
-A marker naming no row, or more than one, fails the build with the page and the marker: a renamed row never
-leaves a page quoting nothing. mkdocs-material has no data-to-table feature, and the table must be the bench's own
-rendering, not a second one.
+A marker in a code span (between backticks) is left as written. A marker naming no row, or more than one, fails
+the build with the page and the marker: a renamed row never leaves a page quoting nothing. mkdocs-material has no
+data-to-table feature, and the table must be the bench's own rendering, not a second one.
 
 The site's ✅ and ❌ (the table's "met" column, any page's) are drawn as inline SVG: a reader without an emoji font
 (a headless browser, a minimal desktop) would see empty boxes.
@@ -37,7 +36,7 @@ from dfdbench.harness import Row
 BENCH = Path(__file__).resolve().parents[2] / "docs" / "bench.json"
 MARKER = re.compile(r"^<!-- bench:(?P<what>table|summary) -->$", flags=re.MULTILINE)
 TARGET = re.compile(r"^<!-- bench:target (?P<target>[\w-]+) -->$", flags=re.MULTILINE)
-FIGURE = re.compile(r'<!-- bench "(?P<name>[^"]+)"(?: (?P<field>[\w.]+%?))? -->')
+FIGURE = re.compile(r'(?<!`)<!-- bench "(?P<name>[^"]+)"(?: (?P<field>[\w.]+%?))? -->(?!`)')  # not in a code span
 FIELDS = frozenset(field.name for field in dataclasses.fields(Row))
 
 # the marks as inline SVG, with their text for screen readers and for a page copied as text

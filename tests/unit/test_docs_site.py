@@ -164,6 +164,7 @@ def test_the_target_and_figure_markers_render_the_rows_they_name() -> None:
     assert "| a row, 256 MiB | 1.50 ms | 1 ms | 1.50x | ≤ 2x | ✅ |" in rendered
     assert "| a row again | 12.2 MB/s | — | — | ≥ 20 | ❌ |" in rendered
     assert "A row takes 1.50 ms (1.50x), 3 read units (14 %); 1.55 $/M per million, 1.50 over 1." in rendered
+    assert mkdocs_hook.render('`<!-- bench "no such row" -->`', document) == '`<!-- bench "no such row" -->`'
     for wrong in ('<!-- bench "a row" -->', '<!-- bench "no such row" -->', '<!-- bench "a row, 256" details.x -->'):
         with pytest.raises(mkdocs_hook.MarkerError):
             mkdocs_hook.render(wrong, document)
