@@ -6,7 +6,7 @@ Markers (HTML comments, so a page read on GitHub shows nothing stale where the s
 
 - a line ``<!-- bench:table -->``: the table of every row; ``<!-- bench:summary -->``: one line saying where the
   run was made and how many targets it met;
-- a line ``<!-- bench:target N -->``: the rows of target N (value, baseline, ratio, target, met), without notes;
+- a line ``<!-- bench:target N -->``: the rows of target N (value, baseline, ratio, target, met, notes);
 - inline, ``<!-- bench "name" -->``: the row of that name, else the one row whose name starts with it, its value
   with its unit; ``<!-- bench "name" FIELD -->`` another of its fields: ``number`` (the value without its unit),
   ``ratio``, ``baseline``, ``baseline_number``, ``goal``, ``met``, ``note``, or a dotted path into its details
@@ -78,10 +78,13 @@ def target_table(document: dict[str, Any], target: str) -> str:
     chosen = [row for row in rows(document) if row.target == target]
     if not chosen:
         raise MarkerError(f"<!-- bench:target {target} -->: no row of target {target} in docs/bench.json")
-    lines = ["| benchmark | latest | baseline (same run) | ratio | target | met |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | latest | baseline (same run) | ratio | target | met | notes |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in chosen:
         cells = [row.name, figure(document, row.name), figure(document, row.name, "baseline")]
-        cells += [figure(document, row.name, "ratio"), row.goal, report.MARK[row.met]]
+        cells += [figure(document, row.name, "ratio"), row.goal, report.MARK[row.met], row.note]
         lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ import yaml
 from dfdbench import mkdocs_hook
 
 ROOT = Path(__file__).resolve().parents[2]
+ISSUE = re.compile(r"[Ii]ssue #?[0-9]+|\(#[0-9]+\)")
 
 
 def build(tmp_path: Path, config: Path) -> subprocess.CompletedProcess[str]:
@@ -161,8 +162,8 @@ def test_the_target_and_figure_markers_render_the_rows_they_name() -> None:
     page += ' (<!-- bench "a row, 256" details.units.share% -->); <!-- bench "GET /me" --> per million,'
     page += ' <!-- bench "a row, 256" number --> over <!-- bench "a row, 256" baseline_number -->.\n'
     rendered = mkdocs_hook.render(page, document)
-    assert "| a row, 256 MiB | 1.50 ms | 1 ms | 1.50x | ≤ 2x | ✅ |" in rendered
-    assert "| a row again | 12.2 MB/s | — | — | ≥ 20 | ❌ |" in rendered
+    assert "| a row, 256 MiB | 1.50 ms | 1 ms | 1.50x | ≤ 2x | ✅ |  |" in rendered
+    assert "| a row again | 12.2 MB/s | — | — | ≥ 20 | ❌ |  |" in rendered
     assert "A row takes 1.50 ms (1.50x), 3 read units (14 %); 1.55 $/M per million, 1.50 over 1." in rendered
     assert mkdocs_hook.render('`<!-- bench "no such row" -->`', document) == '`<!-- bench "no such row" -->`'
     for wrong in ('<!-- bench "a row" -->', '<!-- bench "no such row" -->', '<!-- bench "a row, 256" details.x -->'):
@@ -217,3 +218,16 @@ def test_a_bench_run_and_a_build_bring_every_quoting_page_up_to_date(tmp_path: P
     for page in ("performance", "design/cost"):
         text = text_of(tmp_path / "site" / page / "index.html")
         assert "7.65 $/M" in text and "3.46 $/M" in text, page
+
+
+def test_the_pages_state_what_holds_without_issue_numbers_or_a_lab_notebook() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    numbered = [str(page.relative_to(ROOT)) for page in pages if ISSUE.search(page.read_text(encoding="utf-8"))]
+    assert not numbered, f"issue numbers belong in git log, not in {numbered}"
+    performance = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert len(performance.encode()) <= 25 * 1024, "docs/performance.md is a reference: each target, not each run"
+    months = "January|February|March|April|May|June|July|August|September|October|November|December"
+    assert not re.search(rf"load average|\b\d{{1,2}} ({months}) 20\d\d", performance), "a dated run or a load average"
+    targets = sorted({row["target"] for row in json.loads((ROOT / "docs" / "bench.json").read_text())["rows"]})
+    for target in targets:
+        assert f"<!-- bench:target {target} -->" in performance, f"target {target}: no rendered rows on the page"
