@@ -68,10 +68,14 @@ def summary(document: dict[str, Any]) -> str:
     met = sum(row.met is True for row in measured)
     missed = sum(row.met is False for row in measured)
     machine = document.get("machine", {})
-    return (
+    line = (
         f"{len(measured)} rows in {document.get('seconds', 0):.0f} s on {machine.get('cpus', '?')} CPUs "
         f"(Python {machine.get('python', '?')}): {met} targets met, {missed} missed."
     )
+    later = sorted({target for run in document.get("updates", []) for target in run["only"]}, key=report.order)
+    if later:
+        line += f" Rows of {', '.join(later)} from later runs (bench/run --only N --update docs/bench.json)."
+    return line
 
 
 def target_table(document: dict[str, Any], target: str) -> str:

@@ -44,6 +44,28 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def order(target: str) -> int:
+    """Where a target's rows stand in the table: by number, row 17's entries (target "cost") as 17."""
+    return int(target) if target.isdigit() else 17
+
+
+def merge(
+    document: dict[str, Any], rows: list[dict[str, Any]], points: list[dict[str, Any]], run: dict[str, Any]
+) -> dict[str, Any]:
+    """A published run with the rows of the targets `rows` hold replaced by them (every other row kept, in table
+    order), its plot points of the series `points` hold replaced too, and `run` (which rows, where, how long)
+    recorded in its ``updates``."""
+    targets = {row["target"] for row in rows}
+    kept = [row for row in document["rows"] if row["target"] not in targets]
+    series = {point["series"] for point in points}
+    plotted = [point for point in document.get("throughput_points", []) if point["series"] not in series]
+    return document | {
+        "rows": sorted(kept + rows, key=lambda row: order(str(row["target"]))),
+        "throughput_points": plotted + points,
+        "updates": [*document.get("updates", []), run],
+    }
+
+
 def machine() -> dict[str, Any]:
     import os
 

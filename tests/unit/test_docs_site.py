@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dfdbench import mkdocs_hook
+from dfdbench import mkdocs_hook, report
 
 ROOT = Path(__file__).resolve().parents[2]
 ISSUE = re.compile(r"[Ii]ssue #?[0-9]+|\(#[0-9]+\)")
@@ -231,3 +231,23 @@ def test_the_pages_state_what_holds_without_issue_numbers_or_a_lab_notebook() ->
     targets = sorted({row["target"] for row in json.loads((ROOT / "docs" / "bench.json").read_text())["rows"]})
     for target in targets:
         assert f"<!-- bench:target {target} -->" in performance, f"target {target}: no rendered rows on the page"
+
+
+def test_a_partial_run_updates_its_targets_rows_in_the_published_run_and_keeps_the_others() -> None:
+    row = {"name": "x", "value": 1.0, "unit": "ms", "met": True, "goal": ""}
+    published = {
+        "machine": {"cpus": 2, "python": "3.12.1"},
+        "seconds": 100.0,
+        "rows": [row | {"target": "1"}, row | {"target": "7", "name": "old 7"}, row | {"target": "cost"}],
+        "throughput_points": [{"series": "a", "size": 1, "bytes_per_s": 1.0}],
+    }
+    fresh = [row | {"target": "7", "name": "new 7a"}, row | {"target": "7", "name": "new 7b"}]
+    run = {"only": ["7"], "seconds": 9.0}
+    merged = report.merge(published, fresh, [], run)
+    assert [r["name"] for r in merged["rows"]] == ["x", "new 7a", "new 7b", "x"]
+    assert merged["throughput_points"] == published["throughput_points"] and merged["updates"] == [run]
+    assert mkdocs_hook.summary(merged).endswith(
+        "4 targets met, 0 missed. Rows of 7 from later runs (bench/run --only N --update docs/bench.json)."
+    )
+    again = report.merge(merged, [row | {"target": "cost", "name": "priced"}], [], {"only": ["17"]})
+    assert [r["name"] for r in again["rows"]] == ["x", "new 7a", "new 7b", "priced"] and len(again["updates"]) == 2
