@@ -1,15 +1,15 @@
 """moto's S3 storage made cheaper for the local stack's multipart uploads, with the same results.
 
 moto 5 keeps every object and every part in a ``SpooledTemporaryFile`` of ``MOTO_S3_DEFAULT_KEY_BUFFER_SIZE``
-bytes (default 5 MiB - 1 KiB: each 5-8 MiB part of an upload went to a temporary file, was read back for its
+bytes (default 5 MiB - 1 KiB: each 5-8 MiB part of an upload goes to a temporary file, is read back for its
 MD5, and twice more by CompleteMultipartUpload). What this module changes (measured in docs/performance.md,
 target 10):
 
 - :data:`KEY_BUFFER_BYTES` (64 MiB) is the default buffer (``prepare_environment`` sets it unless the shell
   does): parts and objects up to 64 MiB stay in memory, larger objects go to a temporary file as before;
 - a value larger than its key's buffer (a PutObject, a completed multipart upload) is stored in memory and a
-  background thread then moves it to its temporary file (moto wrote it to memory, then to the file, inside
-  the request: writing 256 MiB to a file took ~0.9 s on the 2-core bench box); a reader waits while it moves;
+  background thread then moves it to its temporary file (moto writes it to memory, then to the file, inside
+  the request: writing 256 MiB to a file takes ~0.9 s on a 2-core box); a reader waits while it moves;
 - a value in memory shares the request's bytes (moto copied them into its buffer);
 - an object's or a part's MD5 (its ETag) and, for an upload created with ``ChecksumAlgorithm=SHA256`` (the
   service's), a part's SHA-256 are the ones the S3 guard (dfdlocal.s3auth) computed as the body streamed in,

@@ -235,7 +235,8 @@ def test_locks_verify_answers_any_valid_repo_with_empty_lists(
 def test_a_malformed_repository_is_404_before_the_credentials_and_any_read(
     wired: PatService, route: tuple[str, str, str, dict[str, str], Any], repo: str
 ) -> None:
-    """issue 37: GET /lfs/%F0%BC%89%A5/locks answered 200; every route checks its path before anything else."""
+    """A malformed repository (``GET /lfs/%F0%BC%89%A5/locks``) is a 404 on every route, checked before anything
+    else."""
     method, path, route_key, params, body = route
     for headers in ({}, {"authorization": f"Bearer {access_token()}"}):
         response = invoke((method, path, route_key, params | {"repo": repo}, body), headers)
@@ -256,7 +257,7 @@ def test_a_malformed_id_is_404_before_the_credentials_and_any_read(
 @pytest.mark.parametrize(
     ("route", "body"),
     [
-        (ROUTES[4], {"limit": {}}),  # issue 37: was a 200
+        (ROUTES[4], {"limit": {}}),  # an object where an integer belongs
         (ROUTES[4], {"limit": "2"}),
         (ROUTES[4], {"ref": "main"}),
         (ROUTES[4], []),
@@ -287,7 +288,7 @@ def test_a_malformed_lock_query_is_422_before_any_read(wired: PatService, query:
 def test_the_verify_link_is_the_configured_api_never_the_requests_host(
     wired: PatService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 31: the verify href was built from Host and X-Forwarded-Proto, which a client chooses."""
+    """The verify href is never built from Host or X-Forwarded-Proto, which a client chooses."""
     seen: list[str] = []
 
     class Batch:

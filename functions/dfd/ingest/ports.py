@@ -1,6 +1,6 @@
 """The contents aggregate's port: what the ingest reads and commits through the repository
-(dfd.adapters.dynamo.contents and .reads), and the payloads — one consistent read, the object version it hashed,
-the uploader's tenant's share."""
+(dfd.adapters.dynamo.contents, .adoption and .reads), and the payloads — one consistent read, the object version it
+hashed, the uploader's tenant's share."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The contents aggregate's contract (dfd.ingest.ports, the precheck of dfd.uploads.ports;
-dfd.adapters.dynamo.contents): the ingest's commits, their replays and races, the precheck's duplicate, adoption.
+dfd.adapters.dynamo.contents, .precheck, .adoption): the ingest's commits, their replays and races, the precheck's
+duplicate, adoption.
 """
 
 from __future__ import annotations

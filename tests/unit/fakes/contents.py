@@ -1,5 +1,5 @@
-"""The contents aggregate (dfd.adapters.dynamo.contents): the ingest's commits, the precheck's duplicate, adoption,
-resurrection."""
+"""The contents aggregate (dfd.adapters.dynamo.contents, .precheck, .adoption): the ingest's commits, the
+precheck's duplicate, adoption, resurrection."""
 
 from __future__ import annotations
 
