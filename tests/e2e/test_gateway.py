@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from werkzeug.test import Client
 from dfdlocal.apigw import HttpApi
 from dfdlocal.lambda_api import LambdaApi
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import CorsConfig, FunctionDef, HttpRoute
+from dfdlocal.template import TEMPLATE, CorsConfig, FunctionDef, HttpRoute, read_model
 from tests.e2e.e2e_helpers import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -286,3 +288,40 @@ def test_web_readme_gives_the_same_headers_for_a_hosted_site() -> None:
     readme = (ROOT / "web" / "README.md").read_text()
     for name, value in expected.items():
         assert f"\n{name}: {value}\n" in readme, name
+
+
+BAD_SEGMENTS = ("a%00b", "%00", "a%01", "%7F", "%FF", "%C0%AF", "%ED%A0%80")  # NUL, controls, not UTF-8
+
+
+def test_a_path_with_a_nul_or_a_byte_that_is_not_utf_8_is_a_400_on_every_route_and_page() -> None:
+    model = read_model(TEMPLATE, "http://127.0.0.1:4566")
+    called: list[str] = []
+
+    def record(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        called.append(event["rawPath"])
+        return {"statusCode": 200, "body": "{}"}
+
+    runtime = Runtime({}, ROOT)
+    routes = [replace(route, authorizer=None) for route in model.routes]  # the function is reached unauthorized
+    for name in {route.function for route in routes}:
+        runtime.register(function(name), record)
+    client = Client(HttpApi(routes, model.cors, runtime, ROOT / "web"), use_cookies=False)
+    assert routes
+    for route in routes:
+        method = "GET" if route.method == "ANY" else route.method
+        template = "/anything" if route.path == "$default" else route.path
+        clean = re.sub(r"\{[^}]+\}", "x", template)
+        assert client.open(clean, method=method).status_code == 200, route  # the same route, reached
+        for bad in BAD_SEGMENTS:
+            paths = [re.sub(r"\{[^}]+\}", bad, template), clean + bad] if "{" in template else [clean + bad]
+            for path in paths:
+                response = client.open(path, method=method)
+                assert response.status_code == 400, (route, path, response.status_code)
+                assert json.loads(response.get_data()) == {"message": "Bad Request"}
+    for page in ("/uploads", "/", "/index.html", "/docs", "/config.js", "/openapi.yaml", "/admin"):
+        for bad in BAD_SEGMENTS:
+            for method in ("GET", "HEAD"):
+                assert client.open(page + bad, method=method).status_code == 400, (page, bad)
+    assert client.get("/%00index.html").status_code == 400
+    called.clear()
+    assert all(client.get(f"/uploads{bad}").status_code == 400 for bad in BAD_SEGMENTS) and called == []
