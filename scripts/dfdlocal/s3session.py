@@ -11,8 +11,9 @@ would. Requests with any other credentials pass unchanged (the functions' own, p
 The decision is on the request moto then serves: its bucket and key read as moto reads them
 (:func:`dfdlocal.s3auth.address`: a virtual-hosted Host makes the whole path the key), a query naming a
 parameter twice refused (400 InvalidArgument) and so is a target moto would read otherwise (400 InvalidURI). As
-on S3, a write carrying ``x-amz-tagging`` needs ``s3:PutObjectTagging`` too, and ``x-amz-storage-class`` is the
-condition key ``s3:x-amz-storage-class``.
+on S3, a write carrying ``x-amz-tagging`` needs ``s3:PutObjectTagging`` too (object-lock headers
+``s3:PutObjectRetention`` / ``s3:PutObjectLegalHold``), and ``x-amz-storage-class`` is the condition key
+``s3:x-amz-storage-class``.
 
 Policies are evaluated here rather than by moto's ``IAMPolicy``: moto reads a Resource as a regular expression
 ('.' matches any character: ``s3/t/a.b/*`` would admit ``s3/t/aXb/``), fails an Allow whose condition does not
@@ -52,7 +53,13 @@ OWNER_ACL = ("x-amz-acl", "bucket-owner-full-control")
 _OTHER_CHECKSUMS = frozenset({"x-amz-checksum-crc64nvme"})  # S3 knows it, the local S3 refuses it (400)
 _SSE_C = ("x-amz-server-side-encryption-customer-key", "x-amz-server-side-encryption-customer-key-md5")
 STORAGE_CLASS = "x-amz-storage-class"  # its value is the request's s3:x-amz-storage-class
-TAGGING = "x-amz-tagging"
+# headers of a write (PutObject, CreateMultipartUpload) that need a permission of their own, as on S3
+_WRITE_EXTRAS = (
+    ("x-amz-tagging", "s3:PutObjectTagging"),
+    ("x-amz-object-lock-mode", "s3:PutObjectRetention"),
+    ("x-amz-object-lock-retain-until-date", "s3:PutObjectRetention"),
+    ("x-amz-object-lock-legal-hold", "s3:PutObjectLegalHold"),
+)
 
 
 @dataclass(frozen=True)
@@ -146,8 +153,8 @@ def classify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, s
         if source is not None:  # CopyObject / UploadPartCopy read their source
             path = unquote(source.split("?", 1)[0]).lstrip("/")
             also = (("s3:GetObject", f"arn:aws:s3:::{path}"),)
-        if TAGGING in headers:  # a write that tags its object needs the tagging permission too
-            also = (*also, ("s3:PutObjectTagging", arn))
+        # a write that tags its object, or locks it, needs that permission too
+        also = (*also, *((permission, arn) for header, permission in _WRITE_EXTRAS if header in headers))
         return S3Request("s3:PutObject", arn, context, also)
     return S3Request(f"s3:{method.capitalize()}", arn, context)
 

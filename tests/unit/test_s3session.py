@@ -166,12 +166,22 @@ def test_a_head_is_a_read_whatever_its_query() -> None:
     assert _allowed("GET", f"/b/{OWN}f", "uploadId=x")  # ListParts
 
 
-def test_a_write_that_tags_needs_the_tagging_permission() -> None:
+def test_a_write_that_tags_or_locks_needs_that_permission_too() -> None:
     tagged = {"x-amz-tagging": "a=b"}
     assert ("s3:PutObjectTagging", f"arn:aws:s3:::b/{OWN}f") in classify("PUT", f"/b/{OWN}f", "", tagged).also
     assert not _allowed("PUT", f"/b/{OWN}f", "", tagged)
     assert not _allowed("POST", f"/b/{OWN}f", "uploads", tagged)
     assert _allowed("PUT", f"/b/{OWN}f")
+    locks = {
+        "x-amz-object-lock-mode": ("GOVERNANCE", "s3:PutObjectRetention"),
+        "x-amz-object-lock-retain-until-date": ("2030-01-01T00:00:00Z", "s3:PutObjectRetention"),
+        "x-amz-object-lock-legal-hold": ("ON", "s3:PutObjectLegalHold"),
+    }
+    for header, (value, permission) in locks.items():
+        assert (permission, f"arn:aws:s3:::b/{OWN}f") in classify("PUT", f"/b/{OWN}f", "", {header: value}).also
+        role = {"Statement": [{"Effect": "Allow", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::b/s3/*"}]}
+        request = classify("PUT", f"/b/{OWN}f", "", {header: value})
+        assert not allowed([session_policy("b", OWN)], [role], request), header
 
 
 def test_the_storage_classes_the_guard_admits_are_the_session_policy_s_list() -> None:
