@@ -428,6 +428,15 @@ def _signing_service(environ: Mapping[str, Any]) -> str | None:
     return parts[3] if len(parts) == 5 else None
 
 
+_FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+
+
+def _is_form(environ: Mapping[str, Any]) -> bool:
+    """Whether werkzeug would parse the body as a form (moto then takes its fields for the query's, and a field
+    named ``key`` for the body)."""
+    return str(environ.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower() in _FORM_TYPES
+
+
 def no_such_upload(upload_id: str) -> Refused:
     return Refused(
         404,
@@ -441,7 +450,10 @@ def no_such_upload(upload_id: str) -> Refused:
 class S3RequestChecks:
     """WSGI middleware: what S3 answers every S3 request, whoever signed it, and moto does not: a target it can
     parse (400 InvalidURI: :func:`raw_target`, :func:`address`), each query parameter once (400 InvalidArgument:
-    :func:`single_values`), a key of at most 1,024 bytes (400 KeyTooLongError), and an UploadId that belongs to
+    :func:`single_values`), a key of at most 1,024 bytes (400 KeyTooLongError), an object write whose body moto
+    reads as it arrived (a form Content-Type is dropped from an UploadPart, which S3 ignores, and refused on
+    any other object write, 400 InvalidRequest: moto would take the form's fields for the query's and a field
+    ``key`` for the body), and an UploadId that belongs to
     the key addressed (404 NoSuchUpload) on UploadPart, ListParts, CompleteMultipartUpload and
     AbortMultipartUpload: moto finds an upload by its id alone, and would act on another key's upload."""
 
@@ -460,7 +472,7 @@ class S3RequestChecks:
             return [body]
         return self.app(environ, start_response)
 
-    def check(self, environ: Mapping[str, Any]) -> None:
+    def check(self, environ: dict[str, Any]) -> None:
         raw_path, raw_query = raw_target(environ)
         bucket, key = _address_of(environ, raw_path)
         params = single_values(raw_query)
@@ -468,6 +480,16 @@ class S3RequestChecks:
         if size > MAX_KEY_BYTES:
             raise Refused(400, "KeyTooLongError", "Your key is too long", {"Size": str(size), "MaxSizeAllowed": "1024"})
         method = str(environ.get("REQUEST_METHOD", ""))
+        if key and method in ("PUT", "POST") and _is_form(environ):
+            if method == "PUT" and {"partNumber", "uploadId"} <= set(params):
+                environ.pop("CONTENT_TYPE", None)  # S3 ignores an UploadPart's Content-Type
+            else:
+                raise Refused(
+                    400,
+                    "InvalidRequest",
+                    "The local S3 does not take a form Content-Type on an object request (moto would read the body"
+                    " as a form): send another Content-Type.",
+                )
         upload_id = params.get("uploadId")
         multipart = key and upload_id is not None and method in ("GET", "PUT", "POST", "DELETE")
         if multipart and upload_id is not None and not self.multipart_exists(bucket, key, upload_id):

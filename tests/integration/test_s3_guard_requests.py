@@ -222,3 +222,36 @@ def test_a_key_over_1024_bytes_is_key_too_long(stack: Emulator) -> None:
     refused(lambda: stack.client("s3").put_object(Bucket=BUCKET, Key="uploads/" + "x" * 1017, Body=b"x"), 400, None)
     client.put_object(Bucket=BUCKET, Key=longest, Body=b"x")
     assert _keys(stack) == [longest]
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def test_a_form_content_type_never_makes_moto_store_other_bytes_or_read_another_upload_id(stack: Emulator) -> None:
+    bob = s3(stack, issue(stack, prefix=BOB))
+    bob_id = bob.create_multipart_upload(Bucket=BUCKET, Key=BOB + "bob.bin")["UploadId"]
+    alice = s3(stack, issue(stack))
+    body = b"key=1&evil"
+    refused(
+        lambda: alice.put_object(Bucket=BUCKET, Key=ALICE + "f", Body=body, ContentType=FORM), 400, "InvalidRequest"
+    )
+    refused(
+        lambda: stack.client("s3").put_object(Bucket=BUCKET, Key="uploads/f", Body=body, ContentType=FORM), 400, None
+    )
+    assert _keys(stack) == []
+    # a part's form body is the part's bytes (S3 ignores its Content-Type), never fields read as the query's
+    mine = alice.create_multipart_upload(Bucket=BUCKET, Key=ALICE + "m")["UploadId"]
+    part = f"uploadId={bob_id}&partNumber=1".encode()
+    query = f"partNumber=1&uploadId={mine}"
+    request = _signed(
+        issue(stack),
+        "",
+        part,
+        hashlib.sha256(part).hexdigest(),
+        {"Content-Type": FORM},
+        path=f"/{BUCKET}/{ALICE}m?{query}",
+    )
+    assert _send(request, part).status_code == 200
+    assert bob.list_parts(Bucket=BUCKET, Key=BOB + "bob.bin", UploadId=bob_id).get("Parts", []) == []
+    (listed,) = alice.list_parts(Bucket=BUCKET, Key=ALICE + "m", UploadId=mine)["Parts"]
+    assert listed["Size"] == len(part)

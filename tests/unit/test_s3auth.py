@@ -525,3 +525,28 @@ def test_requests_for_other_services_pass() -> None:
     other = {"Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/sqs/aws4_request, x"}
     assert checked("POST", "/", "a=1&a=2", headers=other)[0] == 200
     assert checked("GET", "/b", "prefix=a&prefix=b", headers={})[0] == 200  # unsigned: the emulator's own API
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "Multipart/Form-Data; boundary=x"])
+def test_an_object_write_with_a_form_content_type_is_refused_but_a_part_s_type_is_dropped(content_type: str) -> None:
+    form = {**SIGNED_FOR_S3, "Content-Type": content_type}
+    for method, query in (("PUT", ""), ("POST", "uploads"), ("POST", "uploadId=u-1")):
+        status, body, seen = checked(method, "/b/k", query, form, uploads={"u-1": ("b", "k")})
+        assert (status, seen) == (400, []) and b"<Code>InvalidRequest</Code>" in body, (method, query)
+    from werkzeug.test import Client
+
+    from dfdlocal.s3auth import S3RequestChecks
+
+    types: list[str | None] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        types.append(environ.get("CONTENT_TYPE"))
+        start_response("200 OK", [])
+        return [b""]
+
+    guard = S3RequestChecks(app, lambda bucket, key, upload: (bucket, key, upload) == ("b", "k", "u-1"))
+    response = Client(guard).put(
+        "/b/k?partNumber=1&uploadId=u-1", data=b"key=1&x", headers=form, environ_overrides={"RAW_URI": "/b/k"}
+    )
+    assert (response.status_code, types) == (200, [None])
+    assert checked("PUT", "/b", "", form)[0] == 200  # a bucket call (moto's POST-object form upload is the bucket's)
