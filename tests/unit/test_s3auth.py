@@ -550,3 +550,14 @@ def test_an_object_write_with_a_form_content_type_is_refused_but_a_part_s_type_i
     )
     assert (response.status_code, types) == (200, [None])
     assert checked("PUT", "/b", "", form)[0] == 200  # a bucket call (moto's POST-object form upload is the bucket's)
+
+
+def test_a_presigned_url_with_a_repeated_parameter_is_refused() -> None:
+    url = presign(ContentLength=3)
+    app = Recorder()
+    guard = PresignedS3Guard(app, SECRETS)
+    for repeated in ("X-Amz-Signature=0", "X-Amz-Credential=x", "uploadId=x&uploadId=y"):
+        status, _, body = send_full(guard, f"{url}&{repeated}", b"abc", {})
+        assert status == "400 Bad Request" and b"<Code>InvalidArgument</Code>" in body, repeated
+    assert not app.seen
+    assert send_full(guard, url, b"abc", {})[0] == "200 OK"
