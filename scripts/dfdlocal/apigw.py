@@ -21,13 +21,11 @@ What API Gateway does and this mirrors:
   "[a b]">, "scopes": <the route's scopes the token has, null when the route requires none>}``.
   Preflights are answered before any authorizer (as API Gateway does), static pages and /config.js are open.
 
-A path that is not UTF-8 once percent-decoded, or that holds a control character (``%00`` included), is a 400
-``{"message":"Bad Request"}`` on every route and page, before any routing.
-
 Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html,
 ``/docs`` -> docs.html, the API reference), plus the generated ``/config.js`` telling the pages to call this same
 origin (and, with a user pool, where to sign in: :func:`config_js`) and the API's OpenAPI document
-(docs/openapi.yaml) at ``/openapi.yaml``.
+(docs/openapi.yaml) at ``/openapi.yaml``. A path no file can have (a NUL or another control character, a name
+the file system refuses) is a 404 like any page that is not there.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote_to_bytes
+from urllib.parse import parse_qsl
 
 from werkzeug.datastructures import Headers
 from werkzeug.security import safe_join
@@ -417,8 +415,8 @@ class StaticFiles:
         self.headers = dict(headers or {})
 
     def find(self, path: str) -> Path | None:
-        if _has_control(path):
-            return None  # no file is named so (a NUL would fail the file system's calls)
+        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in path):
+            return None  # no page is named so (a NUL fails every file-system call)
         relative = path.lstrip("/")
         parts = [part for part in relative.split("/") if part]
         if any(part.startswith(".") or part in NOT_SERVED for part in parts):
@@ -437,11 +435,14 @@ class StaticFiles:
             joined = safe_join(str(root), candidate)
             if joined is None:
                 return None
-            file = Path(joined).resolve()
-            if file.is_file() and file.is_relative_to(root):
-                return file
-            if file.is_dir() and (file / "index.html").is_file():
-                return file / "index.html"
+            try:
+                file = Path(joined).resolve()
+                if file.is_file() and file.is_relative_to(root):
+                    return file
+                if file.is_dir() and (file / "index.html").is_file():
+                    return file / "index.html"
+            except (OSError, ValueError):  # a name the file system refuses (too long...): no such page
+                return None
         return None
 
     def response(self, path: str) -> Response | None:
@@ -461,23 +462,6 @@ class StaticFiles:
 # --------------------------------------------------------------------------------------------------
 # The WSGI application
 # --------------------------------------------------------------------------------------------------
-def is_clean_path(environ: Mapping[str, Any]) -> bool:
-    """Whether a request's path is UTF-8 once percent-decoded (its raw target's escapes: the server's decoded
-    PATH_INFO has replaced what is not) and holds no control character (NUL included): what any route or page
-    may be asked for."""
-    raw = str(environ.get("RAW_URI") or environ.get("REQUEST_URI") or "").partition("?")[0]
-    try:
-        unquote_to_bytes(raw.encode("latin-1")).decode("utf-8")
-        path = str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8")
-    except UnicodeError:
-        return False
-    return not _has_control(path)
-
-
-def _has_control(text: str) -> bool:
-    return any(ord(char) < 0x20 or ord(char) == 0x7F for char in text)
-
-
 class HttpApi:
     def __init__(
         self,
@@ -526,12 +510,6 @@ class HttpApi:
 
     def dispatch(self, request: Request) -> tuple[Response, str]:
         origin = request.headers.get("origin")
-        if not is_clean_path(request.environ):
-            response = _json_response(400, {"message": "Bad Request"})
-            response.headers.update(API_SECURITY_HEADERS)
-            if self.cors is not None:
-                decorate(self.cors, origin, response)
-            return response, "400"
         requested_method = request.headers.get("access-control-request-method")
         if request.method == "OPTIONS" and self.cors is not None and origin and requested_method:
             headers = request.headers.get("access-control-request-headers", "")
