@@ -11,7 +11,8 @@ errors included, carries the CORS headers of the bucket rule its origin and meth
 for the local stack's emulator, and a plain verifier the tests use against the URLs the service issues.
 
 :class:`S3RequestChecks` holds every S3 request, whoever signed it, to what S3 answers and moto does not (a
-parseable target, each query parameter once, keys of at most 1,024 bytes, an UploadId of the key addressed);
+parseable target, each query parameter once, keys of at most 1,024 bytes, no object body moto would read as a
+form, an UploadId of the key addressed);
 :func:`raw_target`, :func:`single_values` and :func:`address` are the one reading of a request that the guards
 decide on and moto serves."""
 
@@ -422,8 +423,8 @@ def _signing_service(environ: Mapping[str, Any]) -> str | None:
         return "s3"
     if authorization.startswith(ALGORITHM) and "Credential=" in authorization:
         credential = authorization.split("Credential=", 1)[1].split(",", 1)[0]
-    elif "X-Amz-Credential=" in str(environ.get("QUERY_STRING", "")):
-        credential = unquote(str(environ["QUERY_STRING"]).split("X-Amz-Credential=", 1)[1].split("&", 1)[0])
+    elif "X-Amz-Credential=" in query:
+        credential = unquote(query.split("X-Amz-Credential=", 1)[1].split("&", 1)[0])
     parts = credential.strip().split("/")
     return parts[3] if len(parts) == 5 else None
 
@@ -451,11 +452,11 @@ class S3RequestChecks:
     """WSGI middleware: what S3 answers every S3 request, whoever signed it, and moto does not: a target it can
     parse (400 InvalidURI: :func:`raw_target`, :func:`address`), each query parameter once (400 InvalidArgument:
     :func:`single_values`), a key of at most 1,024 bytes (400 KeyTooLongError), an object write whose body moto
-    reads as it arrived (a form Content-Type is dropped from an UploadPart, which S3 ignores, and refused on
-    any other object write, 400 InvalidRequest: moto would take the form's fields for the query's and a field
-    ``key`` for the body), and an UploadId that belongs to
-    the key addressed (404 NoSuchUpload) on UploadPart, ListParts, CompleteMultipartUpload and
-    AbortMultipartUpload: moto finds an upload by its id alone, and would act on another key's upload."""
+    reads as it arrived (a form Content-Type is dropped from an UploadPart, which S3 ignores, and refused on any
+    other object write, 400 InvalidRequest: moto would take the form's fields for the query's and a field
+    ``key`` for the body), and an UploadId that belongs to the key addressed (404 NoSuchUpload) on UploadPart,
+    ListParts, CompleteMultipartUpload and AbortMultipartUpload: moto finds an upload by its id alone, and would
+    act on another key's upload."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], multipart_exists: MultipartExists) -> None:
         self.app = app
@@ -491,6 +492,10 @@ class S3RequestChecks:
                     " as a form): send another Content-Type.",
                 )
         upload_id = params.get("uploadId")
-        multipart = key and upload_id is not None and method in ("GET", "PUT", "POST", "DELETE")
-        if multipart and upload_id is not None and not self.multipart_exists(bucket, key, upload_id):
+        if (
+            key
+            and upload_id is not None
+            and method in ("GET", "PUT", "POST", "DELETE")
+            and not self.multipart_exists(bucket, key, upload_id)
+        ):
             raise no_such_upload(upload_id)

@@ -177,7 +177,7 @@ def _matches(patterns: Any, value: str, *, ignore_case: bool = False) -> bool:
 
 def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, str]) -> bool:
     for qualified, keys in condition.items():
-        if_exists = qualified.endswith("IfExists") and qualified != "Null"
+        if_exists = qualified.endswith("IfExists")
         operator = qualified.removesuffix("IfExists")
         for key, expected in keys.items():
             actual = context.get(key)
