@@ -15,7 +15,8 @@ their SHA-256 (S3 checks every part; the ingest hashes the object, whose oid is 
 ``Authorization`` on those calls only (part PUTs carry their presigned headers). Its state is kept under
 ``<git dir>/lfs/dfd-multipart/`` until the upload is complete: a push run again after a kill gets a new
 registration from the batch, and the agent resumes the earlier upload instead (only the parts S3 does not hold
-are sent), has it verified (ingested) and aborts the new one, whose verify git-lfs then finds held. Any other
+are sent) and aborts the new one, whose verify git-lfs then finds held. A completed upload's verify is repeated
+(429 + Retry-After) until its ingest has recorded the object, before the agent says complete. Any other
 upload action is basic's presigned PUT, sent as git-lfs would send it.
 """
 
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +47,7 @@ from dfdtools.multipart import (
     Tuning,
     UploadGone,
     UploadInterrupted,
+    _retry_after,
     part_session,
 )
 
@@ -52,6 +55,7 @@ NAME = "dfd-multipart"
 LFS_JSON = "application/vnd.git-lfs+json"
 AGENT = Path(__file__).resolve().parents[1] / "lfs-agent"
 READ_CHUNK = 1024 * 1024
+VERIFY_WAIT = 6 * 3600.0  # seconds a completed upload's verify is repeated while its ingest hashes it
 ERROR_CODE = 2  # a failed transfer's code in its complete event (git-lfs prints the message)
 
 
@@ -108,8 +112,12 @@ class Agent:
         lfs_dir: Path,
         session: HttpSession | None = None,
         tuning: Tuning | None = None,
+        sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        verify_wait: float = VERIFY_WAIT,
     ) -> None:
         self._emit = emit
+        self._sleep, self._clock, self._verify_wait = sleep, clock, verify_wait
         self._lfs_dir = lfs_dir
         self._session: HttpSession = session or part_session()
         self._tuning = tuning or Tuning()
@@ -184,24 +192,37 @@ class Agent:
             except (UploadGone, ApiError):  # no longer pending (expired, aborted): this batch's upload instead
                 self.states.delete(kept)
             else:
+                self._verify(api, headers, done, oid, size)
                 if done != upload_id:
-                    self._verify(api, headers, done, oid, size)
                     self._abort(api, headers, upload_id)
                 return
         plan = {"upload_id": upload_id, "part_size": part_size, "part_count": part_count}
         uploader.start(path, plan, progress)
+        self._verify(api, headers, upload_id, oid, size)
 
     def _verify(self, api: str, headers: Mapping[str, str], upload_id: str, oid: str, size: int) -> None:
-        """The resumed upload's verify (it ingests the object): the oid is the tenant's before the agent says so."""
-        response = self._session.request(
-            "POST",
-            f"{api}/verify/{upload_id}",
-            headers={**headers, "Content-Type": LFS_JSON},
-            json={"oid": oid, "size": size},
-            timeout=self._tuning.api_timeout,
-        )
-        if response.status_code != 200:
-            raise TransferError(f"verify of the resumed upload answered {response.status_code}: {response.text[:300]}")
+        """The completed upload's verify, repeated after its Retry-After while the ingest has not recorded the
+        object (429): the oid is the tenant's before the agent says complete, and git-lfs's own verify of the
+        batch's link then answers at once."""
+        deadline = self._clock() + self._verify_wait
+        while True:
+            response = self._session.request(
+                "POST",
+                f"{api}/verify/{upload_id}",
+                headers={**headers, "Content-Type": LFS_JSON},
+                json={"oid": oid, "size": size},
+                timeout=self._tuning.api_timeout,
+            )
+            if response.status_code == 200:
+                return
+            if response.status_code != 429:
+                raise TransferError(f"the verify answered {response.status_code}: {response.text[:300]}")
+            if self._clock() >= deadline:
+                raise TransferError(
+                    f"the object was still being ingested after {self._verify_wait:.0f} s: push again later "
+                    "(nothing is sent again once it is stored)"
+                )
+            self._sleep(_retry_after(response.headers))
 
     def _abort(self, api: str, headers: Mapping[str, str], upload_id: str) -> None:
         """Aborts the batch's own registration that the resumed upload replaced (its quota bytes come back at once;

@@ -62,6 +62,7 @@ class FakeLfs:
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # API calls
     objects: dict[str, bytes] = field(default_factory=dict)  # basic PUTs and what GETs serve
     refuse_put: int | None = None  # a basic PUT's answer instead of 200
+    ingesting: int = 0  # verifies of a completed upload answered 429 (the ingest still hashing) before the 200
 
     def request(
         self, method: str, url: str, *, headers: Any = None, json: Any = None, data: Any = None, **_: Any
@@ -75,6 +76,9 @@ class FakeLfs:
         parts = url.removeprefix(API).strip("/").split("/")
         if parts[0] == "verify":
             upload = self.uploads[parts[1]]
+            if upload.completed and self.ingesting:
+                self.ingesting -= 1
+                return Reply(429, {"message": "being ingested"}, headers={"Retry-After": "7"})
             upload.verified = upload.completed
             return Reply(200 if upload.completed else 422, {} if upload.completed else {"message": "not in the store"})
         upload_id = parts[1]
@@ -125,12 +129,28 @@ def server() -> FakeLfs:
     return FakeLfs()
 
 
-def converse(server: FakeLfs, lfs_dir: Path, *requests: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
-    """The agent's exit status and every line it wrote, for ``requests`` sent one a line, as git-lfs does."""
+def converse(
+    server: FakeLfs, lfs_dir: Path, *requests: dict[str, Any], sleeps: list[float] | None = None, wait: float = 60
+) -> tuple[int, list[dict[str, Any]]]:
+    """The agent's exit status and every line it wrote, for ``requests`` sent one a line, as git-lfs does; its
+    waits go to ``sleeps`` (each advances its clock), the verify's to at most ``wait`` seconds."""
     out = io.StringIO()
     lines = [json.dumps(r) + "\n" for r in requests]
     tuning = Tuning(parts_in_flight=2, attempts=2, backoff=0, max_backoff=0)
-    status = lfsagent.run(lines, out, lambda emit: lfsagent.Agent(emit, lfs_dir=lfs_dir, session=server, tuning=tuning))
+    waited = sleeps if sleeps is not None else []
+
+    def agent(emit: Any) -> lfsagent.Agent:
+        return lfsagent.Agent(
+            emit,
+            lfs_dir=lfs_dir,
+            session=server,
+            tuning=tuning,
+            sleep=waited.append,
+            clock=lambda: sum(waited),
+            verify_wait=wait,
+        )
+
+    status = lfsagent.run(lines, out, agent)
     return status, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -185,6 +205,22 @@ def test_a_multipart_action_sends_every_part_with_its_sha256_in_parallel_and_com
     # the action's Authorization on every API call; none left over to resume
     assert {headers["Authorization"] for _, _, headers in server.calls} == {AUTH}
     assert not list((tmp_path / "lfs" / "dfd-multipart").glob("*.json"))
+
+
+def test_complete_is_said_once_the_ingest_recorded_the_object(server: FakeLfs, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 20
+    oid, path = lfs_object(tmp_path, data)
+    server.uploads["u1"] = Upload(len(data))
+    server.ingesting = 2
+    sleeps: list[float] = []
+    request = multipart_request(oid, path, len(data), "u1")
+    status, lines = converse(server, tmp_path / "lfs", INIT, request, TERMINATE, sleeps=sleeps)
+    assert status == 0 and completes(lines) == [{"event": "complete", "oid": oid}]
+    assert sleeps == [7, 7] and server.uploads["u1"].verified  # after each Retry-After
+    server.uploads["u2"] = Upload(len(data))
+    server.ingesting = 100
+    _, lines = converse(server, tmp_path / "lfs", INIT, multipart_request(oid, path, len(data), "u2"), wait=20)
+    assert "still being ingested after 20 s" in completes(lines)[0]["error"]["message"]
 
 
 def test_a_push_run_again_resumes_the_killed_upload_verifies_it_and_aborts_the_new_one(

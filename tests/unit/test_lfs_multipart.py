@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from dfd.core.config import ConfigError
+from dfd.core.notifications import ObjectRef
 from dfd.core.records import UploadStatus
 from dfd.ingest.service import Ingestor
 from dfd.lfs.batch import MULTIPART, LfsError, LfsService, basic_max_bytes
 from dfd.uploads.service import UploadService
 from tests.support import ALICE, BOB
-from tests.unit.ingest_world import NOW, World
+from tests.unit.ingest_world import BUCKET, NOW, World
 
 BASE = "https://api.example"
 MIB = 1024 * 1024
@@ -39,6 +40,12 @@ class Lfs(World):
         if transfers is not None:
             body["transfers"] = transfers
         return self.lfs().batch(user.caller, "game", body, BASE, AUTH)
+
+    def ingest(self, upload_id: str) -> None:
+        """The ingest of the upload's S3 event (the poller's, on the local stack)."""
+        record = self.repo.get_upload(upload_id)
+        assert record is not None
+        self.ingestor().ingest(ObjectRef(BUCKET, str(record.s3_key)))
 
     def send_parts(self, upload_id: str, data: bytes, numbers: list[int] | None = None, user: Any = ALICE) -> None:
         """What the agent does with a multipart action: presign with SHA-256s, PUT each part (to the fake S3)."""
@@ -111,6 +118,14 @@ def test_a_multipart_upload_completes_and_verifies_through_the_one_ingest(world:
     world.send_parts(upload_id, data)
     done = world.lfs().multipart.complete(ALICE.caller, upload_id, None)
     assert done == {"upload_id": upload_id, "status": "pending"}
+    with pytest.raises(LfsError) as ingesting:  # the verify never hashes a multipart object itself
+        world.lfs().verify(ALICE.caller, upload_id, obj(data))
+    assert ingesting.value.status == 429 and ingesting.value.headers == {"Retry-After": "5"}
+    assert "being ingested" in ingesting.value.message
+    record = world.repo.get_upload(upload_id)
+    assert record is not None and record.status == UploadStatus.PENDING
+    assert not world.repo.files  # nothing ingested
+    world.ingest(upload_id)
     world.lfs().verify(ALICE.caller, upload_id, obj(data))
     record = world.repo.get_upload(upload_id)
     assert record is not None and record.status == UploadStatus.STORED and record.hash == obj(data)["oid"]
@@ -123,6 +138,7 @@ def test_bytes_other_than_the_oid_never_verify(world: Lfs) -> None:
     upload_id = world.batch([obj(data)], BOTH)["objects"][0]["actions"]["upload"]["header"]["Upload-Id"]
     world.send_parts(upload_id, big(2 * LIMIT, seed=2))  # the same size, other bytes: the ingest hashes them
     world.lfs().multipart.complete(ALICE.caller, upload_id, None)
+    world.ingest(upload_id)
     with pytest.raises(LfsError) as refused:
         world.lfs().verify(ALICE.caller, upload_id, obj(data))
     assert refused.value.status == 422
@@ -207,6 +223,7 @@ def test_a_registration_a_resumed_upload_replaced_verifies_once_the_tenant_holds
     assert [p["part_number"] for p in listed["parts"]] == [1]
     world.send_parts(first, data, list(range(2, listed["part_count"] + 1)))
     world.lfs().multipart.complete(ALICE.caller, first, None)
+    world.ingest(first)
     world.lfs().verify(ALICE.caller, first, obj(data))
     assert world.lfs().multipart.abort(ALICE.caller, second)["status"] == "deleted"
     world.lfs().verify(ALICE.caller, second, obj(data))  # held: 200

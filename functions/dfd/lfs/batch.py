@@ -10,7 +10,10 @@
   PUT, whose ``header`` carries every signed header (Content-Type above all: git-lfs would sniff one) and
   ``actions.verify`` points at ``/lfs/<repo>/verify/<upload id>``.
 * verify — 200 once the upload is processed: if the S3 event has not been ingested yet, the verify runs the
-  same idempotent ingest on the object itself, so the oid is the tenant's from the 200 on.
+  same idempotent ingest on the object itself, so the oid is the tenant's from the 200 on. A multipart upload
+  is left to its event's ingest (it is hashed whole): completed and not yet recorded, its verify is a 429 with
+  Retry-After, which the agent repeats; a registration a resumed upload replaced verifies once the tenant holds
+  the object.
 * download — a presigned GET for every oid the tenant holds; any other → per-object 404, the same answer
   whether or not another tenant holds it. Downloads are always `basic`: one GET carries any size S3 holds.
 
@@ -58,6 +61,7 @@ MEDIA_TYPE = "application/vnd.git-lfs+json"
 BASIC = "basic"
 MULTIPART = "dfd-multipart"  # the custom transfer of dfd's agent (scripts/lfs-agent)
 TRANSFERS = (BASIC, MULTIPART)
+INGEST_RETRY_AFTER = 5  # seconds: a verify of a completed multipart upload its ingest has not recorded yet
 AGENT_HINT = "scripts/lfs-agent install sets up dfd's multipart transfer agent (docs: Uploading with Git LFS)"
 
 
@@ -356,7 +360,16 @@ class LfsService:
             or upload.size != obj.size
         ):
             raise LfsError(404, f"no upload of {obj.oid} with {obj.size} bytes has this verify link")
-        if upload.status == UploadStatus.PENDING:
+        if upload.status == UploadStatus.PENDING and upload.multipart:
+            # never hashed here (the ingest reads a multipart object whole, past this function's time): its S3
+            # event's ingest records it, and the agent repeats this verify until then
+            if upload.completed_at and not self._holds(caller, obj):
+                raise LfsError(
+                    429,
+                    f"the {upload.size} bytes of {obj.oid} are being ingested: retry shortly",
+                    {"Retry-After": str(INGEST_RETRY_AFTER)},
+                )
+        elif upload.status == UploadStatus.PENDING:
             self._ingest(ObjectRef(upload.bucket or self._s.bucket, str(upload.s3_key)))
             after = self._repo.get_upload(upload_id)
             if after is None:
