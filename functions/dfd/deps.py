@@ -136,6 +136,7 @@ def lfs_service() -> LfsService:
         upload_service(),
         ingestor().ingest,
         basic_max_bytes=basic_max_bytes(),
+        multipart=multipart_service(),
     )
 
 

@@ -241,3 +241,24 @@ def test_the_single_put_limit_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("LFS_BASIC_MAX_BYTES", wrong)
         with pytest.raises(ConfigError, match="LFS_BASIC_MAX_BYTES"):
             basic_max_bytes()
+
+
+def test_the_deployed_service_completes_through_the_multipart_routes_service(
+    world: Lfs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its CompleteMultipartUpload client waits the request's budget (aws.s3_complete); the upload service's own
+    multipart service has only the 1 s client of the small calls."""
+    from dfd import deps
+
+    routes_service = object()
+    monkeypatch.setattr(deps, "settings", lambda: world.settings)
+    monkeypatch.setattr(deps, "repository", lambda: world.repo)
+    monkeypatch.setattr(deps, "upload_service", lambda: UploadService(world.settings, world.repo, world.objects))
+    monkeypatch.setattr(deps, "ingestor", world.ingestor)
+    monkeypatch.setattr(deps, "multipart_service", lambda: routes_service)
+    monkeypatch.delenv("LFS_BASIC_MAX_BYTES", raising=False)
+    deps.lfs_service.cache_clear()
+    try:
+        assert deps.lfs_service().multipart is routes_service
+    finally:
+        deps.lfs_service.cache_clear()

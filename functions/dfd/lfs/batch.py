@@ -150,6 +150,7 @@ class LfsService:
         *,
         max_objects: int = MAX_OBJECTS,
         basic_max_bytes: int = S3_MAX_PUT,
+        multipart: MultipartService | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -158,12 +159,14 @@ class LfsService:
         self._ingest = ingest
         self._max_objects = max_objects
         self._basic_max = min(basic_max_bytes, S3_MAX_PUT)  # the single-PUT limit: S3's largest PUT at most
+        # the multipart uploads' service (deps: the one of /uploads/{id}/..., with its CompleteMultipartUpload client)
+        self._multipart = multipart or uploads.multipart
 
     # ------------------------------------------------------------------ batch
     @property
     def multipart(self) -> MultipartService:
         """The multipart uploads a dfd-multipart upload action names (/lfs/<repo>/uploads/<id>)."""
-        return self._uploads.multipart
+        return self._multipart
 
     def batch(
         self, caller: Caller, repo: str, raw_body: Any, base_url: str, authorization: str | None = None
