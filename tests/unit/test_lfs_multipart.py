@@ -196,6 +196,9 @@ def test_transfers_naming_none_this_server_speaks_are_422_naming_both(world: Lfs
 def test_multipart_alone_is_enough_and_downloads_stay_basic(world: Lfs) -> None:
     data = big()
     assert world.batch([obj(data)], [MULTIPART])["transfer"] == MULTIPART
+    small = world.batch([obj(b"small")], [MULTIPART])  # only what the client offers: the agent PUTs it
+    assert small["transfer"] == MULTIPART
+    assert small["objects"][0]["actions"]["upload"]["href"].startswith("https://fake-s3/")
     body = {"operation": "download", "objects": [obj(data)], "transfers": BOTH}
     assert world.lfs().batch(ALICE.caller, "game", body, BASE)["transfer"] == "basic"
 

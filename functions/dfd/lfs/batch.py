@@ -115,10 +115,10 @@ def parse_object(raw: Any) -> LfsObject:
     return LfsObject(oid, size)
 
 
-def _check_options(body: Mapping[str, Any]) -> bool:
+def _check_options(body: Mapping[str, Any]) -> frozenset[str]:
     """The batch request's optional fields: absent, or of the spec's type (null is malformed, as for git-lfs,
     which omits what it does not send); 422 for a malformed one or transfers naming none this server speaks,
-    409 for a hash algorithm other than sha256. Whether the client offers the multipart transfer."""
+    409 for a hash algorithm other than sha256. The transfers of this server the client offers."""
     offered = [BASIC]
     if "transfers" in body:
         transfers = body["transfers"]
@@ -132,7 +132,7 @@ def _check_options(body: Mapping[str, Any]) -> bool:
         raise LfsError(422, "hash_algo must be a string")
     if hash_algo != "sha256":
         raise LfsError(409, f"this server supports only the sha256 hash algorithm, not {hash_algo[:32]!r}")
-    return MULTIPART in offered
+    return frozenset(offered) & frozenset(TRANSFERS)
 
 
 def _failed(oid: str, size: int, code: int, message: str) -> dict[str, Any]:
@@ -177,7 +177,7 @@ class LfsService:
         operation = body.get("operation")
         if operation not in ("upload", "download"):
             raise LfsError(422, 'operation must be "upload" or "download"')
-        offers_multipart = _check_options(body)
+        offered = _check_options(body)
         raw_objects = body.get("objects")
         if not isinstance(raw_objects, list):
             raise LfsError(422, "objects must be a list")
@@ -196,8 +196,10 @@ class LfsService:
         if operation == "download":
             self._download(caller, valid, answers)
         else:
-            plan = _Plan(repo, base_url, authorization, offers_multipart)
+            plan = _Plan(repo, base_url, authorization, MULTIPART in offered)
             transfer = self._upload(caller, plan, valid, answers)
+            # a client offering only dfd-multipart gets it even without parts (the agent also PUTs basic's)
+            transfer = MULTIPART if BASIC not in offered else transfer
         return {"transfer": transfer, "objects": answers, "hash_algo": "sha256"}
 
     def _held(self, caller: Caller, oid: str, *, consistent: bool = True) -> FileRecord | None:
