@@ -127,9 +127,17 @@ def lock_service() -> LockService:
 @cache
 def lfs_service() -> LfsService:
     from dfd.adapters.s3 import ObjectStore
-    from dfd.lfs.batch import LfsService
+    from dfd.lfs.batch import LfsService, basic_max_bytes
 
-    return LfsService(settings(), repository(), ObjectStore(aws.s3()), upload_service(), ingestor().ingest)
+    return LfsService(
+        settings(),
+        repository(),
+        ObjectStore(aws.s3()),
+        upload_service(),
+        ingestor().ingest,
+        basic_max_bytes=basic_max_bytes(),
+        multipart=multipart_service(),
+    )
 
 
 @cache
