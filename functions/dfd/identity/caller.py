@@ -57,6 +57,7 @@ class Caller:
     is_admin: bool
     username: str | None = None
     groups: tuple[str, ...] = ()
+    token_id: str | None = None  # the personal access token the caller authenticated with, if it did
 
     @property
     def has_personal_tenant(self) -> bool:

@@ -1,4 +1,4 @@
-"""Personal access tokens: credentials git users can keep for months, for the /lfs routes only.
+"""Personal access tokens: credentials a user can keep for months, for the /lfs routes and POST /me/s3-credentials.
 
 ``POST /me/tokens`` makes one for the caller: ``dfd_pat_<id>_<secret>`` — the prefix lets secret scanners find
 leaked ones, the id (16 hex digits) finds its record with one GetItem, the secret is 256 random bits. The token
@@ -23,6 +23,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -135,4 +136,4 @@ class PatService:
         if user is None or user.sub != record.owner:  # deleted, disabled, or the name is someone else's now
             return None
         claims: dict[str, Any] = {"sub": record.owner, "username": record.username, "cognito:groups": list(user.groups)}
-        return caller_from_claims(claims)
+        return replace(caller_from_claims(claims), token_id=record.token_id)

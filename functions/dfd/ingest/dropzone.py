@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 TOO_LARGE = "too_large"
 QUOTA_EXCEEDED = "quota_exceeded"
+WRITER_REVOKED = "writer_revoked"  # no still-valid session of its owner may have written it
 # a drop-zone upload stays pending this long without its copy before the reconcile may expire it: its event's
 # redeliveries and the daily sweep (which re-drives every object under s3/) copy it well within
 PENDING_SECONDS = 24 * 3600
@@ -75,12 +76,20 @@ def drop_filename(rest: str) -> str:
 
 class DropZone:
     def __init__(
-        self, settings: Settings, repo: DropStore, objects: ObjectStore, *, now: Callable[[], datetime] = clock.now
+        self,
+        settings: Settings,
+        repo: DropStore,
+        objects: ObjectStore,
+        *,
+        now: Callable[[], datetime] = clock.now,
+        writers: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
         self._objects = objects
         self._now = now
+        # (tenant, owner) -> whether a still-valid session may have written the object (dfd.identity.s3sessions)
+        self._writers = writers
 
     def ingest(self, bucket: str, key: str) -> tuple[str, dict[str, object]]:
         """One event of an object under s3/: (outcome, details) — `ignored` (not a caller's key), `gone`,
@@ -147,6 +156,8 @@ class DropZone:
                 tenant=tenant,
                 via=UploadVia.S3,
             )
+            if self._writers is not None and not self._writers(tenant, owner):
+                return self._repo.record_rejected_upload(upload, WRITER_REVOKED, now)
             if info.size > self._s.max_upload_bytes or info.size < 1:
                 return self._repo.record_rejected_upload(upload, TOO_LARGE if info.size else "empty", now)
             try:
