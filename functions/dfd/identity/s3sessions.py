@@ -37,7 +37,9 @@ from dfd.identity.caller import caller_from_claims
 if TYPE_CHECKING:
     from dfd.identity.ports import PersonalToken, S3Session, S3SessionStore, UserDirectory
 
-MAX_LIVE_SESSIONS = 10  # a user's tools on a few machines each hold one; the abuse this stops is thousands
+# The AWS CLI runs credential_process once per command (the SDKs once per process) and each run is a session: 50
+# one-hour sessions leave a user's scripts and machines 50 commands an hour, and stop a flood (thousands) at 50.
+MAX_LIVE_SESSIONS = 50
 # a session's record outlives its expiry this long: the daily sweep re-drives an object written in the session's
 # last second within it, a day to spare
 KEEP_SECONDS = 2 * 24 * 3600
