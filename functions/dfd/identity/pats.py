@@ -7,7 +7,8 @@ The record keeps whose token it is (the user's ``sub`` and username); each use a
 Cognito pool, dfd.adapters.cognito) for the user's CURRENT groups, so a token acts as its user as the user is now
 (tenant, admin) and stops working when the user is deleted or disabled — a change of groups applies within the
 directory's short cache. ``DELETE /me/tokens/{id}`` deletes the record: the next request with the token is
-refused (the record is read at every use, never cached).
+refused (the record is read at every use, never cached), and the objects the S3 credentials issued with it write
+from then on are rejected (dfd.identity.s3sessions).
 
 A user holds at most ``MAX_TOKENS_PER_USER`` live tokens: the store counts a token and writes it in ONE conditional
 step (TokenStore.add), so concurrent creates cannot pass the limit together; a delete uncounts it in the same

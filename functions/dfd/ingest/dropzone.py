@@ -8,8 +8,9 @@ s3/ key: each object version is moved to the upload key the rest of the system s
      (:func:`drop_upload_id`: bucket, key, ETag and size — a replayed or re-driven event is the same upload, an
      overwrite with other bytes a new one).
   2. No upload yet: register it (pending, counted against the tenant's quota like POST /upload, with
-     `filename` = the key after the caller's prefix); an object over MaxUploadBytes, or one the quota refuses, is
-     recorded `rejected` (`failure`: too_large / quota_exceeded) instead, counted nowhere.
+     `filename` = the key after the caller's prefix); an object no still-valid credentials of its owner may have
+     written (dfd.identity.s3sessions), over MaxUploadBytes, or one the quota refuses, is recorded `rejected`
+     (`failure`: writer_revoked / too_large / quota_exceeded) instead, counted nowhere.
   3. Pending: copy it server-side to ``uploads/<upload_id>`` (CopySourceIfMatch its ETag, IfNoneMatch "*" as the
      bucket policy wants every write there; skipped when the copy is there already), with the tenant hint. That
      copy's own ObjectCreated event drives the ingest's exactly-once
