@@ -95,7 +95,7 @@ def test_a_restart_keeps_each_sessions_issue_time_so_a_revoked_one_stays_revoked
     stack.client("s3").create_bucket(Bucket=BUCKET)
     for role in stack.model.roles.values():
         _create_role(stack.client("iam"), role)
-    time.sleep(1.5)
+    time.sleep(3)  # the restore 3 s after the issue, the date 1 s before the restore: whole seconds apart
     assert stspersist.restore_sessions(tmp_path) == 1
     revokesessions.revoke(
         stack.client("iam"), names.role_name("S3CredentialsRole"), datetime.now(UTC) - timedelta(seconds=1)
@@ -118,3 +118,13 @@ def test_a_save_forgets_sessions_long_expired_and_keeps_the_rest(stack: Emulator
     assert [role.access_key_id for role in _assumed()] == [recently.access_key_id, live.access_key_id]
     kept = json.loads((tmp_path / stspersist.STS_SESSIONS).read_text())
     assert [session["access_key_id"] for session in kept] == [live.access_key_id]
+
+
+def test_the_command_on_the_local_stack(stack: Emulator, capsys: pytest.CaptureFixture[str]) -> None:
+    assert revokesessions.main(["--endpoint-url", stack.endpoint, "--show"]) == 0
+    assert capsys.readouterr().out == "dfd-s3-credentials-role: no S3 session is revoked\n"
+    assert revokesessions.main(["--endpoint-url", stack.endpoint, "--before", "2000-01-01T00:00:00Z"]) == 0
+    assert "issued before 2000-01-01T00:00:00Z are refused from now on" in capsys.readouterr().out
+    assert revokesessions.main(["--endpoint-url", stack.endpoint, "--show"]) == 0
+    assert capsys.readouterr().out.endswith("issued before 2000-01-01T00:00:00Z are refused\n")
+    writer(stack).put_object(Bucket=BUCKET, Key=PREFIX + "f.txt", Body=b"issued after 2000")
