@@ -26,6 +26,8 @@ from dfd.identity.pats import PatService
 from dfd.identity.ports import DirectoryUser
 from dfd.identity.s3access import prefix_for
 from dfd.identity.s3credentials import (
+    MAX_DURATION,
+    MIN_DURATION,
     IssuedCredentials,
     S3CredentialsService,
     S3CredentialsSettings,
@@ -431,3 +433,15 @@ def test_many_unknown_fields_are_named_bounded_as_me_tokens_does(pats: PatServic
     assert error["code"] == "validation_error" and "10000 unknown field(s): field00000" in error["message"]
     assert error["details"]["count"] == 10_000 and len(error["details"]["fields"]) == 5
     assert sts.calls == []
+
+
+def test_the_documents_name_the_limits_the_code_has() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    openapi = (root / "docs" / "openapi.yaml").read_text()
+    tools = (root / "docs" / "uploading" / "s3-tools.md").read_text()
+    assert f"at most {MAX_LIVE_SESSIONS} live sessions" in openapi
+    assert f"holds {MAX_LIVE_SESSIONS} live sessions" in openapi
+    assert f"At most {MAX_LIVE_SESSIONS} live sessions per user" in tools
+    assert f'"duration_seconds": {MIN_DURATION}..{MAX_DURATION}' in tools
