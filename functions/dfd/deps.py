@@ -15,11 +15,13 @@ from dfd.adapters import aws
 from dfd.core.config import settings
 
 if TYPE_CHECKING:
+    from dfd.adapters.cognito import CognitoDirectory
     from dfd.adapters.dynamo import Repository
     from dfd.deletes.service import DeleteService
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
+    from dfd.identity.s3sessions import S3Writers
     from dfd.ingest.service import Ingestor
     from dfd.lfs.batch import LfsService
     from dfd.lfs.locks import LockService
@@ -73,7 +75,26 @@ def ingestor() -> Ingestor:
     from dfd.ingest.service import Ingestor
 
     tuning = ReadTuning.from_settings(settings())
-    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
+    objects = ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning)
+    # built at the first drop-zone object: the functions that ingest only upload keys need none of its settings
+    return Ingestor(settings(), repository(), objects, writers=lambda tenant, owner: s3_writers().admits(tenant, owner))
+
+
+@cache
+def s3_writers() -> S3Writers:
+    """The drop zone's check of an object's writer: the tokens table's records and the user pool."""
+    from dfd.adapters.cognito import CognitoDirectory
+    from dfd.adapters.dynamo.pats import DynamoTokenStore
+    from dfd.adapters.dynamo.s3sessions import DynamoS3SessionStore
+    from dfd.core.config import required_env
+    from dfd.identity.s3sessions import S3Writers
+
+    table = required_env("LFS_TOKENS_TABLE")
+    return S3Writers(
+        DynamoS3SessionStore(aws.dynamodb(), table),
+        DynamoTokenStore(aws.dynamodb(), table),
+        CognitoDirectory(aws.cognito(), required_env("USER_POOL_ID")),
+    )
 
 
 @cache
@@ -85,12 +106,17 @@ def lfs_settings() -> LfsSettings:
 
 @cache
 def pat_service() -> PatService:
-    from dfd.adapters.cognito import CognitoDirectory
     from dfd.adapters.dynamo.pats import DynamoTokenStore
     from dfd.identity.pats import PatService
 
-    directory = CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
-    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), directory)
+    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), user_directory())
+
+
+@cache
+def user_directory() -> CognitoDirectory:
+    from dfd.adapters.cognito import CognitoDirectory
+
+    return CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
 
 
 @cache
@@ -102,9 +128,11 @@ def credentials() -> CredentialChecker:
 
 @cache
 def s3_credentials() -> S3CredentialsService:
+    from dfd.adapters.dynamo.s3sessions import DynamoS3SessionStore
     from dfd.adapters.sts import StsRoles
     from dfd.core.config import required_env
     from dfd.identity.s3credentials import S3CredentialsService, S3CredentialsSettings
+    from dfd.identity.s3sessions import S3SessionLedger
 
     config = S3CredentialsSettings(
         role_arn=required_env("S3_CREDENTIALS_ROLE_ARN"),
@@ -113,7 +141,8 @@ def s3_credentials() -> S3CredentialsService:
         endpoint_url=aws.s3_endpoint_url(),
         kms_key_arn=os.environ.get("KMS_KEY_ARN", "").strip(),
     )
-    return S3CredentialsService(StsRoles(aws.sts()), config)
+    ledger = S3SessionLedger(DynamoS3SessionStore(aws.dynamodb(), lfs_settings().tokens_table))
+    return S3CredentialsService(StsRoles(aws.sts()), config, user_directory(), ledger)
 
 
 @cache
@@ -164,6 +193,8 @@ def reset() -> None:
         pat_service,
         credentials,
         s3_credentials,
+        s3_writers,
+        user_directory,
         lock_service,
         lfs_service,
         reconciler,

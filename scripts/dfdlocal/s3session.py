@@ -72,6 +72,7 @@ class IssuedSession:
     expiration: datetime  # aware, UTC
     role_arn: str
     policy: str | None  # the session policy passed to AssumeRole (JSON), if any
+    issued: datetime | None = None  # aware, UTC: the condition key aws:TokenIssueTime
 
 
 Sessions = Callable[[str], IssuedSession | None]
@@ -194,11 +195,32 @@ def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, str]) -
                 holds = actual is None or actual not in values
             elif operator == "Null":
                 holds = (actual is None) == (values[0].lower() == "true")
+            elif operator in _DATE_OPERATORS:
+                holds = actual is not None and any(_DATE_OPERATORS[operator](_date(actual), _date(v)) for v in values)
             else:
                 raise Refused(403, "AccessDenied", f"the local S3 does not evaluate the condition operator {qualified}")
             if not holds:
                 return False
     return True
+
+
+_DATE_OPERATORS: dict[str, Callable[[datetime, datetime], bool]] = {
+    "DateEquals": lambda a, b: a == b,
+    "DateNotEquals": lambda a, b: a != b,
+    "DateLessThan": lambda a, b: a < b,
+    "DateLessThanEquals": lambda a, b: a <= b,
+    "DateGreaterThan": lambda a, b: a > b,
+    "DateGreaterThanEquals": lambda a, b: a >= b,
+}
+
+
+def _date(text: str) -> datetime:
+    """An IAM date condition value: ISO 8601 (``2026-12-01T12:00:00Z``) or epoch seconds; 403 for anything else."""
+    try:
+        moment = datetime.fromtimestamp(int(text), UTC) if text.isdigit() else datetime.fromisoformat(text)
+    except ValueError:
+        raise Refused(403, "AccessDenied", "the local S3 cannot read a date condition value") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def evaluate(policy: Mapping[str, Any], action: str, resource: str, context: Mapping[str, str]) -> str | None:
@@ -312,6 +334,8 @@ class IssuedCredentialsGuard:
         if now >= session.expiration:
             raise Refused(400, "ExpiredToken", "The provided token has expired.")
         request = classify(method, raw_path, raw_query, headers)
+        if session.issued is not None:
+            request.context["aws:TokenIssueTime"] = session.issued.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         denied = [name for name in (*DENIED_HEADERS, *_SSE_C) if name in headers and (name, headers[name]) != OWNER_ACL]
         policies = [json.loads(session.policy)] if session.policy else []
         if denied or not allowed(policies, self.role_policies(session.role_arn), request):
@@ -404,6 +428,7 @@ def moto_sessions(account_id: str) -> Sessions:
                 expiration = role.expiration
                 if expiration.tzinfo is None:
                     expiration = expiration.replace(tzinfo=UTC)
+                issued = role.access_key.create_date  # the AssumeRole's moment (moto: naive UTC)
                 return IssuedSession(
                     role.access_key_id,
                     role.secret_access_key,
@@ -411,6 +436,7 @@ def moto_sessions(account_id: str) -> Sessions:
                     expiration,
                     role.role_arn,
                     role.policy or None,
+                    issued if issued.tzinfo else issued.replace(tzinfo=UTC),
                 )
         return None
 

@@ -64,7 +64,7 @@ def test_aws_s3_sync_of_200_files_50_of_them_another_tenants_content(stack: Runn
         path = folder / f"d{index % 4}" / f"{run}-{index}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    env = credentials_env(stack, prefix, "alice-sync")
+    env = credentials_env(stack, prefix, "alice")
     result = subprocess.run(
         ["aws", "s3", "sync", str(folder), f"s3://{stack.bucket}/{prefix}{run}/"],
         capture_output=True,

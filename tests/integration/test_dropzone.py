@@ -16,8 +16,16 @@ from dfd.core.notifications import ObjectRef
 from dfd.handlers import download, ingest, me, metadata, upload, uploads
 from dfd.identity.s3access import prefix_for
 from dfd.reconcile.service import Reconciler
-from tests.integration.support import Aws, upload_as
+from tests.integration.support import Aws, s3_writer, upload_as
 from tests.support import ALICE, BOB, CAROL, ApiUser, LambdaContext, api_event, call, sqs_batch
+
+
+@pytest.fixture(autouse=True)
+def writers(monkeypatch: pytest.MonkeyPatch, aws: Aws) -> None:
+    """ALICE, BOB and CAROL write with credentials POST /me/s3-credentials issued (tests/unit/test_s3_writers.py:
+    others)."""
+    for user in (ALICE, BOB, CAROL):
+        s3_writer(monkeypatch, user)
 
 
 def drop(aws: Aws, data: bytes, name: str, user: ApiUser = ALICE) -> str:

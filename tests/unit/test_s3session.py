@@ -88,7 +88,7 @@ def test_conditions() -> None:
                         "Effect": "Allow",
                         "Action": "*",
                         "Resource": "*",
-                        "Condition": {"DateLessThan": {"aws:CurrentTime": "x"}},
+                        "Condition": {"IpAddress": {"aws:SourceIp": "203.0.113.0/24"}},
                     }
                 ]
             },

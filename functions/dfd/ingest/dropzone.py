@@ -10,8 +10,9 @@ s3/ key: each object version is moved to the upload key the rest of the system s
   2. No upload yet: register it (pending, its bytes counted against the tenant's quota like POST /upload's, not
      among the tenant's pending uploads; `filename` = the key after the caller's prefix, the content type as
      valid_content_type allows one, else application/octet-stream); a key that names no file (ending in ``/``),
-     an archived storage class, an empty object, one over MaxUploadBytes or one the quota refuses is recorded
-     `rejected` (`failure`: the reason) instead, counted nowhere.
+     an archived storage class, an empty object, one over MaxUploadBytes, one no still-valid credentials of its
+     owner may have written (dfd.identity.s3sessions) or one the quota refuses is recorded `rejected` (`failure`:
+     the reason) instead, counted nowhere.
   3. Pending: copy it server-side to ``uploads/<upload_id>`` (CopySourceIfMatch its ETag, IfNoneMatch "*" as the
      bucket policy wants every write there; skipped when the copy is there already), with the tenant hint. That
      copy's own ObjectCreated event drives the ingest's exactly-once
@@ -58,6 +59,7 @@ EMPTY = "empty"
 QUOTA_EXCEEDED = "quota_exceeded"
 NOT_A_FILE = "not_a_file"  # a key ending in "/" (a folder marker): it names no file
 ARCHIVED = "archived_storage_class"  # its bytes cannot be read or copied until restored
+WRITER_REVOKED = "writer_revoked"  # no still-valid session of its owner may have written it
 # storage classes whose objects S3 refuses to copy (ObjectNotInActiveTierError) until restored; an INTELLIGENT_TIERING
 # object in an archive tier says so by its ArchiveStatus (ObjectInfo.archived)
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
@@ -100,12 +102,20 @@ def drop_filename(rest: str) -> str:
 
 class DropZone:
     def __init__(
-        self, settings: Settings, repo: DropStore, objects: ObjectStore, *, now: Callable[[], datetime] = clock.now
+        self,
+        settings: Settings,
+        repo: DropStore,
+        objects: ObjectStore,
+        *,
+        now: Callable[[], datetime] = clock.now,
+        writers: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
         self._objects = objects
         self._now = now
+        # (tenant, owner) -> whether a still-valid session may have written the object (dfd.identity.s3sessions)
+        self._writers = writers
 
     def ingest(self, bucket: str, key: str) -> tuple[str, dict[str, object]]:
         """One event of an object under s3/: (outcome, details) — `ignored` (not a caller's key), `gone`,
@@ -191,6 +201,8 @@ class DropZone:
             refused = self._refused(info, rest)
             if refused is not None:
                 return self._repo.record_rejected_upload(upload, refused, now)
+            if self._writers is not None and not self._writers(tenant, owner):
+                return self._repo.record_rejected_upload(upload, WRITER_REVOKED, now)
             try:
                 # the pending-uploads limit bounds URLs issued and never used, a limit the tenant's members share:
                 # these bytes are here already, and are moved at once — neither limited by it nor counted in it

@@ -120,6 +120,7 @@ class Ingestor:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         after_commit: Callable[[IngestResult], None] | None = None,
+        writers: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -129,7 +130,7 @@ class Ingestor:
         self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
-        self._drops = DropZone(settings, repo, objects, now=now)
+        self._drops = DropZone(settings, repo, objects, now=now, writers=writers)
 
     # ------------------------------------------------------------------ entry point
     def ingest(self, ref: ObjectRef) -> IngestResult:
