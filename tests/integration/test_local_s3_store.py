@@ -1,10 +1,12 @@
-"""The local stack's S3 (moto behind dfdlocal.persist and dfdlocal.s3store, on loopback, with a data directory) under
-concurrent use: a reader of a large key gets whole bytes some write gave it, or 404, whatever overwrites, copies,
-spills to a file and deletes race it; never a 500."""
+"""The local stack's S3 (moto behind dfdlocal.persist and dfdlocal.s3store, on loopback, with a data directory): a
+reader of a large key gets whole bytes some write gave it, or 404, whatever overwrites, copies, spills to a file
+and deletes race it, never a 500; what it acknowledges is on disk with its notification, and seen by no reader or
+queue before; its data directory is its user's alone."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import sys
@@ -21,9 +23,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from dfdlocal import s3store
+from dfdlocal import persist, s3store
 from dfdlocal.emulator import make_emulator_server
-from dfdlocal.names import CREDENTIALS, REGION
+from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 
 MIB = 1024 * 1024
 BUFFER = 256 * 1024  # the keys' memory buffer here: every value below is larger, so it spills to a file
@@ -178,3 +180,142 @@ def test_readers_of_large_keys_racing_overwrites_copies_spills_and_deletes_get_w
     raised = _run(workers, SECONDS)
     assert not raised, [repr(exc) for exc in raised]
     assert statuses.count(200) >= 10, statuses  # the readers did meet the writes
+
+
+def _notified_bucket(local: LocalS3) -> str:
+    """The bucket's writes under uploads/ notify a queue (as the stack's bucket notifies the ingest's): its URL."""
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=local.endpoint,
+        region_name=REGION,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    url = sqs.create_queue(QueueName=f"{local.bucket}-ingest")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    rules = {"Key": {"FilterRules": [{"Name": "prefix", "Value": "uploads/"}]}}
+    local.client().put_bucket_notification_configuration(
+        Bucket=local.bucket,
+        NotificationConfiguration={
+            "QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"], "Filter": rules}]
+        },
+    )
+    _forget(url)  # S3's test event
+    return url
+
+
+def _queue(url: str) -> Any:
+    from moto.sqs.models import sqs_backends
+
+    return sqs_backends[ACCOUNT_ID][REGION].queues[url.rsplit("/", 1)[1]]
+
+
+def _queued(url: str) -> list[str]:
+    return [message.body for message in list(_queue(url)._messages)]
+
+
+def _forget(url: str) -> None:
+    """The queue's messages gone, as a kill takes them from memory (or as they are received and deleted)."""
+    queue = _queue(url)
+    with queue._messages_lock:
+        queue._messages.clear()
+
+
+def test_an_acknowledged_write_s_notification_is_on_disk_with_its_object_and_put_back_after_a_kill(
+    local_s3: LocalS3,
+) -> None:
+    """A PutObject, a CopyObject and a CompleteMultipartUpload answered 200: the object's file holds the
+    notification the queue got; a kill that loses the queue's memory (no snapshot since) loses neither."""
+    client, bucket = local_s3.client(), local_s3.bucket
+    url = _notified_bucket(local_s3)
+    client.put_object(Bucket=bucket, Key="uploads/put", Body=b"put")
+    client.copy_object(Bucket=bucket, Key="uploads/copy", CopySource={"Bucket": bucket, "Key": "uploads/put"})
+    upload = client.create_multipart_upload(Bucket=bucket, Key="uploads/multipart")["UploadId"]
+    etag = client.upload_part(Bucket=bucket, Key="uploads/multipart", UploadId=upload, PartNumber=1, Body=b"x")["ETag"]
+    client.complete_multipart_upload(
+        Bucket=bucket,
+        Key="uploads/multipart",
+        UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]},
+    )
+    queued = _queued(url)
+    assert len(queued) == 4  # moto's completion notifies a Put as well
+    restored = persist.restore_s3(local_s3.data_dir)  # what a start reads back
+    kept = {n.body: n for n in restored.notifications}
+    assert set(kept) == set(queued)
+    names = {json.loads(body)["Records"][0]["eventName"] for body in kept}
+    assert names == {"ObjectCreated:Put", "ObjectCreated:Copy", "ObjectCreated:CompleteMultipartUpload"}
+
+    _forget(url)  # the kill: the queue's memory gone, no snapshot written since the writes
+    assert persist.redeliver(local_s3.data_dir, restored.notifications) == 4
+    assert sorted(_queued(url)) == sorted(queued)
+    assert persist.redeliver(local_s3.data_dir, restored.notifications) == 0  # in the queue already
+
+    _forget(url)  # received and deleted
+    persist.QueueSnapshots(local_s3.data_dir).save()  # a snapshot taken after: it covers them, consumed
+    assert persist.redeliver(local_s3.data_dir, restored.notifications) == 0
+    assert _queued(url) == []
+
+
+def test_a_write_is_seen_by_no_reader_and_no_queue_before_it_is_on_disk(
+    local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a PutObject's file is being written, a GetObject, a HeadObject and a listing of its key wait, and its
+    notification is not in the queue: what a reader sees survives a kill."""
+    client, bucket, key = local_s3.client(), local_s3.bucket, "uploads/slow"
+    url = _notified_bucket(local_s3)
+    writing, go = threading.Event(), threading.Event()
+    write = persist.write_whole
+
+    def slow_write(path: Path, data: Any, **kw: Any) -> None:
+        if path.parent.name == "objects":
+            writing.set()
+            assert go.wait(30)
+        write(path, data, **kw)
+
+    monkeypatch.setattr(persist, "write_whole", slow_write)
+    seen: dict[str, Any] = {}
+
+    def read(name: str, call: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            seen[name] = call()
+
+        return run
+
+    writer = threading.Thread(target=read("put", lambda: client.put_object(Bucket=bucket, Key=key, Body=b"durable")))
+    writer.start()
+    assert writing.wait(30)
+    readers = [
+        threading.Thread(target=read(name, call), daemon=True)
+        for name, call in (
+            ("get", lambda: client.get_object(Bucket=bucket, Key=key)["Body"].read()),
+            ("head", lambda: client.head_object(Bucket=bucket, Key=key)["ContentLength"]),
+            ("list", lambda: [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]),
+        )
+    ]
+    for thread in readers:
+        thread.start()
+    try:
+        time.sleep(0.5)  # time enough for a reader not made to wait to be answered
+        assert seen == {} and _queued(url) == []
+    finally:
+        go.set()
+    for thread in (writer, *readers):
+        thread.join(30)
+    assert seen["get"] == b"durable" and seen["head"] == len(b"durable") and seen["list"] == [key]
+    assert len(_queued(url)) == 1
+
+
+def test_the_data_directory_s_files_and_directories_are_its_user_s_alone(local_s3: LocalS3) -> None:
+    client = local_s3.client()
+    client.put_object(Bucket=local_s3.bucket, Key="uploads/private", Body=b"tenant bytes")
+    upload = client.create_multipart_upload(Bucket=local_s3.bucket, Key="uploads/parts")["UploadId"]
+    client.upload_part(Bucket=local_s3.bucket, Key="uploads/parts", UploadId=upload, PartNumber=1, Body=b"x")
+    persist.QueueSnapshots(local_s3.data_dir).save()
+    modes = {
+        str(path.relative_to(local_s3.data_dir)): path.stat().st_mode & 0o777 for path in local_s3.data_dir.rglob("*")
+    }
+    assert len([m for m in modes if m.endswith(".pickle")]) >= 4, modes  # object, upload, part, the queues
+    assert {mode for name, mode in modes.items() if (local_s3.data_dir / name).is_dir()} == {0o700}, modes
+    assert {mode for name, mode in modes.items() if (local_s3.data_dir / name).is_file()} == {0o600}, modes
+    assert local_s3.data_dir.stat().st_mode & 0o777 == 0o700
