@@ -98,3 +98,15 @@ def test_a_state_file_another_user_owns_is_refused(tmp_path: Path) -> None:
     os.chown(path, 4242, -1)
     with pytest.raises(persist.UnsafeStateError, match="is owned by uid 4242, not by this user"):
         persist.signing_key(tmp_path)
+
+
+def test_the_stack_does_not_start_on_a_state_file_others_may_write(tmp_path: Path) -> None:
+    from dfdlocal.stack import LocalStack, StackOptions, StartupError
+
+    data = tmp_path / "data"
+    persist.write_whole(data / persist.COGNITO, b"planted pickle")
+    (data / persist.COGNITO).chmod(0o666)
+    root = Path(__file__).resolve().parents[2]
+    options = StackOptions(root=root, api_port=0, lambda_port=0, aws_port=0, data_dir=data)
+    with pytest.raises(StartupError, match=f"{data / persist.COGNITO} is writable by its group or others"):
+        LocalStack(options).start()
