@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from dfdlocal import motoversion
+from dfdlocal import motoversion, s3store
 from dfdlocal.names import ACCOUNT_ID, REGION
 
 motoversion.require_supported()
@@ -550,6 +550,8 @@ def restore_s3(data_dir: Path) -> RestoredS3:
             kept = pickle.loads(read_state(path))  # noqa: S301 - our own files, checked by read_state
             key, versions = kept[0], kept[1]
             bucket.keys.setlist(key, versions)
+            for version in versions:
+                s3store.settle(version)
             restored.notifications.extend(kept[2] if len(kept) > 2 else [])
             restored.objects += 1
         for directory in sorted((bucket_dir / "uploads").glob("*")):

@@ -216,6 +216,14 @@ def _md5(value: bytes) -> str:
     return hashlib.md5(value, usedforsecurity=False).hexdigest()
 
 
+def settle(key: Any) -> None:
+    """A key read back from its file (its value in memory) larger than its buffer moves to its temporary file, as
+    a new one does (unpickling sets the value before the key has the lock the move takes)."""
+    buffer = getattr(key, "_value_buffer", None)
+    if buffer is not None and not buffer._rolled and key.contentsize > key._max_buffer_size:
+        _start_spill(key)
+
+
 def _start_spill(key: Any) -> None:
     threading.Thread(target=spill, args=(key,), name="dfd-spill", daemon=True).start()
 

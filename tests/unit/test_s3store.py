@@ -8,6 +8,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -203,6 +204,21 @@ def test_a_key_no_one_holds_is_freed_and_its_file_closed(backend: Any) -> None:
     gc.collect()
     assert alive() is None
     assert buffer.closed
+
+
+def test_a_large_key_read_back_from_its_file_at_a_start_moves_to_a_file_again(backend: Any, tmp_path: Path) -> None:
+    from dfdlocal import persist
+
+    large = os.urandom(5 * MIB)
+    backend.put_object(backend.bucket, "big", large)
+    _wait_for_spills()
+    persist.PersistS3(lambda environ, start: [], tmp_path).sync_key(backend.get_bucket(backend.bucket), "big")
+    backend.delete_object(backend.bucket, "big")
+    assert persist.restore_s3(tmp_path).objects == 1
+    _wait_for_spills()
+    restored = backend.get_object(backend.bucket, "big")
+    assert restored._value_buffer._rolled  # not held in memory for the rest of the run
+    assert restored.value == large
 
 
 def test_moto_s_module_listing_is_taken_once(monkeypatch: pytest.MonkeyPatch) -> None:
