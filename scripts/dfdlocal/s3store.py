@@ -20,9 +20,9 @@ target 10):
   to a growing buffer, copied the result, and copied it again into the object's buffer), with the same ETag
   (MD5 of the parts' MD5s, ``-N``) and the same checksum (moto frees an upload's parts when it completes);
 - a key's bytes live as long as anyone holds the key (:func:`_patch_lifetime`): a GetObject or a CopyObject that
-  resolved a key before it was overwritten or deleted reads the bytes it resolved (moto closed the key's file
-  under it: a 500, ``seek of closed file``). tests/integration/test_local_s3_store.py races readers of large keys
-  against overwrites, copies, moves to files and deletes.
+  resolved a key before it was overwritten or deleted reads the bytes it resolved (moto's own ``dispose`` closes
+  the key's file under it: a 500, ``seek of closed file``). tests/integration/test_local_s3_store.py races
+  readers of large keys against overwrites, copies, moves to files and deletes.
 
 Memory cost: the parts of an upload in progress (the file's size so far), every object up to 64 MiB, and a
 larger object for the second or so its move to a file takes
@@ -137,9 +137,9 @@ def _patch_lifetime(fake_key: Any, fake_multipart: Any) -> None:
     """A key's bytes live as long as anyone holds the key: its bucket, or a reader that resolved it before it was
     replaced or deleted (a GetObject, a CopyObject's source, a pickle of it) and reads it after.
 
-    moto closed a key's buffer when the key left its bucket (``dispose``), so such a reader met a closed file (a
-    500, ``seek of closed file``), and kept every key it ever created in ``FakeKey.instances_tracked`` (so that
-    closing was the only way to free a key's bytes). Here a key is not tracked, a key leaving its bucket is marked
+    moto's own ``dispose`` closes a key's buffer as the key leaves its bucket, so such a reader meets a closed file
+    (a 500, ``seek of closed file``), and moto keeps every key it creates in ``FakeKey.instances_tracked`` (closing
+    is then the only way to free a key's bytes). Here a key is not tracked, a key leaving its bucket is marked
     disposed, and its buffer is closed when the key is collected (moto's ``__del__``). Parts stay moto's: their
     buffers close when their upload completes or is aborted (a completed object keeps its upload, hence its parts),
     under each part's lock (the completion reads a part under it)."""

@@ -171,7 +171,7 @@ def test_a_reader_holding_a_key_replaced_or_deleted_under_it_reads_its_bytes(
     backend: Any, size: int, change: str
 ) -> None:
     """A GetObject (or a CopyObject's source) resolves its key, then reads its bytes: a write meanwhile leaves
-    it the bytes it resolved (moto closed the key's file: a 500, ``seek of closed file``)."""
+    it the bytes it resolved (moto's own dispose closes the key's file: a 500, ``seek of closed file``)."""
     old, new = os.urandom(size), os.urandom(size)
     backend.put_object(backend.bucket, "k", old)
     held = backend.get_object(backend.bucket, "k")
@@ -191,7 +191,7 @@ def test_a_reader_holding_a_key_replaced_or_deleted_under_it_reads_its_bytes(
 
 
 def test_a_key_no_one_holds_is_freed_and_its_file_closed(backend: Any) -> None:
-    """moto kept every key it created (FakeKey.instances_tracked): a key's bytes are freed when the key is."""
+    """moto keeps every key it creates (FakeKey.instances_tracked): here a key's bytes are freed when the key is."""
     import gc
     import weakref
 
