@@ -106,7 +106,7 @@ def test_readers_of_large_keys_racing_overwrites_copies_spills_and_deletes_get_w
     tags = TaggingService.get_tag_dict_for_resource
 
     def slow_tags(self: Any, arn: str) -> Any:
-        time.sleep(0.001)  # a GetObject resolves its key, reads its tags, then its bytes: a wider window between
+        time.sleep(0.003)  # a GetObject resolves its key, reads its tags, then its bytes: a wider window between
         return tags(self, arn)
 
     monkeypatch.setattr(TaggingService, "get_tag_dict_for_resource", slow_tags)
