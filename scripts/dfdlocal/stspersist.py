@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from dfdlocal import sigv4
 from dfdlocal.names import ACCOUNT_ID, REGION
-from dfdlocal.persist import _call, write_whole
+from dfdlocal.persist import _call, read_state, write_whole
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -78,7 +78,7 @@ def restore_sessions(data_dir: Path) -> int:
     backend = sts_backends[ACCOUNT_ID][PARTITION]
     known = {role.access_key_id for role in backend.assumed_roles}
     restored = 0
-    for kept in json.loads(path.read_text()):
+    for kept in json.loads(read_state(path)):
         expiration = datetime.fromisoformat(kept["expiration"])
         if expiration <= now or kept["access_key_id"] in known:
             continue
