@@ -1,8 +1,9 @@
 """The local S3 decides on the request it then serves: a repeated query parameter, a virtual-hosted Host, a
 target moto would read otherwise are refused or read as moto reads them; an UploadId acts on its own key's
 upload only, whoever signs; a write that tags needs the tagging permission; a storage class the drop zone's move
-cannot read is refused; a key over 1,024 bytes is S3's KeyTooLongError. Requests signed by botocore against the
-emulator with the template's S3CredentialsRole and dfd.identity.s3access's session policy."""
+cannot read is refused; a key over 1,024 bytes is S3's KeyTooLongError; a body of a form Content-Type is
+stored as sent, with that type. Requests signed by botocore against the emulator with the template's
+S3CredentialsRole and dfd.identity.s3access's session policy."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import pytest
 import requests
 from botocore.config import Config
 
+from dfd.handlers import upload
 from dfdlocal.emulator import _create_role
 from dfdlocal.names import BUCKET
-from tests.integration.support import Emulator
+from tests.integration.support import Emulator, Local
 from tests.integration.test_s3_credentials_guard import (
     _ENDPOINT,
     ALICE,
@@ -32,6 +34,8 @@ from tests.integration.test_s3_credentials_guard import (
     s3,
     stored,
 )
+from tests.support import api_event
+from tests.support import call as call_handler
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 
@@ -295,3 +299,19 @@ def test_a_form_typed_multipart_upload_and_copy_keep_their_bytes_and_declared_ty
     )
     assert _as_stored(stack, "uploads/copy") == (b"copied", FORM, FORM)
     assert sorted(_keys(stack)) == sorted([key, "uploads/src", "uploads/copy"])
+
+
+def test_an_upload_declaring_a_form_content_type_is_stored(local: Local) -> None:
+    """POST /upload accepts the type and presigns it (as on AWS); the PUT stores the bytes, ingest the file."""
+    data = b"uploadId=x&partNumber=1&key=other&Action=AssumeRoleWithWebIdentity&" * 10
+    body = {"filename": "form.txt", "size": len(data), "content_type": FORM}
+    status, answer = call_handler(upload.handler, api_event("POST", "/upload", body=body))
+    assert status == 201, answer
+    assert answer["headers"]["content-type"] == FORM
+    response = requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
+    assert response.status_code == 200, response.text
+    local.deliver()
+    item = local.upload_item(answer["upload_id"])
+    assert (item["status"], item["content_type"], item["size"]) == ("stored", FORM, str(len(data))), item
+    assert item["hash"] == hashlib.sha256(data).hexdigest()
+    local.assert_invariants()
