@@ -11,8 +11,9 @@ errors included, carries the CORS headers of the bucket rule its origin and meth
 for the local stack's emulator, and a plain verifier the tests use against the URLs the service issues.
 
 :class:`S3RequestChecks` holds every S3 request, whoever signed it, to what S3 answers and moto does not (a
-parseable target, each query parameter once, keys of at most 1,024 bytes, no object body moto would read as a
-form, an UploadId of the key addressed);
+parseable target, each query parameter once, keys of at most 1,024 bytes, an UploadId of the key addressed)
+and hands moto an object request's body as the bytes sent, whatever its Content-Type
+(:func:`opaque_object_bodies`);
 :func:`raw_target`, :func:`single_values` and :func:`address` are the one reading of a request that the guards
 decide on and moto serves."""
 
@@ -331,8 +332,7 @@ class PresignedS3Guard:
                 self._check_body(environ, headers)
                 if part:
                     self._check_upload(bucket, key, upload_id)
-                    # S3 ignores an UploadPart's Content-Type; moto parses a form-encoded body as a form (and
-                    # refuses one above 500 kB): `curl --data-binary` sends that type by default
+                    # S3 ignores an UploadPart's Content-Type (`curl --data-binary` sends a form's by default)
                     environ.pop("CONTENT_TYPE", None)
             try:
                 return self.app(environ, answer)
@@ -430,12 +430,43 @@ def _signing_service(environ: Mapping[str, Any]) -> str | None:
 
 
 _FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+HELD_CONTENT_TYPE = "dfdlocal.s3.content_type"
+"""Environ key of a form Content-Type :class:`S3RequestChecks` holds out of ``CONTENT_TYPE`` on its way to moto:
+moto's dispatcher would read such a body for an Action, werkzeug would parse it as a form (moto then takes its
+fields for the query's and a field named ``key`` for the body). The request class of
+:func:`opaque_object_bodies` puts it back once the request is routed, its body left unparsed."""
 
 
 def _is_form(environ: Mapping[str, Any]) -> bool:
-    """Whether werkzeug would parse the body as a form (moto then takes its fields for the query's, and a field
-    named ``key`` for the body)."""
+    """Whether werkzeug would parse the body as a form."""
     return str(environ.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower() in _FORM_TYPES
+
+
+def opaque_object_bodies(create_app: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """moto's ``create_backend_app`` whose apps read a request whose Content-Type :class:`S3RequestChecks` held
+    (:data:`HELD_CONTENT_TYPE`) as S3 does: the body as the bytes sent, never a form, and the Content-Type as
+    declared (the stored object's, the multipart upload's, CopyObject's REPLACE)."""
+    from werkzeug.wrappers import Request
+
+    class HeldContentType(Request):
+        def __init__(self, environ: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            held = environ.pop(HELD_CONTENT_TYPE, None)
+            if held is not None:
+                environ["CONTENT_TYPE"] = held
+            self.opaque_body = held is not None
+            super().__init__(environ, *args, **kwargs)
+
+        @property
+        def want_form_data_parsed(self) -> bool:
+            return not self.opaque_body and super().want_form_data_parsed
+
+    def create(service: Any) -> Any:
+        app = create_app(service)
+        base = app.request_class
+        app.request_class = type(base.__name__, (HeldContentType, base), {})
+        return app
+
+    return create
 
 
 def no_such_upload(upload_id: str) -> Refused:
@@ -451,12 +482,11 @@ def no_such_upload(upload_id: str) -> Refused:
 class S3RequestChecks:
     """WSGI middleware: what S3 answers every S3 request, whoever signed it, and moto does not: a target it can
     parse (400 InvalidURI: :func:`raw_target`, :func:`address`), each query parameter once (400 InvalidArgument:
-    :func:`single_values`), a key of at most 1,024 bytes (400 KeyTooLongError), an object write whose body moto
-    reads as it arrived (a form Content-Type is dropped from an UploadPart, which S3 ignores, and refused on any
-    other object write, 400 InvalidRequest: moto would take the form's fields for the query's and a field
-    ``key`` for the body), and an UploadId that belongs to the key addressed (404 NoSuchUpload) on UploadPart,
-    ListParts, CompleteMultipartUpload and AbortMultipartUpload: moto finds an upload by its id alone, and would
-    act on another key's upload."""
+    :func:`single_values`), a key of at most 1,024 bytes (400 KeyTooLongError), and an UploadId that belongs to
+    the key addressed (404 NoSuchUpload) on UploadPart, ListParts, CompleteMultipartUpload and
+    AbortMultipartUpload: moto finds an upload by its id alone, and would act on another key's upload. A form
+    Content-Type is held out of the request moto routes and parses (:data:`HELD_CONTENT_TYPE`) on every request
+    but a POST to a bucket (S3's browser form upload): S3 reads no other body as a form."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], multipart_exists: MultipartExists) -> None:
         self.app = app
@@ -481,16 +511,6 @@ class S3RequestChecks:
         if size > MAX_KEY_BYTES:
             raise Refused(400, "KeyTooLongError", "Your key is too long", {"Size": str(size), "MaxSizeAllowed": "1024"})
         method = str(environ.get("REQUEST_METHOD", ""))
-        if key and method in ("PUT", "POST") and _is_form(environ):
-            if method == "PUT" and {"partNumber", "uploadId"} <= set(params):
-                environ.pop("CONTENT_TYPE", None)  # S3 ignores an UploadPart's Content-Type
-            else:
-                raise Refused(
-                    400,
-                    "InvalidRequest",
-                    "The local S3 does not take a form Content-Type on an object request (moto would read the body"
-                    " as a form): send another Content-Type.",
-                )
         upload_id = params.get("uploadId")
         if (
             key
@@ -499,3 +519,5 @@ class S3RequestChecks:
             and not self.multipart_exists(bucket, key, upload_id)
         ):
             raise no_such_upload(upload_id)
+        if _is_form(environ) and not (method == "POST" and not key):
+            environ[HELD_CONTENT_TYPE] = environ.pop("CONTENT_TYPE")

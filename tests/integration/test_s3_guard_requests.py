@@ -1,8 +1,9 @@
 """The local S3 decides on the request it then serves: a repeated query parameter, a virtual-hosted Host, a
 target moto would read otherwise are refused or read as moto reads them; an UploadId acts on its own key's
 upload only, whoever signs; a write that tags needs the tagging permission; a storage class the drop zone's move
-cannot read is refused; a key over 1,024 bytes is S3's KeyTooLongError. Requests signed by botocore against the
-emulator with the template's S3CredentialsRole and dfd.identity.s3access's session policy."""
+cannot read is refused; a key over 1,024 bytes is S3's KeyTooLongError; a body of a form Content-Type is
+stored as sent, with that type. Requests signed by botocore against the emulator with the template's
+S3CredentialsRole and dfd.identity.s3access's session policy."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import pytest
 import requests
 from botocore.config import Config
 
+from dfd.handlers import upload
 from dfdlocal.emulator import _create_role
 from dfdlocal.names import BUCKET
-from tests.integration.support import Emulator
+from tests.integration.support import Emulator, Local
 from tests.integration.test_s3_credentials_guard import (
     _ENDPOINT,
     ALICE,
@@ -32,6 +34,8 @@ from tests.integration.test_s3_credentials_guard import (
     s3,
     stored,
 )
+from tests.support import api_event
+from tests.support import call as call_handler
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 
@@ -227,31 +231,87 @@ def test_a_key_over_1024_bytes_is_key_too_long(stack: Emulator) -> None:
 FORM = "application/x-www-form-urlencoded"
 
 
-def test_a_form_content_type_never_makes_moto_store_other_bytes_or_read_another_upload_id(stack: Emulator) -> None:
+def _as_stored(stack: Emulator, key: str) -> tuple[bytes, str, str]:
+    """(bytes, GetObject's Content-Type, HeadObject's Content-Type) of the object at ``key``."""
+    own = stack.client("s3")
+    got = own.get_object(Bucket=BUCKET, Key=key)
+    return got["Body"].read(), got["ContentType"], own.head_object(Bucket=BUCKET, Key=key)["ContentType"]
+
+
+@pytest.mark.parametrize("content_type", [FORM, "multipart/form-data; boundary=x"])
+def test_a_form_typed_object_is_stored_as_sent_and_reads_nobody_s_fields(stack: Emulator, content_type: str) -> None:
     bob = s3(stack, issue(stack, prefix=BOB))
     bob_id = bob.create_multipart_upload(Bucket=BUCKET, Key=BOB + "bob.bin")["UploadId"]
     alice = s3(stack, issue(stack))
-    body = b"key=1&evil"
-    refused(
-        lambda: alice.put_object(Bucket=BUCKET, Key=ALICE + "f", Body=body, ContentType=FORM), 400, "InvalidRequest"
-    )
-    refused(
-        lambda: stack.client("s3").put_object(Bucket=BUCKET, Key="uploads/f", Body=body, ContentType=FORM), 400, None
-    )
-    assert _keys(stack) == []
+    own = stack.client("s3")
+    fields = f"uploadId={bob_id}&partNumber=1".encode()
+    bodies = {ALICE + "key": b"key=x&evil", ALICE + "fields": fields, ALICE + "bytes": bytes(range(256))}
+    for key, body in bodies.items():  # header-signed, with the issued credentials
+        alice.put_object(Bucket=BUCKET, Key=key, Body=body, ContentType=content_type)
+    # presigned (no Authorization: moto's dispatcher would read a form for an Action), Content-Type signed
+    unsigned_action = b"Action=AssumeRoleWithWebIdentity&Version=2011-06-15&key=x"
+    for key, body in {"uploads/action": unsigned_action, "uploads/bytes": b"\xff\xfe" + fields}.items():
+        params = {"Bucket": BUCKET, "Key": key, "ContentType": content_type}
+        url = own.generate_presigned_url("put_object", Params=params)
+        response = requests.put(url, data=body, headers={"Content-Type": content_type}, timeout=10)
+        assert response.status_code == 200, response.text
+        bodies[key] = body
+    for key, body in bodies.items():
+        assert _as_stored(stack, key) == (body, content_type, content_type), key
+    assert sorted(_keys(stack)) == sorted(bodies)
+    assert bob.list_parts(Bucket=BUCKET, Key=BOB + "bob.bin", UploadId=bob_id).get("Parts", []) == []
+
+
+def test_a_form_typed_multipart_upload_and_copy_keep_their_bytes_and_declared_type(stack: Emulator) -> None:
+    bob = s3(stack, issue(stack, prefix=BOB))
+    bob_id = bob.create_multipart_upload(Bucket=BUCKET, Key=BOB + "bob.bin")["UploadId"]
+    credentials = issue(stack)
+    alice = s3(stack, credentials)
+    key = ALICE + "m"
+    mine = alice.create_multipart_upload(Bucket=BUCKET, Key=key, ContentType=FORM)["UploadId"]
+    part = f"uploadId={bob_id}&partNumber=1&key=x".encode()
     # a part's form body is the part's bytes (S3 ignores its Content-Type), never fields read as the query's
-    mine = alice.create_multipart_upload(Bucket=BUCKET, Key=ALICE + "m")["UploadId"]
-    part = f"uploadId={bob_id}&partNumber=1".encode()
-    query = f"partNumber=1&uploadId={mine}"
     request = _signed(
-        issue(stack),
+        credentials,
         "",
         part,
         hashlib.sha256(part).hexdigest(),
         {"Content-Type": FORM},
-        path=f"/{BUCKET}/{ALICE}m?{query}",
+        path=f"/{BUCKET}/{key}?partNumber=1&uploadId={mine}",
     )
-    assert _send(request, part).status_code == 200
-    assert bob.list_parts(Bucket=BUCKET, Key=BOB + "bob.bin", UploadId=bob_id).get("Parts", []) == []
-    (listed,) = alice.list_parts(Bucket=BUCKET, Key=ALICE + "m", UploadId=mine)["Parts"]
+    response = _send(request, part)
+    assert response.status_code == 200, response.text
+    (listed,) = alice.list_parts(Bucket=BUCKET, Key=key, UploadId=mine)["Parts"]
     assert listed["Size"] == len(part)
+    assert bob.list_parts(Bucket=BUCKET, Key=BOB + "bob.bin", UploadId=bob_id).get("Parts", []) == []
+    alice.complete_multipart_upload(
+        Bucket=BUCKET, Key=key, UploadId=mine, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": listed["ETag"]}]}
+    )
+    assert _as_stored(stack, key) == (part, FORM, FORM)
+    own = stack.client("s3")
+    own.put_object(Bucket=BUCKET, Key="uploads/src", Body=b"copied", ContentType="text/plain")
+    own.copy_object(
+        Bucket=BUCKET,
+        Key="uploads/copy",
+        CopySource={"Bucket": BUCKET, "Key": "uploads/src"},
+        MetadataDirective="REPLACE",
+        ContentType=FORM,
+    )
+    assert _as_stored(stack, "uploads/copy") == (b"copied", FORM, FORM)
+    assert sorted(_keys(stack)) == sorted([key, "uploads/src", "uploads/copy"])
+
+
+def test_an_upload_declaring_a_form_content_type_is_stored(local: Local) -> None:
+    """POST /upload accepts the type and presigns it (as on AWS); the PUT stores the bytes, ingest the file."""
+    data = b"uploadId=x&partNumber=1&key=other&Action=AssumeRoleWithWebIdentity&" * 10
+    body = {"filename": "form.txt", "size": len(data), "content_type": FORM}
+    status, answer = call_handler(upload.handler, api_event("POST", "/upload", body=body))
+    assert status == 201, answer
+    assert answer["headers"]["content-type"] == FORM
+    response = requests.put(answer["upload_url"], data=data, headers=answer["headers"], timeout=10)
+    assert response.status_code == 200, response.text
+    local.deliver()
+    item = local.upload_item(answer["upload_id"])
+    assert (item["status"], item["content_type"], item["size"]) == ("stored", FORM, str(len(data))), item
+    assert item["hash"] == hashlib.sha256(data).hexdigest()
+    local.assert_invariants()

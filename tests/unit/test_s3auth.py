@@ -527,29 +527,81 @@ def test_requests_for_other_services_pass() -> None:
     assert checked("GET", "/b", "prefix=a&prefix=b", headers={})[0] == 200  # unsigned: the emulator's own API
 
 
-@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "Multipart/Form-Data; boundary=x"])
-def test_an_object_write_with_a_form_content_type_is_refused_but_a_part_s_type_is_dropped(content_type: str) -> None:
-    form = {**SIGNED_FOR_S3, "Content-Type": content_type}
-    for method, query in (("PUT", ""), ("POST", "uploads"), ("POST", "uploadId=u-1")):
-        status, body, seen = checked(method, "/b/k", query, form, uploads={"u-1": ("b", "k")})
-        assert (status, seen) == (400, []) and b"<Code>InvalidRequest</Code>" in body, (method, query)
+FORMS = ["application/x-www-form-urlencoded", "Multipart/Form-Data; boundary=x"]
+
+
+def _served(method: str, path: str, query: str, body: bytes, content_type: str) -> dict[str, Any]:
+    """What moto's request reads of one S3 request through S3RequestChecks and an app of
+    :func:`opaque_object_bodies` (a Flask app, as moto's are): its Content-Type, form, body and query."""
+    from flask import Flask, request
     from werkzeug.test import Client
 
-    from dfdlocal.s3auth import S3RequestChecks
+    from dfdlocal.s3auth import S3RequestChecks, opaque_object_bodies
 
-    types: list[str | None] = []
+    def create_app(service: str) -> Flask:
+        app = Flask(service)
+
+        @app.route("/<path:target>", methods=["GET", "PUT", "POST", "DELETE"])
+        def serve(target: str) -> dict[str, Any]:
+            form = request.form.to_dict()
+            return {"type": request.headers.get("Content-Type"), "form": form, "body": request.get_data().hex()}
+
+        return app
+
+    served = opaque_object_bodies(create_app)("s3")
+    guard = S3RequestChecks(served, lambda bucket, key, upload: (bucket, key, upload) == ("b", "k", "u-1"))
+    headers = {**SIGNED_FOR_S3, "Content-Type": content_type}
+    target = path + (f"?{query}" if query else "")
+    response = Client(guard).open(
+        path, method=method, query_string=query, data=body, headers=headers, environ_overrides={"RAW_URI": target}
+    )
+    assert response.status_code == 200, response.get_data()
+    answer: dict[str, Any] = response.get_json()
+    return answer
+
+
+@pytest.mark.parametrize("content_type", FORMS)
+def test_an_object_request_s_form_body_reaches_moto_as_bytes_with_its_declared_type(content_type: str) -> None:
+    body = b"key=x&uploadId=bob-1&partNumber=1&evil\xff"
+    for method, query in (
+        ("PUT", ""),  # PutObject; CopyObject (REPLACE takes the Content-Type)
+        ("POST", "uploads"),  # CreateMultipartUpload: the object's Content-Type
+        ("PUT", "partNumber=1&uploadId=u-1"),
+        ("POST", "uploadId=u-1"),
+        ("DELETE", "uploadId=u-1"),
+    ):
+        served = _served(method, "/b/k", query, body, content_type)
+        assert served == {"type": content_type, "form": {}, "body": body.hex()}, (method, query)
+    served = _served("PUT", "/b", "", body, content_type)  # a bucket call
+    assert served == {"type": content_type, "form": {}, "body": body.hex()}
+
+
+def test_a_post_to_a_bucket_stays_a_form_upload() -> None:
+    served = _served("POST", "/b", "", b"key=k&acl=private", "application/x-www-form-urlencoded")
+    assert served["form"] == {"key": "k", "acl": "private"}
+
+
+@pytest.mark.parametrize("content_type", FORMS)
+def test_the_checks_hold_a_form_type_out_of_the_request_moto_routes(content_type: str) -> None:
+    from werkzeug.test import Client
+
+    from dfdlocal.s3auth import HELD_CONTENT_TYPE, S3RequestChecks
+
+    types: list[tuple[str | None, str | None]] = []
 
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        types.append(environ.get("CONTENT_TYPE"))
+        types.append((environ.get("CONTENT_TYPE"), environ.get(HELD_CONTENT_TYPE)))
         start_response("200 OK", [])
         return [b""]
 
-    guard = S3RequestChecks(app, lambda bucket, key, upload: (bucket, key, upload) == ("b", "k", "u-1"))
-    response = Client(guard).put(
-        "/b/k?partNumber=1&uploadId=u-1", data=b"key=1&x", headers=form, environ_overrides={"RAW_URI": "/b/k"}
-    )
-    assert (response.status_code, types) == (200, [None])
-    assert checked("PUT", "/b", "", form)[0] == 200  # a bucket call (moto's POST-object form upload is the bucket's)
+    guard = S3RequestChecks(app, lambda bucket, key, upload: False)
+    form = {**SIGNED_FOR_S3, "Content-Type": content_type}
+    for method, path in (("PUT", "/b/k"), ("GET", "/b/k"), ("PUT", "/b"), ("POST", "/b")):
+        Client(guard).open(path, method=method, data=b"key=1", headers=form, environ_overrides={"RAW_URI": path})
+    held = (None, content_type)
+    assert types == [held, held, held, (content_type, None)]
+    Client(guard).put("/b/k", data=b"x", headers={**SIGNED_FOR_S3, "Content-Type": "text/plain"})
+    assert types[-1] == ("text/plain", None)
 
 
 def test_a_presigned_url_with_a_repeated_parameter_is_refused() -> None:
