@@ -23,6 +23,7 @@ which re-drives every object left under s3/ (docs/design/dropzone.md).
 from __future__ import annotations
 
 import hashlib
+import secrets
 import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -146,6 +147,8 @@ class DropZone:
                 owner=owner,
                 tenant=tenant,
                 via=UploadVia.S3,
+                # its id names the object version: one re-sent alike after this record's TTL is another record
+                incarnation=secrets.token_hex(8),
             )
             if info.size > self._s.max_upload_bytes or info.size < 1:
                 return self._repo.record_rejected_upload(upload, TOO_LARGE if info.size else "empty", now)

@@ -124,6 +124,9 @@ def test_a_rejected_upload_is_recorded_once_and_counted_nowhere(repo: Repository
     registered(repo, 2, size=10)
     pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now())
     assert pending.status == UploadStatus.PENDING  # an upload registered first is not rejected
+    marked = dataclasses.replace(new_upload(3, size=700), incarnation="drop-3")
+    assert repo.record_rejected_upload(marked, "too_large", _now()).incarnation == "drop-3"
+    assert record.incarnation is None  # none given: none written
 
 
 def test_a_drop_zone_registration_is_not_held_to_the_pending_limit(repo: Repository) -> None:
