@@ -46,12 +46,12 @@ def _tables(world: World) -> dict[str, list[dict[str, Any]]]:
 
 
 @contextmanager
-def _on_fakes(world: World) -> Iterator[None]:
-    """dfdtools.audit reading the fakes' tables and objects (its scans and reads, swapped for the model's)."""
-    tables = _tables(world)
+def on_fakes(world: World) -> Iterator[None]:
+    """dfdtools.audit reading the fakes' tables and objects (its scans and reads, swapped for the model's) while
+    an episode runs."""
 
     def scan(_ddb: Any, table: str) -> Iterator[dict[str, Any]]:
-        yield from (dict(item) for item in tables[table])
+        yield from (dict(item) for item in _tables(world)[table])
 
     def objects(_s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         for (b, key), found in sorted(world.objects.objects.items()):
@@ -85,8 +85,8 @@ def _between_reaper_phases(world: World) -> set[str]:
 
 
 def audit(world: World, *, quiet: bool) -> None:
-    with _on_fakes(world):
-        report = audit_module._audit(None, None, world.settings, settled=quiet)
+    """The audit's checks (within :func:`on_fakes`)."""
+    report = audit_module._audit(None, None, world.settings, settled=quiet)
     transient = set() if quiet else _between_reaper_phases(world)
     for check in report.checks:
         if check.holds or (not quiet and check.name.startswith(QUIET_ONLY)):

@@ -21,16 +21,16 @@ from typing import Any
 from unittest import mock
 
 from dfd.core.errors import DfdError
-from tests.sim.checks import Violation, quiet_checks, step_checks
+from tests.sim.checks import Violation, on_fakes, quiet_checks, step_checks
 from tests.sim.scheduler import Op
 from tests.sim.world import CONTENTS, USERS, Message, World, faults_at
 
 STEPS = 240  # decisions an episode makes before it quiets down
-FAULT_RATE = 0.15  # of the port calls the scheduler resumes
+FAULT_RATE = 0.2  # of the port calls the scheduler resumes
 Entry = tuple[Any, ...]
 # each operation's function timeout (template.yaml): IngestFunction 900 s, a reconcile run's pages 300 s each
 # (a run of a few pages: 900 s), the API's functions 29 s; the clients' own PUTs have none
-TIMEOUTS = {"deliver": 900, "reconcile": 900, "upload": 29, "delete": 29, "drop": 3600}
+TIMEOUTS = {"deliver": 900, "reconcile": 900, "upload": 29, "delete": 29, "lfs": 29, "drop": 3600}
 
 
 @dataclass
@@ -38,7 +38,8 @@ class Coverage:
     points: set[str] = field(default_factory=set)  # port calls made
     reached: set[tuple[str, str]] = field(default_factory=set)  # (port call, fault) injected
     races: set[tuple[str, str, str, str]] = field(default_factory=set)  # (op a, its call, op b, its call)
-    steps: int = 0
+    steps: int = 0  # decisions carried out (the quiet phase's included)
+    calls: int = 0  # port calls the operations made
     episodes: int = 0
 
     def possible(self) -> set[tuple[str, str]]:
@@ -49,6 +50,7 @@ class Coverage:
         self.reached |= other.reached
         self.races |= other.races
         self.steps += other.steps
+        self.calls += other.calls
         self.episodes += other.episodes
 
     def summary(self) -> dict[str, Any]:
@@ -57,7 +59,8 @@ class Coverage:
         return {
             "episodes": self.episodes,
             "steps": self.steps,
-            "port_calls": len(self.points),
+            "port_calls_made": self.calls,
+            "distinct_port_calls": len(self.points),
             "faults_reached": f"{len(self.reached & possible)}/{len(possible)}",
             "racing_interleavings": len(self.races),
             "faults_missed": missed[:40],
@@ -103,12 +106,17 @@ class Episode:
         rng, world = self.rng, self.world
         pending = [op for op in self.ops.values() if not op.done]
         r = rng.random()
-        if pending and r < 0.55:
+        busy = min(0.9, 0.4 + 0.1 * len(pending))  # the more in flight, the more often one moves on
+        if pending and r < busy:
             op = rng.choice(pending)
             kinds = faults_at(op.point)
-            fault = rng.choice(kinds) if kinds and rng.random() < FAULT_RATE else None
+            fault = None
+            if kinds and rng.random() < FAULT_RATE:
+                # the faults this episode has not met at this call yet, first
+                fresh = [kind for kind in kinds if (op.point, kind) not in world.reached]
+                fault = rng.choice(fresh or kinds)
             return ("step", op.label, fault)
-        if world.messages and r < 0.75:
+        if world.messages and r < busy + (1 - busy) * 0.5:
             return ("deliver", f"d{position}", rng.choice(world.messages).ident)
         label = f"o{position}"
         r = rng.random()
@@ -118,8 +126,10 @@ class Episode:
             issued = rng.choice(world.issued)
             owner = USERS.index(issued.user) if rng.random() < 0.9 else rng.randrange(len(USERS))
             return ("delete", label, owner, issued.ordinal)
-        if r < 0.75:
+        if r < 0.72:
             return ("drop", label, rng.randrange(len(USERS)), rng.randrange(len(CONTENTS)))
+        if r < 0.78:
+            return ("lfs", label, rng.randrange(len(USERS)), rng.randrange(len(CONTENTS) - 1))
         if r < 0.83:
             return ("reconcile", label)
         if r < 0.97:
@@ -166,6 +176,10 @@ class Episode:
             _, label, user, content = entry
             self._start(Op(len(self.ops), "drop", label, world.op_drop(USERS[user], content)))
             return True
+        if kind == "lfs":
+            _, label, user, content = entry
+            self._start(Op(len(self.ops), "lfs", label, world.op_lfs(USERS[user], content)))
+            return True
         if kind == "reconcile":
             self._start(Op(len(self.ops), "reconcile", entry[1], world.op_reconcile()))
             return True
@@ -202,7 +216,7 @@ class Episode:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> Failure | None:
-        with deterministic(self.seed):
+        with deterministic(self.seed), on_fakes(self.world):
             try:
                 self._run()
             except Violation as violation:
@@ -210,6 +224,7 @@ class Episode:
             finally:
                 self.world.scheduler.stop(list(self.ops.values()))
                 self.coverage.reached |= self.world.reached
+                self.coverage.calls = sum(op.calls for op in self.ops.values())
         return None
 
     def _run(self) -> None:
@@ -239,6 +254,7 @@ class Episode:
                     self._apply(("deliver", f"q{len(self.ops)}", message.ident))
                 else:
                     return
+                self.coverage.steps += 1
                 step_checks(world)
             raise Violation("quiet: the world settles", ["operations or messages still going after 10000 steps"])
 

@@ -39,6 +39,8 @@ from dfd.events.outcomes import OutcomeEvent
 from dfd.identity.caller import Caller
 from dfd.identity.s3access import prefix_for
 from dfd.ingest.service import Ingestor
+from dfd.lfs.batch import LfsService
+from dfd.lfs.request import LfsError
 from dfd.reconcile.service import LEASE_SECONDS, Reconciler
 from dfd.uploads.multipart import MultipartService
 from dfd.uploads.service import UploadRequest, UploadService
@@ -186,8 +188,8 @@ class World:
             max_upload_bytes=MAX_UPLOAD,
             tenant_quota_bytes=QUOTA,
             tenant_pending_limit=4,
-            reconcile_grace_seconds=900,
-            delete_grace_seconds=3600,
+            reconcile_grace_seconds=300,
+            delete_grace_seconds=600,
             upload_url_expires=900,
             reconcile_max_redrives=3,
         )
@@ -202,6 +204,7 @@ class World:
         self.ingestor = Ingestor(
             self.settings, repo, objects, now=now, sleep=self.sleep, rng=random.Random(self.seed + 2)
         )
+        self.lfs = LfsService(self.settings, repo, objects, self.uploads, self.ingestor.ingest)
         self.reconciler = Reconciler(
             self.settings, repo, objects, self, workers=1, wall=now, rng=random.Random(self.seed + 3)
         )
@@ -283,6 +286,35 @@ class World:
         if fault == "lost":
             self.reached.add(("client.put", fault))
             raise ServiceUnavailable("the PUT's answer was lost")
+
+    def op_lfs(self, user: Caller, content: int) -> Callable[[], Any]:
+        """A git-lfs push of one object: the batch, the PUT it asks for, the verify (which ingests it at once)."""
+        data = CONTENTS[content]
+        oid = hashlib.sha256(data).hexdigest()
+
+        def run() -> str:
+            body = {"operation": "upload", "objects": [{"oid": oid, "size": len(data)}]}
+            try:
+                answer = self.lfs.batch(user, "game", body, "https://dfd.example")["objects"][0]
+            except LfsError as refused:
+                return f"batch {refused.status}"
+            if "actions" not in answer:
+                return "held" if "error" not in answer else f"object {answer['error']['code']}"
+            href, headers = answer["actions"]["upload"]["href"], answer["actions"]["upload"]["header"]
+            key = href.split(f"{BUCKET}/", 1)[1].split("?")[0]
+            upload_id = answer["actions"]["verify"]["href"].rsplit("/", 1)[1]
+            issued = Issued(len(self.issued), user, content, upload_id, key)
+            self.issued.append(issued)
+            metadata = {n[len("x-amz-meta-") :]: v for n, v in headers.items() if n.startswith("x-amz-meta-")}
+            self.client_put(key, data, metadata, checksum="x-amz-checksum-sha256" in headers, expires=None)
+            issued.acked = True
+            try:
+                self.lfs.verify(user, upload_id, {"oid": oid, "size": len(data)})
+            except LfsError as refused:
+                return f"verify {refused.status}"
+            return "verified"
+
+        return run
 
     def op_drop(self, user: Caller, content: int) -> Callable[[], Any]:
         """An S3 tool's PUT under the caller's s3/ prefix (the drop zone), one name per content."""
