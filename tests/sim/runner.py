@@ -131,7 +131,7 @@ class Episode:
         if r < 0.78:
             return ("lfs", label, rng.randrange(len(USERS)), rng.randrange(len(CONTENTS) - 1))
         if r < 0.83:
-            return ("reconcile", label)
+            return ("reconcile", label, rng.random() < 0.5)  # the scheduled run, or one with the files' sweep
         if r < 0.97:
             seconds = rng.choice((1, 5, 30, 120, 600, 1000, 3700, 4 * 3600, 8 * 24 * 3600))
             return ("tick", seconds)
@@ -181,7 +181,8 @@ class Episode:
             self._start(Op(len(self.ops), "lfs", label, world.op_lfs(USERS[user], content)))
             return True
         if kind == "reconcile":
-            self._start(Op(len(self.ops), "reconcile", entry[1], world.op_reconcile()))
+            sweep = bool(entry[2]) if len(entry) > 2 else True
+            self._start(Op(len(self.ops), "reconcile", entry[1], world.op_reconcile(sweep=sweep)))
             return True
         if kind == "tick":
             world.now += timedelta(seconds=entry[1])

@@ -345,12 +345,12 @@ class World:
 
         return run
 
-    def op_reconcile(self) -> Callable[[], Any]:
+    def op_reconcile(self, *, sweep: bool = True) -> Callable[[], Any]:
         """A reconcile run as the workflow drives it: begin, every page, finish; a failed page abandons the run (the
         workflow's Catch frees the lease); a crash leaves the lease held until it expires."""
 
         def run() -> Any:
-            state = self.reconciler.begin({"now": clock.iso(self.now)})
+            state = self.reconciler.begin({"now": clock.iso(self.now), "sweep": sweep})
             if "skipped" in state:
                 return "skipped"
             try:
