@@ -78,6 +78,14 @@ TRANSACTIONS = {
 }
 
 
+def reads_only(point: str) -> bool:
+    """A port call that changes nothing (a read, a presigned URL, a pause)."""
+    port, _, method = point.partition(".")
+    if port == "clock" or point == "start":
+        return True
+    return port != "client" and (method in READS or method.startswith(READ_PREFIXES))
+
+
 def faults_at(point: str) -> tuple[str, ...]:
     """The faults the real adapter can show at this port call (module docstring)."""
     port, _, method = point.partition(".")
@@ -85,9 +93,8 @@ def faults_at(point: str) -> tuple[str, ...]:
         return ()
     if port == "client":  # the client's own PUT to a presigned URL: S3 refuses or the answer is lost
         return ("unavailable", "lost")
-    read = method in READS or method.startswith(READ_PREFIXES)
     kinds: tuple[str, ...] = ("unavailable", "crash")
-    if not read:
+    if not reads_only(point):
         kinds += ("lost", "crash-after")
     if port == "repo" and method in TRANSACTIONS:
         kinds += ("conflict",)
