@@ -25,7 +25,7 @@ from tests.sim.checks import Violation, on_fakes, quiet_checks, step_checks
 from tests.sim.scheduler import Op
 from tests.sim.world import CONTENTS, USERS, Message, World, faults_at, reads_only
 
-STEPS = 240  # decisions an episode makes before it quiets down
+STEPS = 400  # decisions an episode makes before it quiets down
 FAULT_RATE = 0.2  # of the port calls the scheduler resumes
 Entry = tuple[Any, ...]
 # each operation's function timeout (template.yaml): IngestFunction 900 s, a reconcile run's pages 300 s each
@@ -112,7 +112,10 @@ class Episode:
             op = rng.choice(pending)
             kinds = faults_at(op.point)
             fault = None
-            if kinds and rng.random() < FAULT_RATE:
+            # a reconcile run makes dozens of calls: at the same rate, a fault would end nearly every run before its
+            # reaper's phases
+            rate = FAULT_RATE / 6 if op.kind == "reconcile" else FAULT_RATE
+            if kinds and rng.random() < rate:
                 # the faults this episode has not met at this call yet, first
                 fresh = [kind for kind in kinds if (op.point, kind) not in world.reached]
                 fault = rng.choice(fresh or kinds)
@@ -124,7 +127,9 @@ class Episode:
         if r < 0.45:
             return ("upload", label, rng.randrange(len(USERS)), rng.randrange(len(CONTENTS) - 1), rng.random() < 0.3)
         if r < 0.65 and world.issued:
-            issued = rng.choice(world.issued)
+            stored = [i for i in world.issued if world.repo.uploads.get(i.upload_id, {}).get("status") == "stored"]
+            # mostly the stored ones: deleting every reference to a content is what the reaper needs
+            issued = rng.choice(stored if stored and rng.random() < 0.7 else world.issued)
             owner = USERS.index(issued.user) if rng.random() < 0.9 else rng.randrange(len(USERS))
             return ("delete", label, owner, issued.ordinal)
         if r < 0.72:
