@@ -79,7 +79,7 @@ class FileRecord:
     reap_after: str | None = None  # in the reaper's index (set by a delete) from then on
     tombstone_shard: str | None = None  # the reaper's index key: None when not in it
     # the nonce of the commit that created this record, written once with it: a record reaped and created again
-    # is another incarnation (its events' ids differ: dfd.events.outcomes). None: created before it was written
+    # is another incarnation (its events' ids differ: dfd.events.outcomes). None: the item holds none
     incarnation: str | None = None
 
     @property
@@ -147,7 +147,7 @@ class UploadRecord:
     via: UploadVia | None = None
     # written once with the record where its id can name another record later (a drop-zone object's id derives
     # from its version; an object put at an upload key with no registration): that record is another incarnation
-    # (its events' ids differ: dfd.events.outcomes). None: a random id's record, or created before it was written
+    # (its events' ids differ: dfd.events.outcomes). None: a random id's record, or an item that holds none
     incarnation: str | None = None
 
 

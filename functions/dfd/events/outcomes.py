@@ -10,8 +10,8 @@ record later — a content reaped and stored again (its generations restart), a 
 its object version re-sent after the first record's TTL — so a record carries its incarnation, written once in the
 write that creates it (FileRecord.incarnation, UploadRecord.incarnation). Its `event_id` is derived from exactly
 that (the record's key, its incarnation and the transition), so every retry or replay of one change carries the
-same id, another incarnation's transition another id, and consumers can deduplicate on it. A record written before
-incarnations were (none) keeps the id it was published with: key and transition alone.
+same id, another incarnation's transition another id, and consumers can deduplicate on it. A record without an
+incarnation keeps the ids key and transition alone give (those its transitions were published with).
 """
 
 from __future__ import annotations
