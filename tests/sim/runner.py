@@ -281,13 +281,25 @@ def shrink(failure: Failure, budget: float = 60.0) -> Failure:
     """The failure's trace with as many decisions removed as keep it failing the same check (delta debugging)."""
     deadline = time.monotonic() + budget
     best = failure
+
+    def fails(candidate: list[Entry]) -> Failure | None:
+        found = Episode(failure.seed, candidate).run()
+        return found if found is not None and found.check == failure.check else None
+
+    # first whole operations: each one's start and every step of it (and the ticks, one by one)
+    labels = list(dict.fromkeys(str(entry[1]) for entry in best.trace if entry[0] not in ("tick", "ttl")))
+    for label in labels:
+        if time.monotonic() >= deadline:
+            break
+        candidate = [entry for entry in best.trace if entry[0] in ("tick", "ttl") or str(entry[1]) != label]
+        if len(candidate) < len(best.trace) and (found := fails(candidate)) is not None:
+            best = found
     chunk = max(1, len(best.trace) // 2)
     while chunk >= 1 and time.monotonic() < deadline:
         start, shrunk = 0, False
         while start < len(best.trace) and time.monotonic() < deadline:
-            candidate = best.trace[:start] + best.trace[start + chunk :]
-            found = Episode(failure.seed, candidate).run()
-            if found is not None and found.check == failure.check:
+            found = fails(best.trace[:start] + best.trace[start + chunk :])
+            if found is not None:
                 best, shrunk = found, True
             else:
                 start += chunk

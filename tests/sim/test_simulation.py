@@ -76,7 +76,7 @@ REAP_AND_STORE_AGAIN = [
     *steps("o3", 80),
     ("upload", "o4", 0, 0, False),
     *steps("o4", 6),
-    ("deliver", "d5", "o4.n2"),
+    ("deliver", "d5", "o4.n1"),
     *steps("d5", 12),
 ]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -184,7 +185,7 @@ class World:
     duplicate_ids: list[OutcomeEvent] = field(default_factory=list)
     removed_uploads: list[dict[str, Any]] = field(default_factory=list)  # upload items DynamoDB's TTL deleted
     dlq: list[Message] = field(default_factory=list)
-    _notifications: int = 0
+    _sent: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -231,19 +232,23 @@ class World:
     def notify(self, key: str) -> None:
         if not (key.startswith(self.settings.upload_prefix) or key.startswith("s3/")):
             return
-        op = self.scheduler.current()
-        self._notifications += 1
-        ident = f"{op.label if op else 'w'}.n{self._notifications}"
+        ident = self._ident("n")
         body = notification_body(BUCKET, key, clock.iso(self.now))
         self.messages.append(Message(ident, body))
         if self.rng.random() < 0.1:  # S3 delivers at least once
             self.messages.append(Message(ident + "d", body))
 
+    def _ident(self, kind: str) -> str:
+        """A message's name: the operation that sent it and its count of them (`n`: S3's notifications, `r`: the
+        reconcile's re-drives), so a shrunk script's decisions name the same messages."""
+        op = self.scheduler.current()
+        label = op.label if op else "w"
+        self._sent[label] += 1
+        return f"{label}.{kind}{self._sent[label]}"
+
     def send(self, body: str) -> None:
         """The reconcile's re-drive of a notification (dfd.reconcile.ports.IngestQueue)."""
-        self._notifications += 1
-        op = self.scheduler.current()
-        self.messages.append(Message(f"{op.label if op else 'w'}.r{self._notifications}", body))
+        self.messages.append(Message(self._ident("r"), body))
 
     def redeliver(self, message: Message) -> None:
         """A delivery that did not finish: SQS makes the message visible again, until maxReceiveCount (then the DLQ;
