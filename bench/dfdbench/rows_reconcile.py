@@ -107,7 +107,9 @@ def measure(count: int) -> dict[str, Any]:
                 digest,
                 upload_id_from_key(settings.upload_prefix, key),
             )
-            items[settings.files_table].append(ingest_codec.new_file_item(version, "f.bin", "text/plain", stamp))
+            items[settings.files_table].append(
+                ingest_codec.new_file_item(version, "f.bin", "text/plain", stamp, incarnation="seeded")
+            )
             # as the ingest leaves an object at an upload key: its upload item carries its event and its key's claim
             stored = UploadStatus.STORED
             items[settings.uploads_table].append(

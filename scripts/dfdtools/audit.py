@@ -333,12 +333,19 @@ def _upload_count_check(
     check = Check("2+3. each file's upload_count = its uploads, recounted from event and upload records", True)
     counted: dict[str, set[str]] = {}
     from_uploads: dict[str, int] = {}
+    # a content reaped and stored again is a new record counting from 0: what an earlier one counted (processed
+    # before this one was created) is not its
+    created = {file.hash: file.created_at or "" for file in files}
     for event in events:
         if event.outcome in ("stored", "duplicate") and event.hash:
+            if (event.processed_at or "") < created.get(event.hash, ""):
+                continue
             counted.setdefault(event.hash, set()).add(event.event_key)
     for upload in uploads:
         # a deleted upload that had been processed stays counted: upload_count is history
         processed = upload.status.processed or (upload.status == UploadStatus.DELETED and upload.processed_at)
+        if processed and upload.hash and (upload.processed_at or "") < created.get(upload.hash, ""):
+            continue
         if processed and upload.hash:
             counted.setdefault(upload.hash, set()).add(upload.event_key or "upload#" + upload.upload_id)
             from_uploads[upload.hash] = from_uploads.get(upload.hash, 0) + 1

@@ -27,6 +27,7 @@ which re-drives every object left under s3/ (docs/design/dropzone.md).
 from __future__ import annotations
 
 import hashlib
+import secrets
 import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -197,6 +198,8 @@ class DropZone:
                 owner=owner,
                 tenant=tenant,
                 via=UploadVia.S3,
+                # its id names the object version: one re-sent alike after this record's TTL is another record
+                incarnation=secrets.token_hex(8),
             )
             refused = self._refused(info, rest)
             if refused is not None:

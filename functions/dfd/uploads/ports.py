@@ -30,6 +30,8 @@ class NewUpload:
     owner: str  # the caller's sub (dfd.identity.caller.Caller.owner)
     tenant: str  # the caller's tenant (dfd.identity.caller.Caller.tenant)
     via: UploadVia = UploadVia.PRESIGNED  # how its object comes in (dfd.core.records.UploadVia)
+    # written with the record when its id is not random (UploadRecord.incarnation): a drop-zone object's
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True)

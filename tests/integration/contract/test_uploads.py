@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from dfd.core import clock
 from dfd.core.conflicts import (
+    CommitRefused,
     MultipartAttached,
     QuotaRefused,
 )
@@ -124,6 +125,22 @@ def test_a_rejected_upload_is_recorded_once_and_counted_nowhere(repo: Repository
     registered(repo, 2, size=10)
     pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now())
     assert pending.status == UploadStatus.PENDING  # an upload registered first is not rejected
+    marked = dataclasses.replace(new_upload(3, size=700), incarnation="drop-3")
+    assert repo.record_rejected_upload(marked, "too_large", _now()).incarnation == "drop-3"
+    assert record.incarnation is None  # none given: none written
+
+
+def test_an_upload_id_registered_again_is_refused_and_counts_nothing(repo: Repository) -> None:
+    """Two deliveries of one drop-zone object register the same id (derived from its version): the second one's
+    put of a new item is refused (the drop zone reads the record the first wrote), nothing counted twice."""
+    upload = dataclasses.replace(new_upload(1, size=10), via=UploadVia.S3, incarnation="first")
+    repo.register_upload(upload, _now(), pending_limit=False)
+    usage = repo.tenant_usage("acme")
+    again = dataclasses.replace(upload, incarnation="second")
+    refused(CommitRefused, lambda: repo.register_upload(again, _now() + timedelta(seconds=1), pending_limit=False))
+    assert repo.tenant_usage("acme") == usage and usage.pending_count == 1
+    record = repo.get_upload(upload.upload_id)
+    assert record is not None and record.incarnation == "first"
 
 
 def test_a_drop_zone_registration_is_neither_held_to_the_pending_limit_nor_counted_in_it(repo: Repository) -> None:

@@ -182,8 +182,10 @@ class FakeTables:
             return
         upload = self.uploads.setdefault(version.upload_id, dict(uploads_codec.upload_key(version.upload_id)))
         self.nonces += 1
-        upload.update(ingest_codec.processed_upload(version, status, outcome, stamp, f"{self.nonces:016x}"))
-        for name, value in ingest_codec.upload_defaults(filename, content_type, stamp, registered=registered).items():
+        commit = f"{self.nonces:016x}"
+        upload.update(ingest_codec.processed_upload(version, status, outcome, stamp, commit))
+        defaults = ingest_codec.upload_defaults(filename, content_type, stamp, registered=registered, commit=commit)
+        for name, value in defaults.items():
             upload.setdefault(name, value)
         for name in ("pending_shard", "ttl", "quota_bytes"):
             upload.pop(name, None)

@@ -8,6 +8,7 @@ from datetime import datetime
 from dfd.core import clock
 from dfd.core import codec as core_codec
 from dfd.core.conflicts import (
+    CommitRefused,
     MultipartAttached,
     QuotaRefused,
 )
@@ -25,7 +26,8 @@ class FakeUploads(FakeTables):
     def register_upload(
         self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None, pending_limit: bool = True
     ) -> None:
-        assert upload.upload_id not in self.uploads, "upload ids are unique"
+        if upload.upload_id in self.uploads:  # the adapter's put of a new item, refused: registered before
+            raise CommitRefused(None, f"upload {upload.upload_id} is registered already")
         usage = core_codec.tenant_usage(self.usage.get(upload.tenant))
         bytes_limit, limit_pending = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
         if (pending_limit and limit_pending and usage.pending_count >= limit_pending) or (

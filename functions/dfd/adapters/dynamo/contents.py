@@ -96,9 +96,8 @@ class Contents(References):
         tenant: TenantShare | None = None,
     ) -> None:
         stamp = clock.iso(now)
-        file = self._put_new(
-            self._s.files_table, ingest_codec.new_file_item(version, filename, content_type, stamp), "hash"
-        )
+        created = ingest_codec.new_file_item(version, filename, content_type, stamp, incarnation=secrets.token_hex(8))
+        file = self._put_new(self._s.files_table, created, "hash")
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
         made = _Made(version, filename, content_type, counter_shard, now, tenant)
         self._commit(made, "stored", (file, FileAppeared), claims=True, status=UploadStatus.STORED, deltas=deltas)
@@ -268,7 +267,9 @@ class Contents(References):
             parts.append(f"#f{i} = :f{i}")
         # an upload with no tenant has no registration: an object put straight at an upload key (this commit
         # creates its item)
-        defaults = ingest_codec.upload_defaults(filename, content_type, stamp, registered=tenant is not None)
+        defaults = ingest_codec.upload_defaults(
+            filename, content_type, stamp, registered=tenant is not None, commit=commit
+        )
         for i, (name, value) in enumerate(defaults.items()):
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
