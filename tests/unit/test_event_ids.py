@@ -78,11 +78,15 @@ class World:
 
     def drop(self, data: bytes, etag: str | None = None) -> tuple[str, str]:
         """An object put under ALICE's s3/ prefix, and its event: (outcome, upload id). `etag`: S3's ETag of a
-        single PUT is the MD5 of its bytes — the same bytes sent again have the same one."""
+        single PUT is the MD5 of its bytes — the same bytes sent again have the same one; given, the write also
+        keeps one Last-Modified (S3's is to the second: the same bytes written again within it name one upload
+        id, the case where only the record's incarnation tells the records apart)."""
         key = prefix_for(ALICE.tenant, ALICE.owner) + "dir/a.bin"
         self.objects.put(BUCKET, key, data)
         if etag is not None:
-            self.objects.objects[(BUCKET, key)] = dataclasses.replace(self.objects.objects[(BUCKET, key)], etag=etag)
+            self.objects.objects[(BUCKET, key)] = dataclasses.replace(
+                self.objects.objects[(BUCKET, key)], etag=etag, last_modified="2026-01-01T00:00:00Z"
+            )
         result = self.ingestor.ingest(ObjectRef(BUCKET, key))
         assert result.upload_id is not None
         return result.outcome.value, result.upload_id
