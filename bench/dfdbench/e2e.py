@@ -147,8 +147,8 @@ def run_stack(uploads: list[Upload], clients: int, seed: int = 0) -> dict[str, A
     # the reconcile's timer off: its sweep would HeadObject every seeded content (their objects were never put)
     os.environ["DFD_RECONCILE_INTERVAL"] = "0"
     # as make run: no batching window (dfdlocal's --batching-window 0), state kept in a data directory (DynamoDB
-    # Local's -dbPath, objects, queues, users), here a fresh one on tmpfs where there is one (TMPFS): this disk's
-    # fsyncs made seeding 10 times slower (docs/performance.md, target 8)
+    # Local's -dbPath, objects, queues, users), here a fresh one on tmpfs where there is one (TMPFS): on a disk every
+    # SQLite commit of DynamoDB Local waits for an fsync (docs/performance.md, target 8)
     data_dir = Path(tempfile.mkdtemp(prefix="dfd-bench-", dir=TMPFS if os.access(TMPFS, os.W_OK) else None))
     options = StackOptions(
         root=ROOT, api_port=0, lambda_port=0, aws_port=0, log_level="ERROR", batching_window=0, data_dir=data_dir

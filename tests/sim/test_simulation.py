@@ -82,8 +82,8 @@ REAP_AND_STORE_AGAIN = [
 
 
 def test_the_checks_catch_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The event ids derived as they were before incarnations: the reaped content's second File Stored repeats
-    the first's id, and the simulation says so."""
+    """Event ids derived without the record's incarnation: the reaped content's second File Stored repeats the
+    first's id, and the simulation says so."""
     assert Episode(11, script=REAP_AND_STORE_AGAIN).run() is None
     monkeypatch.setattr(outcomes, "_incarnation", lambda _marker: ())
     failure = Episode(11, script=REAP_AND_STORE_AGAIN).run()
@@ -93,8 +93,8 @@ def test_the_checks_catch_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None
 # Regressions: what the simulation found, each shrunk to the decisions that show it (docs/design/simulation.md).
 
 # Two deliveries of one drop-zone object register its upload (one id, derived from the object's version): the
-# second's registration is refused and it reads the first's record. The fake asserted instead of refusing, as the
-# adapter does (CommitRefused): the drop zone's retry was never exercised.
+# second's registration is refused and it reads the first's record. The fake refuses as the adapter does
+# (CommitRefused), never asserts, so the drop zone's retry is exercised.
 TWO_DELIVERIES_OF_ONE_DROP = [
     ("drop", "o0", 2, 2),
     ("step", "o0", None),
@@ -118,8 +118,8 @@ def test_regression_two_deliveries_of_one_drop_zone_object_register_one_upload()
 
 
 def test_regression_a_content_reaped_and_stored_again_is_audited_from_its_new_record() -> None:
-    """scripts/audit recounted each content's upload_count from every processed upload of its hash, the earlier
-    record's (reaped) too: after a reap and a new store it reported upload_count 1, recounted 2."""
+    """scripts/audit recounts a content's upload_count from the processed uploads of its hash since its record's
+    creation, not the earlier (reaped) record's: after a reap and a new store, upload_count 1 recounts as 1."""
     episode = Episode(13, script=REAP_AND_STORE_AGAIN)
     assert episode.run() is None
     (file,) = episode.world.repo.files.values()

@@ -22,6 +22,12 @@ from dfdbench import mkdocs_hook, report
 
 ROOT = Path(__file__).resolve().parents[2]
 ISSUE = re.compile(r"[Ii]ssue #?[0-9]+|\(#[0-9]+\)")
+MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+# a page narrating a run or a change: a load average, a dated run, "(fixed)", "now 3 ms", "was 11 ms", "used to"
+NARRATION = re.compile(
+    r"load average|quiet box|with other work|\bused to\b|\(fixed\)|\b[Bb]efore this (?:policy|change|fix)\b"
+    rf"|\bnow \d|\bwas \d[\d.,]* ?(?:ms|s|MB/s)\b|\b\d{{1,2}} (?:{MONTHS}) 20\d\d"
+)
 
 
 def build(tmp_path: Path, config: Path) -> subprocess.CompletedProcess[str]:
@@ -208,6 +214,8 @@ def test_a_bench_run_and_a_build_bring_every_quoting_page_up_to_date(tmp_path: P
     for row in document["rows"]:
         if row["name"] in changed:
             row["value"] = row["details"]["total"] = changed[row["name"]]
+        if row["name"].startswith("end to end on a stack holding 50,000 files"):
+            row["value"], row["baseline"] = 12.34, 13.57
     (docs / "bench.json").write_text(json.dumps(document))
     config = (ROOT / "mkdocs.yml").read_text()
     for relative in ("docs_dir: docs", "- README.md", "- bench/dfdbench/"):
@@ -218,6 +226,9 @@ def test_a_bench_run_and_a_build_bring_every_quoting_page_up_to_date(tmp_path: P
     for page in ("performance", "design/cost"):
         text = text_of(tmp_path / "site" / page / "index.html")
         assert "7.65 $/M" in text and "3.46 $/M" in text, page
+    assert "12.3 uploads/s against 13.6 empty" in " ".join(
+        text_of(tmp_path / "site" / "local-stack" / "index.html").split()
+    )
 
 
 def test_the_pages_state_what_holds_without_issue_numbers_or_a_lab_notebook() -> None:
@@ -226,8 +237,10 @@ def test_the_pages_state_what_holds_without_issue_numbers_or_a_lab_notebook() ->
     assert not numbered, f"issue numbers belong in git log, not in {numbered}"
     performance = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     assert len(performance.encode()) <= 25 * 1024, "docs/performance.md is a reference: each target, not each run"
-    months = "January|February|March|April|May|June|July|August|September|October|November|December"
-    assert not re.search(rf"load average|\b\d{{1,2}} ({months}) 20\d\d", performance), "a dated run or a load average"
+    narrating = {
+        str(page.relative_to(ROOT)): found[0] for page in pages if (found := NARRATION.findall(page.read_text()))
+    }
+    assert not narrating, f"a page states what holds; the runs and changes belong in git log: {narrating}"
     targets = sorted({row["target"] for row in json.loads((ROOT / "docs" / "bench.json").read_text())["rows"]})
     for target in targets:
         assert f"<!-- bench:target {target} -->" in performance, f"target {target}: no rendered rows on the page"

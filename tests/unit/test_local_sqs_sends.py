@@ -1,6 +1,6 @@
 """The local stack's moto: a SendMessage never walks the messages a queue holds (dfd-events, which nobody drains
-locally, made every PutEvents slower as the stack aged: docs/performance.md, target 8), and the queue's
-approximate counts are still exact when asked for."""
+locally, keeps every event the stack published: a PutEvents takes the same time at any age of the stack), and the
+queue's approximate counts are still exact when asked for."""
 
 from __future__ import annotations
 
