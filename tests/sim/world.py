@@ -1,7 +1,7 @@
-"""The simulated world: the real services (upload registration and its 409 precheck, the ingest with its drop
-zone, deletes, the reconcile with its reaper) over the in-memory fakes, every port call of theirs a turn of the
-scheduler and a point where a fault may strike; the clients, the S3 notifications, the ingest queue and
-DynamoDB's TTL around them; the publisher's mapping of each committed change to its events.
+"""The simulated world: the real services (upload registration and its 409 precheck, multipart uploads, the
+ingest with its drop zone, deletes, the reconcile with its reaper) over the in-memory fakes, every port call of
+theirs a turn of the scheduler and a point where a fault may strike; the clients, the S3 notifications, the ingest
+queue and DynamoDB's TTL around them; the publisher's mapping of each committed change to its events.
 
 The fault map (FAULTS, docs/design/simulation.md): each fault the simulation injects at a port call stands for a
 failure the real adapter shows there, as the adapter translates it (dfd.adapters.dynamo.base.translate,
@@ -17,6 +17,8 @@ dfd.adapters.s3.base.translate):
   ReadTimeoutError / ConnectionClosedError on the attempt that applied it and on every resend botocore makes
   (TransactWriteItems' ClientRequestToken makes each resend a no-op; a resent conditional write fails its
   condition), translated from BotoCoreError.
+- `timeout` (CompleteMultipartUpload only: applied) — StillCompleting: its ReadTimeoutError on the complete
+  client while S3 carries on and assembles the object.
 - `crash` (before) and `crash-after` (applied) — the Lambda's process ends at that call (its timeout, an
   out-of-memory kill): the operation stops; a delivery's SQS message becomes visible again and is redelivered.
 """
