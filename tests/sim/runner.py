@@ -23,14 +23,15 @@ from unittest import mock
 from dfd.core.errors import DfdError
 from tests.sim.checks import Violation, on_fakes, quiet_checks, step_checks
 from tests.sim.scheduler import Op
-from tests.sim.world import CONTENTS, USERS, Message, World, faults_at, reads_only
+from tests.sim.world import CONTENTS, MULTIPART, MULTIPART_WAYS, USERS, Message, World, faults_at, reads_only
 
 STEPS = 400  # decisions an episode makes before it quiets down
 FAULT_RATE = 0.2  # of the port calls the scheduler resumes
 Entry = tuple[Any, ...]
 # each operation's function timeout (template.yaml): IngestFunction 900 s, a reconcile run's pages 300 s each
 # (a run of a few pages: 900 s), the API's functions 29 s; the clients' own PUTs have none
-TIMEOUTS = {"deliver": 900, "reconcile": 900, "upload": 29, "delete": 29, "lfs": 29, "drop": 3600}
+# (a multipart client's several requests and its parts' PUTs: a client's hour)
+TIMEOUTS = {"deliver": 900, "reconcile": 900, "upload": 29, "delete": 29, "lfs": 29, "drop": 3600, "multipart": 3600}
 
 
 @dataclass
@@ -113,8 +114,8 @@ class Episode:
             kinds = faults_at(op.point)
             fault = None
             # a reconcile run makes dozens of calls: at the same rate, a fault would end nearly every run before its
-            # reaper's phases
-            rate = FAULT_RATE / 6 if op.kind == "reconcile" else FAULT_RATE
+            # reaper's phases; a multipart upload makes a dozen (its parts' presigns and PUTs): a third, to complete
+            rate = FAULT_RATE / {"reconcile": 6, "multipart": 3}.get(op.kind, 1)
             if kinds and rng.random() < rate:
                 # the faults this episode has not met at this call yet, first
                 fresh = [kind for kind in kinds if (op.point, kind) not in world.reached]
@@ -124,8 +125,11 @@ class Episode:
             return ("deliver", f"d{position}", rng.choice(world.messages).ident)
         label = f"o{position}"
         r = rng.random()
-        if r < 0.45:
+        if r < 0.37:
             return ("upload", label, rng.randrange(len(USERS)), rng.randrange(len(CONTENTS) - 1), rng.random() < 0.3)
+        if r < 0.45:
+            way = rng.randrange(len(MULTIPART_WAYS))
+            return ("multipart", label, rng.randrange(len(USERS)), rng.choice(MULTIPART), way)
         if r < 0.65 and world.issued:
             stored = [i for i in world.issued if world.repo.uploads.get(i.upload_id, {}).get("status") == "stored"]
             # mostly the stored ones: deleting every reference to a content is what the reaper needs
@@ -169,6 +173,11 @@ class Episode:
         if kind == "upload":
             _, label, user, content, checksum = entry
             self._start(Op(len(self.ops), "upload", label, world.op_upload(USERS[user], content, checksum)))
+            return True
+        if kind == "multipart":
+            _, label, user, content, way = entry
+            run = world.op_multipart(USERS[user], content, MULTIPART_WAYS[way])
+            self._start(Op(len(self.ops), "multipart", label, run))
             return True
         if kind == "delete":
             _, label, user, ordinal = entry

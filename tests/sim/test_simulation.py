@@ -63,6 +63,32 @@ def steps(label: str, count: int) -> list[tuple[object, ...]]:
     return [("step", label, None)] * count
 
 
+# alice's multipart upload of content 1 (80 bytes: parts of 64 and 16), completed; its notification delivered
+MULTIPART_COMPLETED = [("multipart", "o0", 0, 1, 0), *steps("o0", 30), ("deliver", "d1", "o0.n1"), *steps("d1", 20)]
+
+
+def test_a_multipart_upload_completes_and_is_stored() -> None:
+    episode = Episode(15, script=MULTIPART_COMPLETED)
+    assert episode.run() is None
+    world = episode.world
+    (upload,) = world.repo.uploads.values()
+    assert upload["via"] == "multipart" and upload["status"] == "stored" and upload["part_count"] == 2
+    assert world.issued[0].acked and episode.ops["o0"].result == "completed pending"
+    assert not world.objects.multiparts  # S3 assembled it: no multipart upload left
+
+
+@pytest.mark.parametrize("calls", range(1, 14))
+def test_a_delete_racing_a_multipart_completion_leaves_nothing_stored(calls: int) -> None:
+    """alice's DELETE after `calls` port calls of her multipart upload (its parts' presigns and PUTs, the complete,
+    S3's assembly, the record's mark): the upload ends deleted, no content stored, no object or S3 upload left."""
+    race = [("multipart", "o0", 0, 1, 0), *steps("o0", calls), ("delete", "o1", 0, 0), *steps("o1", 10)]
+    episode = Episode(15, script=[*race, *MULTIPART_COMPLETED[1:]])
+    assert episode.run() is None
+    world = episode.world
+    assert [u["status"] for u in world.repo.uploads.values()] == ["deleted"]
+    assert not world.repo.files and not world.objects.objects and not world.objects.multiparts
+
+
 # an upload stored, deleted, reaped; the same content uploaded again and stored anew (a new record, generation 1)
 REAP_AND_STORE_AGAIN = [
     ("upload", "o0", 0, 0, False),

@@ -1,7 +1,7 @@
-"""The simulated world: the real services (upload registration and its 409 precheck, the ingest with its drop
-zone, deletes, the reconcile with its reaper) over the in-memory fakes, every port call of theirs a turn of the
-scheduler and a point where a fault may strike; the clients, the S3 notifications, the ingest queue and
-DynamoDB's TTL around them; the publisher's mapping of each committed change to its events.
+"""The simulated world: the real services (upload registration and its 409 precheck, multipart uploads, the
+ingest with its drop zone, deletes, the reconcile with its reaper) over the in-memory fakes, every port call of
+theirs a turn of the scheduler and a point where a fault may strike; the clients, the S3 notifications, the ingest
+queue and DynamoDB's TTL around them; the publisher's mapping of each committed change to its events.
 
 The fault map (FAULTS, docs/design/simulation.md): each fault the simulation injects at a port call stands for a
 failure the real adapter shows there, as the adapter translates it (dfd.adapters.dynamo.base.translate,
@@ -17,6 +17,8 @@ dfd.adapters.s3.base.translate):
   ReadTimeoutError / ConnectionClosedError on the attempt that applied it and on every resend botocore makes
   (TransactWriteItems' ClientRequestToken makes each resend a no-op; a resent conditional write fails its
   condition), translated from BotoCoreError.
+- `timeout` (CompleteMultipartUpload only: applied) — StillCompleting: its ReadTimeoutError on the complete
+  client while S3 carries on and assembles the object.
 - `crash` (before) and `crash-after` (applied) — the Lambda's process ends at that call (its timeout, an
   out-of-memory kill): the operation stops; a delivery's SQS message becomes visible again and is redelivered.
 """
@@ -33,7 +35,7 @@ from typing import Any
 
 from dfd.adapters.publisher import publish
 from dfd.core import clock
-from dfd.core.errors import ServiceUnavailable, TransactionRetryable
+from dfd.core.errors import ServiceUnavailable, StillCompleting, TransactionRetryable
 from dfd.core.notifications import notification_body, refs_from_message_body
 from dfd.deletes.service import DeleteService
 from dfd.events.outcomes import OutcomeEvent
@@ -43,7 +45,7 @@ from dfd.ingest.service import Ingestor
 from dfd.lfs.batch import LfsService
 from dfd.lfs.request import LfsError
 from dfd.reconcile.service import LEASE_SECONDS, Reconciler
-from dfd.uploads.multipart import MultipartService
+from dfd.uploads.multipart import COMPLETING, RETRY_AFTER_SECONDS, MultipartService
 from dfd.uploads.service import UploadRequest, UploadService
 from tests.sim.scheduler import Crash, Scheduler
 from tests.unit.callers import settings as unit_settings
@@ -60,6 +62,13 @@ USERS = (ALICE, CAROL, BOB)
 CONTENTS = (*(f"content {i} ".encode() * (3 + 5 * i) for i in range(5)), b"z" * 400)
 MAX_UPLOAD = 300
 QUOTA = 700
+# the fake S3's smallest part but the last, lowered from S3's 5 MiB so a multipart upload costs bytes, not MiB: the
+# fake refuses a smaller one at completion as S3 does (EntityTooSmall), and the service lays out parts of this size
+MIN_PART = 64
+MULTIPART = tuple(i for i, data in enumerate(CONTENTS[:-1]) if len(data) >= MIN_PART)  # contents of 2 to 4 parts
+# what the client does with its multipart upload: completes it; lists its parts first (a resume); completes it
+# twice (a lost answer's repeat); abandons it after its parts (the reconcile expires it and aborts it in S3)
+MULTIPART_WAYS = ("complete", "resume", "again", "abandon")
 
 READ_PREFIXES = ("get_", "due_", "scan_", "tenant_", "owner_", "counter_", "ingest_state", "open", "stream", "head")
 READS = {"exists", "list_objects", "list_parts", "presign_put", "presign_get", "presign_upload_part"}
@@ -99,6 +108,8 @@ def faults_at(point: str) -> tuple[str, ...]:
         kinds += ("lost", "crash-after")
     if port == "repo" and method in TRANSACTIONS:
         kinds += ("conflict",)
+    if point == "s3.complete_multipart":
+        kinds += ("timeout",)
     return kinds
 
 
@@ -131,6 +142,8 @@ class Port:
             value(*args, **kwargs)  # applied ...
             if fault == "crash-after":
                 raise Crash
+            if fault == "timeout":  # CompleteMultipartUpload's ReadTimeoutError: S3 carries on, and assembles it
+                raise StillCompleting(f"{point}: S3 is still assembling (simulated)")
             raise ServiceUnavailable(f"{point}: applied, its answer lost (simulated)")  # ... "lost"
 
         return call
@@ -141,7 +154,7 @@ class SimObjects(FakeObjectStore):
     completed multipart upload) sends S3's event to the ingest queue — at least once (sometimes twice)."""
 
     def __init__(self, world: World) -> None:
-        super().__init__()
+        super().__init__(min_part=MIN_PART)
         self._world = world
 
     def put(self, bucket: str, key: str, data: bytes, **kwargs: Any) -> Any:
@@ -200,14 +213,17 @@ class World:
             delete_grace_seconds=600,
             upload_url_expires=900,
             reconcile_max_redrives=3,
+            multipart_expires=3600,
         )
         self.repo = FakeRepository(self.settings)
         self.objects = SimObjects(self)
         repo: Any = Port(self, "repo", self.repo)
         objects: Any = Port(self, "s3", self.objects)
         now = self.clock
-        multipart = MultipartService(self.settings, repo, objects, now=now)
+        multipart = MultipartService(self.settings, repo, objects, now=now, s3_min_part=MIN_PART, min_part=MIN_PART)
         self.uploads = UploadService(self.settings, repo, objects, now=now, rng=random.Random(self.seed + 1))
+        self.uploads.multipart = multipart  # POST /upload's multipart uploads, of MIN_PART-byte parts
+        self.multipart = multipart
         self.deletes = DeleteService(self.settings, repo, multipart, now=now, sleep=self.sleep)
         self.ingestor = Ingestor(
             self.settings, repo, objects, now=now, sleep=self.sleep, rng=random.Random(self.seed + 2)
@@ -298,6 +314,67 @@ class World:
         if fault == "lost":
             self.reached.add(("client.put", fault))
             raise ServiceUnavailable("the PUT's answer was lost")
+
+    def op_multipart(self, user: Caller, content: int, way: str) -> Callable[[], Any]:
+        """POST /upload of a multipart upload, POST /uploads/{id}/parts for every part, the client's PUT of each
+        part, then (`way`, MULTIPART_WAYS) POST /uploads/{id}/complete — repeated after Retry-After while S3 is
+        still assembling — or nothing more. Acknowledged once a complete answered."""
+        data = CONTENTS[content]
+
+        def run() -> str:
+            request = UploadRequest(f"f{content}.bin", len(data), "application/octet-stream", None, True)
+            answer = self.uploads.create(request, user)
+            if answer.status != 201:
+                return str(answer.status)
+            upload_id, part_size = str(answer.body["upload_id"]), int(answer.body["part_size"])
+            issued = Issued(len(self.issued), user, content, upload_id, str(answer.body["key"]))
+            self.issued.append(issued)
+            numbers = range(1, int(answer.body["part_count"]) + 1)
+            signed = self.multipart.presign_parts(user, upload_id, {"parts": [{"part_number": n} for n in numbers]})
+            expires = self.now + timedelta(seconds=int(signed["expires_in"]))
+            for part in signed["parts"]:
+                number = int(part["part_number"])
+                chunk = data[(number - 1) * part_size : number * part_size]
+                for attempt in range(3):  # a client retries a failed part
+                    try:
+                        self.client_put_part(str(part["url"]), number, chunk, expires)
+                        break
+                    except ServiceUnavailable:
+                        if attempt == 2:
+                            raise
+            if way == "abandon":
+                return "abandoned"
+            if way == "resume":
+                self.multipart.list_parts(user, upload_id)
+            for _ in range(3 if way == "again" else 1):
+                status = self._complete(user, upload_id)
+            issued.acked = True
+            return f"completed {status}"
+
+        return run
+
+    def _complete(self, user: Caller, upload_id: str) -> str:
+        """POST /uploads/{id}/complete until it answers other than `completing` (then its Retry-After passes)."""
+        for _ in range(4):
+            status = str(self.multipart.complete(user, upload_id, None)["status"])
+            if status != COMPLETING:
+                return status
+            self.sleep(RETRY_AFTER_SECONDS)
+        raise ServiceUnavailable("the upload is still completing")  # the client gives up for now
+
+    def client_put_part(self, url: str, number: int, chunk: bytes, expires: datetime) -> None:
+        """The presigned UploadPart PUT: refused once its URL expired or S3 knows the multipart upload no more."""
+        fault = self.scheduler.call("client.put_part")
+        if fault == "unavailable":
+            self.reached.add(("client.put_part", fault))
+            raise ServiceUnavailable("the part's PUT failed")
+        s3_upload_id = url.split("uploadId=", 1)[1].split("&", 1)[0]
+        if expires < self.now or s3_upload_id not in self.objects.multiparts:
+            raise ServiceUnavailable("the part's PUT was refused: its URL expired, or NoSuchUpload")
+        self.objects.upload_part(s3_upload_id, number, chunk)
+        if fault == "lost":
+            self.reached.add(("client.put_part", fault))
+            raise ServiceUnavailable("the part's PUT's answer was lost")
 
     def op_lfs(self, user: Caller, content: int) -> Callable[[], Any]:
         """A git-lfs push of one object: the batch, the PUT it asks for, the verify (which ingests it at once)."""

@@ -259,3 +259,41 @@ def test_abort(world: Any) -> None:
     assert again.value.code == "not_pending"
     with pytest.raises(Conflict):
         service.complete(ALICE, upload_id, None)
+
+
+def test_the_fake_store_refuses_a_part_below_its_minimum_but_the_last() -> None:
+    """S3's EntityTooSmall (tests/unit/test_s3store.py shows the adapter's on moto): a part under the minimum that
+    is not the last; the same at a lowered minimum, as the simulation configures it."""
+    from dfd.core.errors import PartsRejected
+    from dfd.core.objects import PartInfo
+
+    for minimum in (5 * MIB, 64):
+        objects = FakeObjectStore(min_part=minimum)
+        s3_upload_id = objects.create_multipart("b", "k", content_type="x/y", checksum=False)
+        sizes = (minimum - 1, minimum)
+        etags = [objects.upload_part(s3_upload_id, n, b"x" * size) for n, size in enumerate(sizes, 1)]
+        parts = [PartInfo(n, etag, size, None) for n, (etag, size) in enumerate(zip(etags, sizes, strict=True), 1)]
+        with pytest.raises(PartsRejected) as refused:
+            objects.complete_multipart("b", "k", s3_upload_id, parts, size=sum(sizes))
+        assert refused.value.details == {"s3_code": "EntityTooSmall"} and ("b", "k") not in objects.objects
+        etag = objects.upload_part(s3_upload_id, 1, b"x" * minimum)  # the same part at the minimum: accepted
+        parts[0] = PartInfo(1, etag, minimum, None)
+        objects.complete_multipart("b", "k", s3_upload_id, parts, size=2 * minimum)
+        assert len(objects.objects[("b", "k")].data) == 2 * minimum
+
+
+def test_a_lowered_store_minimum_lays_out_parts_of_that_size() -> None:
+    """The simulation's store takes parts of 64 bytes: the service lays them out to the byte, refuses fewer bytes
+    than one part; the default (S3's 5 MiB) still refuses an upload under 5 MiB."""
+    s = settings()
+    repo, objects = FakeRepository(s), FakeObjectStore(min_part=64)
+    small = MultipartService(s, repo, objects, now=lambda: NOW, s3_min_part=64, min_part=64)
+    body = small.create(ALICE, filename="f", size=130, content_type="application/octet-stream", sha256=None)
+    assert (body["part_size"], body["part_count"]) == (64, 3)
+    with pytest.raises(ValidationFailed):
+        small.create(ALICE, filename="f", size=63, content_type="application/octet-stream", sha256=None)
+    with pytest.raises(ValidationFailed):
+        MultipartService(s, repo, objects, now=lambda: NOW).create(
+            ALICE, filename="f", size=5 * MIB - 1, content_type="application/octet-stream", sha256=None
+        )
+    assert part_layout(130, 64, 64) == (64, 3) and part_layout(130, 64) == (MIB, 1)

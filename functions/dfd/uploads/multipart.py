@@ -58,11 +58,11 @@ COMPLETING = "completing"
 RETRY_AFTER_SECONDS = 5
 
 
-def part_layout(size: int, min_part: int) -> tuple[int, int]:
-    """(part_size, part_count) of a `size`-byte upload: max(min_part, ⌈size / 10,000⌉) rounded up to a whole MiB;
-    the last part holds the rest."""
+def part_layout(size: int, min_part: int, unit: int = MIB) -> tuple[int, int]:
+    """(part_size, part_count) of a `size`-byte upload: max(min_part, ⌈size / 10,000⌉) rounded up to a whole
+    `unit` (a MiB); the last part holds the rest."""
     part_size = max(min_part, -(-size // MAX_PARTS))
-    part_size = -(-part_size // MIB) * MIB
+    part_size = -(-part_size // unit) * unit
     return part_size, -(-size // part_size)
 
 
@@ -99,11 +99,18 @@ class MultipartService:
         objects: ObjectStore,
         *,
         now: Callable[[], datetime] = clock.now,
+        s3_min_part: int = S3_MIN_PART,
+        min_part: int | None = None,
     ) -> None:
+        """`s3_min_part`: the object store's smallest part but the last (S3's 5 MiB); `min_part`: the part size it
+        lays out at least (settings.multipart_min_part). The simulation's in-memory store, refusing smaller parts
+        as S3 does, lowers both."""
         self._s = settings
         self._repo = repo
         self._objects = objects
         self._now = now
+        self._s3_min_part = s3_min_part
+        self._min_part = settings.multipart_min_part if min_part is None else min_part
 
     # ------------------------------------------------------------------ POST /upload
     def wanted(self, size: int, asked: bool) -> bool:
@@ -124,13 +131,13 @@ class MultipartService:
         checked by checked_part_size); the 201 body."""
         if caller is None:
             raise Unauthorized("a multipart upload needs a verified identity")
-        if size < S3_MIN_PART:
+        if size < self._s3_min_part:
             raise ValidationFailed(
-                f"a multipart upload has at least {S3_MIN_PART} bytes", details={"field": "multipart"}
+                f"a multipart upload has at least {self._s3_min_part} bytes", details={"field": "multipart"}
             )
         now = self._now()
         if part_size is None:
-            part_size, part_count = part_layout(size, self._s.multipart_min_part)
+            part_size, part_count = part_layout(size, self._min_part, min(MIB, self._s3_min_part))
         else:
             part_count = -(-size // part_size)
         # never the checksum hint: a multipart object only carries a COMPOSITE checksum, the ingest hashes it

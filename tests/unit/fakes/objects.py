@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dfd.core.errors import MultipartGone, ObjectArchived, ObjectChanged, ObjectNotFound
+from dfd.core.config import S3_MIN_PART
+from dfd.core.errors import MultipartGone, ObjectArchived, ObjectChanged, ObjectNotFound, PartsRejected
 from dfd.core.ids import tenant_from_metadata
 from dfd.core.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
 
@@ -189,6 +190,7 @@ class FakeObjectStore:
     # multiparts: S3 upload id → {"bucket", "key", "checksum", "parts": {n: PartInfo}, "data": {n: bytes}}
     multiparts: dict[str, dict[str, Any]] = field(default_factory=dict)
     aborted: list[str] = field(default_factory=list)
+    min_part: int = S3_MIN_PART  # S3's smallest part but the last (a completion with a smaller one: EntityTooSmall)
 
     def create_multipart(
         self, bucket: str, key: str, *, content_type: str, checksum: bool, metadata: dict[str, str] | None = None
@@ -234,6 +236,9 @@ class FakeObjectStore:
             raise MultipartGone(f"no multipart upload {s3_upload_id}")
         if (bucket, key) in self.objects:
             raise ObjectChanged(f"s3 object {key} exists")
+        small = [part.part_number for part in parts[:-1] if part.size < self.min_part]
+        if small:  # S3's EntityTooSmall, as the adapter translates it
+            raise PartsRejected(f"parts {small} are below {self.min_part} bytes", details={"s3_code": "EntityTooSmall"})
         data = b"".join(upload["data"][part.part_number] for part in parts)
         assert len(data) == size
         self.put(bucket, key, data, metadata=upload["metadata"])
