@@ -15,7 +15,7 @@ from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, Uploa
 from dfd.uploads.codec import upload_key
 
 if TYPE_CHECKING:
-    from dfd.ingest.ports import ObjectVersion
+    from dfd.ingest.ports import HashProgress, ObjectVersion
 
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
 
@@ -174,4 +174,52 @@ def ingested_upload_item(
         | upload_defaults(filename, content_type, stamp, registered=False)
         | processed_upload(version, outcome, outcome, stamp, "seeded")
         | claim
+    )
+
+
+# A version's hashing state (dfd.ingest.segments) is an Events item of its own, beside the version's event record:
+# event_key `hashing#<event key>` (an event key starts with a bucket name, which never holds a `#`).
+HASHING_PREFIX = "hashing#"
+
+
+def hashing_key(event_key: str) -> Item:
+    return {"event_key": HASHING_PREFIX + event_key}
+
+
+def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
+    """The state item: the SHA-256 words as 64 hex digits (`words`) and the bytes they cover (`hashed`)."""
+    item: Item = {
+        **hashing_key(progress.event_key),
+        "bucket": progress.bucket,
+        "key": progress.key,
+        "etag": progress.etag,
+        "size": progress.size,
+        "words": progress.state.to_hex(),
+        "hashed": progress.state.length,
+        "segments": progress.segments,
+        "updated_at": stamp,
+        "ttl": ttl,
+    }
+    if progress.version_id is not None:
+        item["version_id"] = progress.version_id
+    if progress.digest is not None:
+        item["digest"] = progress.digest
+    return item
+
+
+def hash_progress(item: Mapping[str, Any]) -> HashProgress:
+    from dfd.ingest.ports import HashProgress
+    from dfd.ingest.sha256state import Sha256State
+
+    return HashProgress(
+        event_key=str(item["event_key"]).removeprefix(HASHING_PREFIX),
+        bucket=str(item["bucket"]),
+        key=str(item["key"]),
+        etag=str(item["etag"]),
+        version_id=optional(item.get("version_id")),
+        size=int(item["size"]),
+        state=Sha256State.from_hex(str(item["words"]), int(item["hashed"])),
+        segments=int(item.get("segments", 0)),
+        digest=optional(item.get("digest")),
+        updated_at=optional(item.get("updated_at")),
     )
