@@ -200,10 +200,9 @@ def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
         "updated_at": stamp,
         "ttl": ttl,
     }
-    if progress.version_id is not None:
-        item["version_id"] = progress.version_id
-    if progress.digest is not None:
-        item["digest"] = progress.digest
+    for name in ("version_id", "digest", "content_type", "tenant_hint"):
+        if (value := getattr(progress, name)) is not None:
+            item[name] = value
     return item
 
 
@@ -222,4 +221,6 @@ def hash_progress(item: Mapping[str, Any]) -> HashProgress:
         segments=int(item.get("segments", 0)),
         digest=optional(item.get("digest")),
         updated_at=optional(item.get("updated_at")),
+        content_type=optional(item.get("content_type")),
+        tenant_hint=optional(item.get("tenant_hint")),
     )

@@ -76,8 +76,9 @@ class TenantShare:
 @dataclass(frozen=True)
 class HashProgress:
     """An object version hashed across invocations (dfd.ingest.segments): which version (its event key, and what
-    pins its reads: ETag, VersionId, size), the SHA-256 state after `state.length` bytes, the segments that made it,
-    and the digest once every byte is hashed."""
+    pins its reads: ETag, VersionId, size), what its commit takes from its HEAD (content type, tenant hint), the
+    SHA-256 state after `state.length` bytes, the segments that made it, and the digest once every byte is
+    hashed."""
 
     event_key: str
     bucket: str
@@ -89,6 +90,8 @@ class HashProgress:
     segments: int = 0
     digest: str | None = None
     updated_at: str | None = None
+    content_type: str | None = None
+    tenant_hint: str | None = None
 
     @property
     def hashed(self) -> int:

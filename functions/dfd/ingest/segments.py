@@ -28,6 +28,20 @@ WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a 
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
 
 
+def version_info(progress: HashProgress) -> ObjectInfo:
+    """The object version a hashing state pins, as its HEAD identified it (what the commit reads of it)."""
+    return ObjectInfo(
+        progress.bucket,
+        progress.key,
+        progress.etag,
+        progress.version_id,
+        progress.size,
+        progress.content_type,
+        None,
+        tenant_hint=progress.tenant_hint,
+    )
+
+
 class SegmentReads(Protocol):
     """The read a segment makes (dfd.core.objects.ObjectStore.stream_range)."""
 
@@ -84,7 +98,17 @@ class Segments:
 
     def begin(self, event_key: str, info: ObjectInfo) -> HashProgress:
         """The version's state: a new one at 0 bytes, or the one an earlier begin (a replayed event) wrote."""
-        first = HashProgress(event_key, info.bucket, info.key, info.etag, info.version_id, info.size, INITIAL)
+        first = HashProgress(
+            event_key,
+            info.bucket,
+            info.key,
+            info.etag,
+            info.version_id,
+            info.size,
+            INITIAL,
+            content_type=info.content_type,
+            tenant_hint=info.tenant_hint,
+        )
         return self._store.start_hashing(first, self._now())
 
     def hash_segment(self, event_key: str, remaining_seconds: Callable[[], float]) -> SegmentResult:

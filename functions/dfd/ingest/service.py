@@ -155,8 +155,7 @@ class Ingestor:
             return result
         with opened:
             info = opened.info
-            result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
-            result.size = info.size
+            self._identified(info, result)
             # a stored checksum is only a candidate until the upload record confirms it (_decide_and_commit)
             stored = info.checksum_sha256 if hints_checksum(result.upload_id) else None
             if stored:
@@ -165,6 +164,26 @@ class Ingestor:
                 return result
         self._decide_and_commit(info, result, checksum=stored)
         return result
+
+    def commit_hashed(self, info: ObjectInfo, digest: str) -> IngestResult:
+        """The decision and commit of a version hashed across invocations (dfd.ingest.segments: every byte of the
+        version `info` identifies hashed to `digest`): the same decision and commit as an inline hash's, from the
+        same first read on."""
+        result = IngestResult(Outcome.IGNORED, info.bucket, info.key)
+        if info.bucket != self._s.bucket or not info.key.startswith(self._s.upload_prefix) or info.key.endswith("/"):
+            result.detail["reason"] = "outside the upload prefix"
+            return result
+        result.upload_id = upload_id_from_key(self._s.upload_prefix, info.key)
+        self._identified(info, result)
+        result.hash, result.hashed_bytes = digest, info.size
+        self._decide_and_commit(info, result)
+        return result
+
+    @staticmethod
+    def _identified(info: ObjectInfo, result: IngestResult) -> None:
+        """What the identified version gives every result: its event key and size."""
+        result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
+        result.size = info.size
 
     def _hash_body(self, opened: OpenedObject, result: IngestResult) -> bool:
         """Hash every byte of the identified version into `result`; False when it changed or went meanwhile

@@ -34,7 +34,17 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
 
 
 def _first(version_id: str | None = "v1") -> HashProgress:
-    return HashProgress(EVENT, BUCKET, f"uploads/{1:032x}", '"etag-1"', version_id, 1000, INITIAL)
+    return HashProgress(
+        EVENT,
+        BUCKET,
+        f"uploads/{1:032x}",
+        '"etag-1"',
+        version_id,
+        1000,
+        INITIAL,
+        content_type="video/mp4" if version_id else None,
+        tenant_hint="acme" if version_id else None,
+    )
 
 
 def _after(data: bytes) -> HashProgress:
@@ -57,11 +67,13 @@ def test_the_first_state_is_put_once(store: Store) -> None:
         "v1",
         1000,
     )
+    assert (again.content_type, again.tenant_hint) == ("video/mp4", "acme")
 
 
 def test_a_state_moves_on_only_from_the_bytes_it_started_at(store: Store) -> None:
     store.start_hashing(_first(None), _now())
-    assert store.get_hashing(EVENT).version_id is None  # type: ignore[union-attr]
+    bare = store.get_hashing(EVENT)  # no version id, content type or hint: none is stored
+    assert bare is not None and (bare.version_id, bare.content_type, bare.tenant_hint) == (None, None, None)
     assert not store.advance_hashing(_after(b"x" * 64), 64, _now())  # it is at 0, not 64
     assert store.advance_hashing(_after(b"x" * 64), 0, _now())
     assert not store.advance_hashing(_after(b"y" * 64), 0, _now())  # a second run of the same segment
