@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
+    from dfd.ingest.segments import Segments
     from dfd.ingest.service import Ingestor
     from dfd.lfs.batch import LfsService
     from dfd.lfs.locks import LockService
@@ -74,6 +75,20 @@ def ingestor() -> Ingestor:
 
     tuning = ReadTuning.from_settings(settings())
     return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
+
+
+@cache
+def segments() -> Segments:
+    """The segment hashing of large objects (dfd.ingest.segments): its state items in the Events table, its reads
+    through the ingest's S3 client; SEGMENT_BYTES caps one segment (default: dfd.ingest.segments.SEGMENT_BYTES)."""
+    from dfd.adapters.dynamo.hashing import DynamoHashingStore
+    from dfd.adapters.s3 import ObjectStore, ReadTuning
+    from dfd.ingest.segments import SEGMENT_BYTES, Segments
+
+    s = settings()
+    store = DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days)
+    objects = ObjectStore(aws.s3_ingest(), aws.s3(), tuning=ReadTuning.from_settings(s))
+    return Segments(store, objects, segment_bytes=int(os.environ.get("SEGMENT_BYTES") or SEGMENT_BYTES))
 
 
 @cache
@@ -152,6 +167,7 @@ def reset() -> None:
         multipart_service,
         delete_service,
         ingestor,
+        segments,
         lfs_settings,
         pat_service,
         credentials,

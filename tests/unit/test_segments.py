@@ -53,7 +53,10 @@ def test_an_object_hashed_in_eight_segments_has_hashlibs_digest() -> None:
     objects, store, segments, event = _world(data)
     results = _run(segments, event)
     assert len(results) == 9  # 8 full segments of 16 KiB, then the last 37 bytes
-    assert results[-1] == SegmentResult(SegmentOutcome.DONE, len(data), len(data), hashlib.sha256(data).hexdigest(), 37)
+    last = results[-1]
+    assert (last.outcome, last.hashed, last.size, last.read) == (SegmentOutcome.DONE, len(data), len(data), 37)
+    assert last.digest == hashlib.sha256(data).hexdigest()
+    assert last.version is not None and (last.version.key, last.version.version_id) == (KEY, "v1")
     assert [r.hashed for r in results[:-1]] == [16 * KIB * n for n in range(1, 9)]
     # reads pinned to the version, cut at 64-byte multiples, none read twice; one state write per segment
     assert all(key == KEY and start % BLOCK == 0 for key, start, _ in objects.ranges)
@@ -153,7 +156,7 @@ def test_a_retry_of_the_last_segment_reads_nothing() -> None:
     done = _run(segments, event)[-1]
     reads, writes = len(objects.ranges), store.writes
     assert segments.hash_segment(event, _plenty) == SegmentResult(
-        SegmentOutcome.DONE, len(data), len(data), done.digest
+        SegmentOutcome.DONE, len(data), len(data), done.digest, version=done.version
     )
     assert (len(objects.ranges), store.writes) == (reads, writes)
 

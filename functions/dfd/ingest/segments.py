@@ -24,6 +24,10 @@ from dfd.ingest.ports import HashingStore, HashProgress
 from dfd.ingest.sha256state import BLOCK, INITIAL, Sha256
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
+# the most one segment reads: what one invocation hashes with margin (docs/performance.md, "The largest object");
+# the time left stops a segment sooner when the reads are slower (SEGMENT_BYTES lowers it: the local stack's tests)
+SEGMENT_BYTES = 180 * GIB
 WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a second at the measured rate
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
 
@@ -68,6 +72,7 @@ class SegmentResult:
     size: int
     digest: str | None = None
     read: int = 0  # bytes this segment read
+    version: ObjectInfo | None = None  # done: the version hashed, as its commit takes it
 
 
 class Segments:
@@ -117,7 +122,9 @@ class Segments:
         if progress is None:
             raise HashingUnknown(f"no hashing state for {event_key}")
         if progress.digest is not None:  # a retry of the last segment, whose write landed
-            return SegmentResult(SegmentOutcome.DONE, progress.size, progress.size, progress.digest)
+            return SegmentResult(
+                SegmentOutcome.DONE, progress.size, progress.size, progress.digest, version=version_info(progress)
+            )
         info = ObjectInfo(progress.bucket, progress.key, progress.etag, progress.version_id, progress.size, None, None)
         digest = Sha256(progress.state)
         start = offset = progress.state.length
@@ -151,5 +158,6 @@ class Segments:
                 raise HashingUnknown(f"the hashing state of {event_key} went while it was hashed")
             advanced = current
         if advanced.digest is not None:
-            return SegmentResult(SegmentOutcome.DONE, advanced.size, advanced.size, advanced.digest, offset - start)
+            read, done = offset - start, version_info(advanced)
+            return SegmentResult(SegmentOutcome.DONE, advanced.size, advanced.size, advanced.digest, read, done)
         return SegmentResult(SegmentOutcome.MORE, advanced.hashed, advanced.size, read=offset - start)
