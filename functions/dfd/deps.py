@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
     from dfd.ingest.segments import Segments
-    from dfd.ingest.service import Ingestor
+    from dfd.ingest.service import Handoff, Ingestor
     from dfd.lfs.batch import LfsService
     from dfd.lfs.locks import LockService
     from dfd.queries.service import Queries
@@ -74,7 +74,21 @@ def ingestor() -> Ingestor:
     from dfd.ingest.service import Ingestor
 
     tuning = ReadTuning.from_settings(settings())
-    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
+    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning), handoff=handoff())
+
+
+def handoff() -> Handoff | None:
+    """The hand-off of objects above SEGMENT_THRESHOLD_BYTES to the segment workflow SEGMENT_STATE_MACHINE_ARN
+    names; None (every object hashed inline) without that ARN."""
+    arn = os.environ.get("SEGMENT_STATE_MACHINE_ARN")
+    if not arn:
+        return None
+    from dfd.adapters.stepfunctions import SegmentWorkflow
+    from dfd.ingest.segments import SEGMENT_BYTES
+    from dfd.ingest.service import Handoff
+
+    threshold = int(os.environ.get("SEGMENT_THRESHOLD_BYTES") or SEGMENT_BYTES)
+    return Handoff(threshold, segments(), SegmentWorkflow(aws.stepfunctions(), arn))
 
 
 @cache

@@ -116,6 +116,15 @@ class HashingStore(Protocol):
         ...
 
 
+class HashingStarter(Protocol):
+    """Starts the segment workflow of one version (dfd.adapters.stepfunctions)."""
+
+    def start_hashing(self, name: str, event_key: str) -> bool:
+        """Start the workflow's execution `name` with input {"event_key": ...}; False when an execution of that name
+        exists already (running or finished: ExecutionAlreadyExists)."""
+        ...
+
+
 class DropStore(UploadReads, Protocol):
     """What the drop zone (dfd.ingest.dropzone) reads and writes (dfd.adapters.dynamo.uploads)."""
 

@@ -10,6 +10,7 @@ nothing is written, the version's own events say what follows.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,6 +31,12 @@ GIB = 1024 * MIB
 SEGMENT_BYTES = 180 * GIB
 WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a second at the measured rate
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
+
+
+def execution_name(event_key: str) -> str:
+    """The workflow execution of a version: one name per event key (a replayed or duplicated event starts none
+    other), within Step Functions' 80 characters of [0-9a-z-]."""
+    return "h-" + hashlib.sha256(event_key.encode()).hexdigest()
 
 
 def version_info(progress: HashProgress) -> ObjectInfo:

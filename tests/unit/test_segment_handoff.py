@@ -1,0 +1,127 @@
+"""The ingest's hand-off of a large object to the segment workflow (Ingestor with a Handoff): above the threshold
+the state is begun and ONE execution started per version (named by its event key: a replayed event starts none
+other); at or under it the object takes the inline path with the same calls as without a hand-off; a version the
+workflow hashed already is committed by the same decision (a replay once committed). The Step Functions adapter
+answers ExecutionAlreadyExists as False."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from dfd.adapters.stepfunctions import SegmentWorkflow
+from dfd.core.errors import ServiceUnavailable
+from dfd.ingest.segments import SegmentOutcome, Segments, execution_name
+from dfd.ingest.service import Handoff, Outcome
+from tests.unit.fakes.hashing import FakeHashingStore
+from tests.unit.ingest_world import World, expect, sha
+
+KIB = 1024
+
+
+@dataclass
+class FakeStarter:
+    """Step Functions' names: one execution per name, ever."""
+
+    started: dict[str, str] = field(default_factory=dict)
+
+    def start_hashing(self, name: str, event_key: str) -> bool:
+        if name in self.started:
+            return False
+        self.started[name] = event_key
+        return True
+
+
+def _world(threshold: int = 8 * KIB) -> tuple[World, Handoff, FakeStarter, FakeHashingStore]:
+    world, store, starter = World(), FakeHashingStore(), FakeStarter()
+    handoff = Handoff(threshold, Segments(store, world.objects, segment_bytes=4 * KIB, window=KIB), starter)
+    return world, handoff, starter, store
+
+
+def test_an_object_above_the_threshold_is_handed_off_once() -> None:
+    world, handoff, starter, store = _world()
+    data = random.Random(1).randbytes(8 * KIB + 1)
+    key = world.upload(data, "big.bin")
+    first = world.ingest(key, handoff=handoff)
+    expect(first, Outcome.HASHING)
+    assert first.event_key is not None and first.detail["started"] is True
+    assert starter.started == {execution_name(first.event_key): first.event_key}
+    assert not world.repo.files and world.objects.streams == 0  # nothing hashed inline, nothing committed
+    again = world.ingest(key, handoff=handoff)  # the same event delivered twice
+    expect(again, Outcome.HASHING)
+    assert again.detail["started"] is False and len(starter.started) == 1 and store.writes == 1
+    # the workflow runs to its end: hashed in segments, committed once
+    while (segment := handoff.segments.hash_segment(first.event_key, lambda: 900.0)).outcome is SegmentOutcome.MORE:
+        pass
+    assert segment.version is not None and segment.digest == sha(data)
+    expect(world.ingestor().commit_hashed(segment.version, segment.digest), Outcome.STORED)
+    # a replay after the end: no execution, no hashing: the same decision answers replay
+    late = world.ingest(key, handoff=handoff)
+    expect(late, Outcome.REPLAY)
+    assert len(starter.started) == 1 and world.totals()["total_uploads"] == 1
+    world.assert_invariants()
+
+
+def test_the_digest_of_a_workflow_that_died_before_its_commit_is_committed_by_the_replay() -> None:
+    world, handoff, _, _ = _world()
+    data = random.Random(2).randbytes(9 * KIB)
+    key = world.upload(data, "big.bin")
+    event = world.ingest(key, handoff=handoff).event_key
+    assert event is not None
+    while handoff.segments.hash_segment(event, lambda: 900.0).outcome is SegmentOutcome.MORE:
+        pass
+    # the last segment's commit never ran (its execution failed after the state write): the event's re-delivery commits
+    expect(world.ingest(key, handoff=handoff), Outcome.STORED)
+    assert list(world.repo.files) == [sha(data)]
+    world.assert_invariants()
+
+
+def test_an_object_at_the_threshold_takes_the_inline_path_unchanged() -> None:
+    data = random.Random(3).randbytes(8 * KIB)
+    calls = []
+    for with_handoff in (False, True):
+        world, handoff, starter, store = _world()
+        key = world.upload(data, "edge.bin")
+        result = world.ingest(key, handoff=handoff) if with_handoff else world.ingest(key)
+        expect(result, Outcome.STORED)
+        calls.append((world.objects.streams, len(world.objects.ranges), dict(world.totals())))
+        assert not starter.started and not store.items
+    assert calls[0] == calls[1]
+
+
+def _client_error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, "StartExecution")
+
+
+class FakeSfn:
+    def __init__(self, answer: ClientError | None = None) -> None:
+        self.answer, self.calls = answer, []  # type: ignore[var-annotated]
+
+    def start_execution(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        if self.answer is not None:
+            raise self.answer
+        return {"executionArn": "arn"}
+
+
+def test_the_adapter_starts_one_named_execution_and_reads_already_exists_as_false() -> None:
+    sfn = FakeSfn()
+    assert SegmentWorkflow(sfn, "arn:sm").start_hashing("h-1", "b/k#v")
+    assert sfn.calls == [{"stateMachineArn": "arn:sm", "name": "h-1", "input": '{"event_key": "b/k#v"}'}]
+    assert not SegmentWorkflow(FakeSfn(_client_error("ExecutionAlreadyExists")), "arn:sm").start_hashing("h", "e")
+    with pytest.raises(ServiceUnavailable):
+        SegmentWorkflow(FakeSfn(_client_error("ThrottlingException")), "arn:sm").start_hashing("h", "e")
+
+
+def test_an_execution_name_is_one_per_event_key_within_step_functions_rules() -> None:
+    name = execution_name("bucket/uploads/" + "a" * 900 + "#v1")
+    assert (
+        len(name) <= 80
+        and name.replace("-", "").isalnum()
+        and name == execution_name("bucket/uploads/" + "a" * 900 + "#v1")
+    )
+    assert name != execution_name("bucket/uploads/x#v2")
