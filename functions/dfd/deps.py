@@ -84,10 +84,10 @@ def handoff() -> Handoff | None:
     if not arn:
         return None
     from dfd.adapters.stepfunctions import SegmentWorkflow
-    from dfd.ingest.segments import SEGMENT_BYTES
+    from dfd.ingest.segments import HANDOFF_THRESHOLD
     from dfd.ingest.service import Handoff
 
-    threshold = int(os.environ.get("SEGMENT_THRESHOLD_BYTES") or SEGMENT_BYTES)
+    threshold = int(os.environ.get("SEGMENT_THRESHOLD_BYTES") or HANDOFF_THRESHOLD)
     return Handoff(threshold, segments(), SegmentWorkflow(aws.stepfunctions(), arn))
 
 

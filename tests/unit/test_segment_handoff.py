@@ -125,3 +125,17 @@ def test_an_execution_name_is_one_per_event_key_within_step_functions_rules() ->
         and name == execution_name("bucket/uploads/" + "a" * 900 + "#v1")
     )
     assert name != execution_name("bucket/uploads/x#v2")
+
+
+def test_the_hand_off_is_wired_only_with_the_workflow_s_arn(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dfd import deps
+    from dfd.ingest.segments import HANDOFF_THRESHOLD
+
+    monkeypatch.delenv("SEGMENT_STATE_MACHINE_ARN", raising=False)
+    assert deps.handoff() is None
+    monkeypatch.setenv("SEGMENT_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:s")
+    monkeypatch.delenv("SEGMENT_THRESHOLD_BYTES", raising=False)
+    wired = deps.handoff()
+    assert wired is not None and wired.threshold == HANDOFF_THRESHOLD == 16 * 1024**3
+    monkeypatch.setenv("SEGMENT_THRESHOLD_BYTES", "1048576")
+    assert deps.handoff().threshold == 1048576  # type: ignore[union-attr]

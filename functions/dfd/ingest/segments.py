@@ -29,6 +29,9 @@ GIB = 1024 * MIB
 # the most one segment reads: what one invocation hashes with margin (docs/performance.md, "The largest object");
 # the time left stops a segment sooner when the reads are slower (SEGMENT_BYTES lowers it: the local stack's tests)
 SEGMENT_BYTES = 180 * GIB
+# objects above it are hashed in segments: ten of them (an SQS batch, one vCPU) still hash inline within 60 % of the
+# ingest's 840 s at 400 MB/s (docs/design/segments.md, "The threshold")
+HANDOFF_THRESHOLD = 16 * GIB
 WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a second at the measured rate
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
 
