@@ -42,7 +42,14 @@ def queries() -> Queries:
     from dfd.adapters.s3 import ObjectStore
     from dfd.queries.service import Queries
 
-    return Queries(settings(), repository(), ObjectStore(aws.s3()))
+    wired = handoff_threshold()
+    progress = None
+    if wired is not None:  # pending uploads above the threshold show their hashing progress
+        from dfd.adapters.dynamo.hashing import DynamoHashingStore
+
+        s = settings()
+        progress = (wired, DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days))
+    return Queries(settings(), repository(), ObjectStore(aws.s3()), progress=progress)
 
 
 @cache
@@ -80,15 +87,23 @@ def ingestor() -> Ingestor:
 def handoff() -> Handoff | None:
     """The hand-off of objects above SEGMENT_THRESHOLD_BYTES to the segment workflow SEGMENT_STATE_MACHINE_ARN
     names; None (every object hashed inline) without that ARN."""
-    arn = os.environ.get("SEGMENT_STATE_MACHINE_ARN")
-    if not arn:
+    threshold = handoff_threshold()
+    if threshold is None:
         return None
     from dfd.adapters.stepfunctions import SegmentWorkflow
-    from dfd.ingest.segments import HANDOFF_THRESHOLD
     from dfd.ingest.service import Handoff
 
-    threshold = int(os.environ.get("SEGMENT_THRESHOLD_BYTES") or HANDOFF_THRESHOLD)
-    return Handoff(threshold, segments(), SegmentWorkflow(aws.stepfunctions(), arn))
+    return Handoff(threshold, segments(), SegmentWorkflow(aws.stepfunctions(), os.environ["SEGMENT_STATE_MACHINE_ARN"]))
+
+
+def handoff_threshold() -> int | None:
+    """Objects above it are hashed across invocations (SEGMENT_THRESHOLD_BYTES, default 16 GiB); None without the
+    segment workflow (SEGMENT_STATE_MACHINE_ARN)."""
+    if not os.environ.get("SEGMENT_STATE_MACHINE_ARN"):
+        return None
+    from dfd.ingest.segments import HANDOFF_THRESHOLD
+
+    return int(os.environ.get("SEGMENT_THRESHOLD_BYTES") or HANDOFF_THRESHOLD)
 
 
 @cache

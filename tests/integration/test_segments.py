@@ -79,10 +79,15 @@ def test_a_large_object_is_handed_off_once_and_stored_once(aws: Aws, machine: st
     assert execution["name"] == execution_name(event_key)
     status, view = get("metadata", answer["upload_id"], ALICE)
     assert status == 200 and view["status"] == "pending"  # nothing committed while it hashes
-    answers = _loop(event_key)
+    assert view["hashing"] == {"hashed_bytes": 0, "total_bytes": len(data)}
+    answers = [run_segment({"event_key": event_key}, lambda: 900.0) for _ in range(3)]
+    status, view = get("metadata", answer["upload_id"], ALICE)
+    assert view["status"] == "pending" and view["hashing"] == {"hashed_bytes": 3 * SEGMENT, "total_bytes": len(data)}
+    answers += _loop(event_key)
     assert len(answers) == 17 and answers[-1]["outcome"] == "done" and answers[-1]["ingest"] == "stored"
     status, view = get("metadata", answer["upload_id"], ALICE)
     assert status == 200 and view["status"] == "stored" and view["hash"] == hashlib.sha256(data).hexdigest()
+    assert "hashing" not in view
     assert _loop(event_key)[-1]["ingest"] == "replay"  # the last segment re-run: nothing committed twice
     assert _event(aws, answer["key"])["results"][0]["outcome"] == "replay"  # a late event: no execution
     assert len(_executions(machine)) == 1

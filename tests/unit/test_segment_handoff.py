@@ -139,3 +139,30 @@ def test_the_hand_off_is_wired_only_with_the_workflow_s_arn(monkeypatch: pytest.
     assert wired is not None and wired.threshold == HANDOFF_THRESHOLD == 16 * 1024**3
     monkeypatch.setenv("SEGMENT_THRESHOLD_BYTES", "1048576")
     assert deps.handoff().threshold == 1048576  # type: ignore[union-attr]
+
+
+def test_metadata_shows_the_progress_of_a_pending_upload_above_the_threshold_only() -> None:
+    from dfd.queries.service import Queries
+    from tests.support import ALICE
+
+    world, handoff, _, store = _world()
+    reads: list[tuple[str, str]] = []
+
+    class Counted:
+        def hashing_of_key(self, bucket: str, key: str) -> Any:
+            reads.append((bucket, key))
+            return store.hashing_of_key(bucket, key)
+
+    queries = Queries(world.settings, world.repo, progress=(8 * KIB, Counted()))
+    small, big = world.upload(b"s" * (8 * KIB), "small.bin"), world.upload(b"b" * (12 * KIB), "big.bin")
+    small_id, big_id = small.rsplit("/", 1)[1], big.rsplit("/", 1)[1]
+    assert "hashing" not in queries.metadata(small_id, ALICE.caller) and reads == []  # at the threshold: no read
+    assert "hashing" not in queries.metadata(big_id, ALICE.caller)  # above it, before the hand-off: nothing shown
+    event = world.ingest(big, handoff=handoff).event_key
+    assert event is not None
+    handoff.segments.hash_segment(event, lambda: 900.0)
+    assert queries.metadata(big_id, ALICE.caller)["hashing"] == {"hashed_bytes": 4 * KIB, "total_bytes": 12 * KIB}
+    while handoff.segments.hash_segment(event, lambda: 900.0).outcome is SegmentOutcome.MORE:
+        pass
+    assert "hashing" not in queries.metadata(big_id, ALICE.caller)  # every byte hashed: no progress to show
+    assert reads == [(world.settings.bucket, big)] * 3

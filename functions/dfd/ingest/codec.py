@@ -15,7 +15,7 @@ from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, Uploa
 from dfd.uploads.codec import upload_key
 
 if TYPE_CHECKING:
-    from dfd.ingest.ports import HashProgress, ObjectVersion
+    from dfd.ingest.ports import HashingShown, HashProgress, ObjectVersion
 
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
 
@@ -184,6 +184,32 @@ HASHING_PREFIX = "hashing#"
 
 def hashing_key(event_key: str) -> Item:
     return {"event_key": HASHING_PREFIX + event_key}
+
+
+# beside it, what GET /metadata reads by object key: the progress of the version last hashed there, written after each
+# state (display only: nothing decides on it), event_key `hashing-key#<bucket>/<key>`
+PROGRESS_PREFIX = "hashing-key#"
+
+
+def progress_key(bucket: str, key: str) -> Item:
+    return {"event_key": f"{PROGRESS_PREFIX}{bucket}/{key}"}
+
+
+def progress_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
+    return {
+        **progress_key(progress.bucket, progress.key),
+        "of": progress.event_key,
+        "hashed": progress.hashed,
+        "size": progress.size,
+        "updated_at": stamp,
+        "ttl": ttl,
+    }
+
+
+def hashing_shown(item: Mapping[str, Any]) -> HashingShown:
+    from dfd.ingest.ports import HashingShown
+
+    return HashingShown(str(item["of"]), int(item["hashed"]), int(item["size"]))
 
 
 def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:

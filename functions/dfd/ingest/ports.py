@@ -116,6 +116,24 @@ class HashingStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class HashingShown:
+    """What GET /metadata shows of an object key hashed across invocations: the version last hashed there (its
+    event key) and its bytes hashed of the total."""
+
+    event_key: str
+    hashed: int
+    size: int
+
+
+class ProgressReads(Protocol):
+    """The read GET /metadata makes of a pending large upload (dfd.adapters.dynamo.hashing)."""
+
+    def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
+        """The progress last written for the object key (eventually consistent), or None."""
+        ...
+
+
 class HashingStarter(Protocol):
     """Starts the segment workflow of one version (dfd.adapters.stepfunctions)."""
 

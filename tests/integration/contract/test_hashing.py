@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from dfd.adapters.dynamo.hashing import DynamoHashingStore
-from dfd.ingest.ports import HashProgress
+from dfd.ingest.ports import HashingShown, HashProgress
 from dfd.ingest.sha256state import INITIAL, Sha256
 from tests.integration.contract.support import BUCKET, _now
 from tests.unit.fakes.hashing import FakeHashingStore
@@ -96,3 +96,15 @@ def test_a_version_s_state_is_not_another_s(store: Store) -> None:
     other = dataclasses.replace(_first(), event_key=EVENT.replace("#v1", "#v2"), version_id="v2")
     assert not store.advance_hashing(other, 0, _now())  # no state for v2 was begun
     assert store.get_hashing(other.event_key) is None
+
+
+def test_the_key_s_progress_follows_each_state_that_lands(store: Store) -> None:
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") is None
+    store.start_hashing(_first(), _now())
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 0, 1000)
+    store.advance_hashing(_after(b"x" * 128), 0, _now())
+    assert not store.advance_hashing(_after(b"y" * 64), 0, _now())  # refused: the progress stays
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 128, 1000)
+    store.advance_hashing(dataclasses.replace(_first(), digest="d" * 64), 128, _now())
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 1000, 1000)
+    assert store.hashing_of_key(BUCKET, f"uploads/{2:032x}") is None

@@ -9,13 +9,14 @@ from datetime import datetime
 from dfd.core import clock
 from dfd.core.codec import Item
 from dfd.ingest import codec as ingest_codec
-from dfd.ingest.ports import HashProgress
+from dfd.ingest.ports import HashingShown, HashProgress
 
 
 @dataclass
 class FakeHashingStore:
     items: dict[str, Item] = field(default_factory=dict)  # by event key (the Events table's `hashing#…` items)
-    writes: int = 0  # puts that landed: one per segment, and the first
+    writes: int = 0  # state puts that landed: one per segment, and the first
+    shown: dict[tuple[str, str], Item] = field(default_factory=dict)  # the progress items, by (bucket, key)
 
     def get_hashing(self, event_key: str) -> HashProgress | None:
         item = self.items.get(event_key)
@@ -35,6 +36,13 @@ class FakeHashingStore:
         self._put(progress, now)
         return True
 
+    def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
+        item = self.shown.get((bucket, key))
+        return ingest_codec.hashing_shown(item) if item is not None else None
+
     def _put(self, progress: HashProgress, now: datetime) -> None:
         self.items[progress.event_key] = ingest_codec.hashing_item(progress, clock.iso(now), int(now.timestamp()))
+        self.shown[(progress.bucket, progress.key)] = ingest_codec.progress_item(
+            progress, clock.iso(now), int(now.timestamp())
+        )
         self.writes += 1

@@ -1,6 +1,8 @@
 """DynamoDB adapter of the hashing states (dfd.ingest.ports.HashingStore): items of their own kind in the Events
 table, their codec dfd.ingest.codec (`hashing#<event key>`). The first state is put only where none is; every later
 one replaces it conditioned on the bytes the writer started from, so two runs of one segment never both move it.
+After each state that lands, the object key's progress item (`hashing-key#<bucket>/<key>`, what GET /metadata
+reads) is put too: display only, one more write a segment.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dfd.core import clock
 from dfd.ingest import codec as ingest_codec
 
 if TYPE_CHECKING:
-    from dfd.ingest.ports import HashProgress
+    from dfd.ingest.ports import HashingShown, HashProgress
 
 
 class DynamoHashingStore:
@@ -52,6 +54,7 @@ class DynamoHashingStore:
             raise translate(error, "PutItem") from error
         except BotoCoreError as error:
             raise translate(error, "PutItem") from error
+        self._show(progress, now)
         return self.get_hashing(progress.event_key) or progress
 
     def advance_hashing(self, progress: HashProgress, from_length: int, now: datetime) -> bool:
@@ -68,7 +71,23 @@ class DynamoHashingStore:
             raise translate(error, "PutItem") from error
         except BotoCoreError as error:
             raise translate(error, "PutItem") from error
+        self._show(progress, now)
         return True
+
+    def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
+        try:
+            response = self._db.get_item(TableName=self._table, Key=to_item(ingest_codec.progress_key(bucket, key)))
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "GetItem") from error
+        raw = response.get("Item")
+        return ingest_codec.hashing_shown(from_item(raw)) if raw else None
+
+    def _show(self, progress: HashProgress, now: datetime) -> None:
+        item = ingest_codec.progress_item(progress, clock.iso(now), int((now + self._ttl).timestamp()))
+        try:
+            self._db.put_item(TableName=self._table, Item=to_item(item))
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "PutItem") from error
 
     def _item(self, progress: HashProgress, now: datetime) -> dict[str, Any]:
         return ingest_codec.hashing_item(progress, clock.iso(now), int((now + self._ttl).timestamp()))
