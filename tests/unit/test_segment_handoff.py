@@ -28,12 +28,16 @@ class FakeStarter:
     """Step Functions' names: one execution per name, ever."""
 
     started: dict[str, str] = field(default_factory=dict)
+    dead: set[str] = field(default_factory=set)  # executions that failed, timed out or were aborted
 
     def start_hashing(self, name: str, event_key: str) -> bool:
         if name in self.started:
             return False
         self.started[name] = event_key
         return True
+
+    def died(self, name: str) -> bool:
+        return name in self.dead
 
 
 def _world(threshold: int = 8 * KIB) -> tuple[World, Handoff, FakeStarter, FakeHashingStore]:
@@ -117,7 +121,7 @@ def test_the_adapter_starts_one_named_execution_and_reads_already_exists_as_fals
         SegmentWorkflow(FakeSfn(_client_error("ThrottlingException")), "arn:sm").start_hashing("h", "e")
 
 
-def test_an_execution_name_is_one_per_event_key_within_step_functions_rules() -> None:
+def test_an_execution_name_is_one_per_event_key_and_run_within_step_functions_rules() -> None:
     name = execution_name("bucket/uploads/" + "a" * 900 + "#v1")
     assert (
         len(name) <= 80
@@ -125,6 +129,8 @@ def test_an_execution_name_is_one_per_event_key_within_step_functions_rules() ->
         and name == execution_name("bucket/uploads/" + "a" * 900 + "#v1")
     )
     assert name != execution_name("bucket/uploads/x#v2")
+    runs = {execution_name("b/k#v", run) for run in range(100)}
+    assert len(runs) == 100 and max(len(n) for n in runs | {execution_name("b/k#v", 10**9)}) <= 80
 
 
 def test_the_hand_off_is_wired_only_with_the_workflow_s_arn(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,3 +172,42 @@ def test_metadata_shows_the_progress_of_a_pending_upload_above_the_threshold_onl
         pass
     assert "hashing" not in queries.metadata(big_id, ALICE.caller)  # every byte hashed: no progress to show
     assert reads == [(world.settings.bucket, big)] * 3
+
+
+def test_a_redelivered_event_restarts_an_execution_that_died_from_the_stored_state() -> None:
+    world, handoff, starter, store = _world()
+    data = random.Random(4).randbytes(20 * KIB)
+    key = world.upload(data, "big.bin")
+    event = world.ingest(key, handoff=handoff).event_key
+    assert event is not None
+    handoff.segments.hash_segment(event, lambda: 900.0)  # one segment, then every retry of the next failed
+    starter.dead.add(execution_name(event))
+    again = world.ingest(key, handoff=handoff)  # the reconcile's re-drive of the pending upload
+    expect(again, Outcome.HASHING)
+    assert again.detail["restarted"] is True and again.detail["execution"] == execution_name(event, 1)
+    assert again.detail["hashed"] == 4 * KIB  # it goes on from the stored state
+    assert list(starter.started) == [execution_name(event), execution_name(event, 1)]
+    assert world.ingest(key, handoff=handoff).detail["started"] is False  # the new run is alive: nothing more
+    assert len(starter.started) == 2 and store.get_hashing(event).run == 1  # type: ignore[union-attr]
+    while (segment := handoff.segments.hash_segment(event, lambda: 900.0)).outcome is SegmentOutcome.MORE:
+        pass
+    assert segment.version is not None and segment.digest == sha(data)
+    expect(world.ingestor().commit_hashed(segment.version, segment.digest), Outcome.STORED)
+    world.assert_invariants()
+
+
+def test_the_adapter_reads_an_execution_s_end() -> None:
+    class Described(FakeSfn):
+        def __init__(self, status: str) -> None:
+            super().__init__()
+            self.status = status
+
+        def describe_execution(self, **kwargs: Any) -> dict[str, Any]:
+            self.calls.append(kwargs)
+            return {"status": self.status}
+
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:dfd-segments"
+    for status, died in (("RUNNING", False), ("SUCCEEDED", False), ("FAILED", True), ("TIMED_OUT", True)):
+        sfn = Described(status)
+        assert SegmentWorkflow(sfn, arn).died("h-1") is died
+        assert sfn.calls == [{"executionArn": "arn:aws:states:us-east-1:123456789012:execution:dfd-segments:h-1"}]

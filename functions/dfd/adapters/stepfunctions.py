@@ -27,3 +27,15 @@ class SegmentWorkflow:
         except BotoCoreError as error:
             raise ServiceUnavailable(f"Step Functions StartExecution failed: {error}") from error
         return True
+
+    def died(self, name: str) -> bool:
+        # an execution's ARN: the state machine's, with :execution: and the name in place of :stateMachine:
+        arn = self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            found = self._sfn.describe_execution(executionArn=arn)
+        except (ClientError, BotoCoreError) as error:
+            raise ServiceUnavailable(f"Step Functions DescribeExecution failed: {error}") from error
+        return str(found.get("status")) in DIED
+
+
+DIED = {"FAILED", "TIMED_OUT", "ABORTED"}

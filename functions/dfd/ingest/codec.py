@@ -223,6 +223,7 @@ def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
         "words": progress.state.to_hex(),
         "hashed": progress.state.length,
         "segments": progress.segments,
+        "run": progress.run,
         "updated_at": stamp,
         "ttl": ttl,
     }
@@ -249,4 +250,5 @@ def hash_progress(item: Mapping[str, Any]) -> HashProgress:
         updated_at=optional(item.get("updated_at")),
         content_type=optional(item.get("content_type")),
         tenant_hint=optional(item.get("tenant_hint")),
+        run=int(item.get("run", 0)),
     )

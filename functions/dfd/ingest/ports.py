@@ -92,6 +92,7 @@ class HashProgress:
     updated_at: str | None = None
     content_type: str | None = None
     tenant_hint: str | None = None
+    run: int = 0  # the workflow execution hashing it (dfd.ingest.segments.execution_name): one more per restart
 
     @property
     def hashed(self) -> int:
@@ -113,6 +114,11 @@ class HashingStore(Protocol):
     def advance_hashing(self, progress: HashProgress, from_length: int, now: datetime) -> bool:
         """Replace the state, conditioned on the stored one being at `from_length` bytes with no digest; False when
         it is not (another writer moved it on, or it is gone)."""
+        ...
+
+    def next_run(self, progress: HashProgress, now: datetime) -> bool:
+        """Count one more workflow execution on the state (`run` + 1), conditioned on its `run` being the one read
+        and no digest; False when it is not (another restart counted it first)."""
         ...
 
 
@@ -140,6 +146,10 @@ class HashingStarter(Protocol):
     def start_hashing(self, name: str, event_key: str) -> bool:
         """Start the workflow's execution `name` with input {"event_key": ...}; False when an execution of that name
         exists already (running or finished: ExecutionAlreadyExists)."""
+        ...
+
+    def died(self, name: str) -> bool:
+        """Whether the execution `name` ended without finishing (failed, timed out or aborted)."""
         ...
 
 

@@ -36,10 +36,11 @@ WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a 
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
 
 
-def execution_name(event_key: str) -> str:
-    """The workflow execution of a version: one name per event key (a replayed or duplicated event starts none
-    other), within Step Functions' 80 characters of [0-9a-z-]."""
-    return "h-" + hashlib.sha256(event_key.encode()).hexdigest()
+def execution_name(event_key: str, run: int = 0) -> str:
+    """The workflow execution of a version: one name per event key and run (a replayed or duplicated event starts
+    none other; a restart after an execution died counts a run), within Step Functions' 80 characters."""
+    name = "h-" + hashlib.sha256(event_key.encode()).hexdigest()
+    return name if run == 0 else f"{name}-{run}"
 
 
 def version_info(progress: HashProgress) -> ObjectInfo:
@@ -125,6 +126,10 @@ class Segments:
             tenant_hint=info.tenant_hint,
         )
         return self._store.start_hashing(first, self._now())
+
+    def restart(self, progress: HashProgress, now: datetime) -> bool:
+        """Count the next workflow execution of the version (its last one died); False when another restart did."""
+        return self._store.next_run(progress, now)
 
     def hash_segment(self, event_key: str, remaining_seconds: Callable[[], float]) -> SegmentResult:
         """Hash the next segment of the version `event_key` names, within the time `remaining_seconds` reports."""

@@ -205,9 +205,15 @@ class Ingestor:
         progress = handoff.segments.begin(result.event_key, info)
         if progress.digest is not None:
             return self.commit_hashed(version_info(progress), progress.digest)
-        started = handoff.starter.start_hashing(execution_name(result.event_key), result.event_key)
+        name = execution_name(result.event_key, progress.run)
+        started = handoff.starter.start_hashing(name, result.event_key)
+        if not started and handoff.starter.died(name) and handoff.segments.restart(progress, self._now()):
+            # its execution died (every retry of a segment failed): the next run goes on from the stored state
+            name = execution_name(result.event_key, progress.run + 1)
+            started = handoff.starter.start_hashing(name, result.event_key)
+            result.detail["restarted"] = True
         result.outcome = Outcome.HASHING
-        result.detail["execution"] = execution_name(result.event_key)
+        result.detail["execution"] = name
         result.detail["started"] = started  # False: its execution runs (or ran) already
         result.detail["hashed"] = progress.hashed
         return result

@@ -108,3 +108,16 @@ def test_the_key_s_progress_follows_each_state_that_lands(store: Store) -> None:
     store.advance_hashing(dataclasses.replace(_first(), digest="d" * 64), 128, _now())
     assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 1000, 1000)
     assert store.hashing_of_key(BUCKET, f"uploads/{2:032x}") is None
+
+
+def test_a_restart_counts_one_run_at_a_time(store: Store) -> None:
+    first = store.start_hashing(_first(), _now())
+    assert first.run == 0
+    assert store.next_run(first, _now()) and not store.next_run(first, _now())  # a second restart of run 0
+    assert store.get_hashing(EVENT).run == 1  # type: ignore[union-attr]
+    assert store.advance_hashing(dataclasses.replace(_after(b"x" * 64), run=1), 0, _now())
+    found = store.get_hashing(EVENT)
+    assert found is not None and (found.run, found.hashed) == (1, 64)
+    done = dataclasses.replace(found, digest="d" * 64)
+    assert store.advance_hashing(done, 64, _now())
+    assert not store.next_run(done, _now())  # nothing restarts once every byte is hashed

@@ -36,6 +36,13 @@ class FakeHashingStore:
         self._put(progress, now)
         return True
 
+    def next_run(self, progress: HashProgress, now: datetime) -> bool:
+        item = self.items.get(progress.event_key)
+        if item is None or "digest" in item or int(item.get("run", 0)) != progress.run:
+            return False
+        item.update(run=progress.run + 1, updated_at=clock.iso(now))
+        return True
+
     def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
         item = self.shown.get((bucket, key))
         return ingest_codec.hashing_shown(item) if item is not None else None

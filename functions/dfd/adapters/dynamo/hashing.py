@@ -74,6 +74,26 @@ class DynamoHashingStore:
         self._show(progress, now)
         return True
 
+    def next_run(self, progress: HashProgress, now: datetime) -> bool:
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=to_item(ingest_codec.hashing_key(progress.event_key)),
+                UpdateExpression="SET #r = :next, updated_at = :t",
+                ConditionExpression="attribute_exists(event_key) AND attribute_not_exists(digest) AND #r = :run",
+                ExpressionAttributeNames={"#r": "run"},
+                ExpressionAttributeValues=to_item(
+                    {":run": progress.run, ":next": progress.run + 1, ":t": clock.iso(now)}
+                ),
+            )
+        except ClientError as error:
+            if condition_failed(error):
+                return False
+            raise translate(error, "UpdateItem") from error
+        except BotoCoreError as error:
+            raise translate(error, "UpdateItem") from error
+        return True
+
     def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
         try:
             response = self._db.get_item(TableName=self._table, Key=to_item(ingest_codec.progress_key(bucket, key)))
