@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
+    from dfd.ingest.ports import ProgressReads
     from dfd.ingest.segments import Segments
     from dfd.ingest.service import Handoff, Ingestor
     from dfd.lfs.batch import LfsService
@@ -42,14 +43,7 @@ def queries() -> Queries:
     from dfd.adapters.s3 import ObjectStore
     from dfd.queries.service import Queries
 
-    wired = handoff_threshold()
-    progress = None
-    if wired is not None:  # pending uploads above the threshold show their hashing progress
-        from dfd.adapters.dynamo.hashing import DynamoHashingStore
-
-        s = settings()
-        progress = (wired, DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days))
-    return Queries(settings(), repository(), ObjectStore(aws.s3()), progress=progress)
+    return Queries(settings(), repository(), ObjectStore(aws.s3()), progress=hashing_progress())
 
 
 @cache
@@ -94,6 +88,18 @@ def handoff() -> Handoff | None:
     from dfd.ingest.service import Handoff
 
     return Handoff(threshold, segments(), SegmentWorkflow(aws.stepfunctions(), os.environ["SEGMENT_STATE_MACHINE_ARN"]))
+
+
+def hashing_progress() -> tuple[int, ProgressReads] | None:
+    """The segment threshold and the hashing progress of objects above it (GET /metadata, the reconcile's pending
+    uploads); None without the segment workflow."""
+    threshold = handoff_threshold()
+    if threshold is None:
+        return None
+    from dfd.adapters.dynamo.hashing import DynamoHashingStore
+
+    s = settings()
+    return threshold, DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days)
 
 
 def handoff_threshold() -> int | None:
@@ -184,7 +190,7 @@ def reconciler() -> Reconciler:
     from dfd.reconcile.service import Reconciler
 
     queue = SqsIngestQueue(aws.sqs(), required_env("INGEST_QUEUE_URL"))
-    return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue)
+    return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue, hashing=hashing_progress())
 
 
 def reset() -> None:

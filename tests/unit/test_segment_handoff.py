@@ -211,3 +211,40 @@ def test_the_adapter_reads_an_execution_s_end() -> None:
         sfn = Described(status)
         assert SegmentWorkflow(sfn, arn).died("h-1") is died
         assert sfn.calls == [{"executionArn": "arn:aws:states:us-east-1:123456789012:execution:dfd-segments:h-1"}]
+
+
+def test_the_reconcile_leaves_an_upload_being_hashed_and_redrives_a_stale_one() -> None:
+    from dfd.core import clock
+    from dfd.core.notifications import ObjectRef
+    from dfd.ingest.service import Ingestor
+    from dfd.reconcile.service import HASHING_STALE_SECONDS, Reconciler
+    from tests.unit.fakes import FakeIngestQueue, run_reconcile
+    from tests.unit.ingest_world import NOW
+
+    world, _, starter, store = _world()
+    handoff = Handoff(
+        8 * KIB, Segments(store, world.objects, segment_bytes=4 * KIB, window=KIB, now=lambda: NOW), starter
+    )
+    reads: list[str] = []
+
+    class Counted:
+        def hashing_of_key(self, bucket: str, key: str) -> Any:
+            reads.append(key)
+            return store.hashing_of_key(bucket, key)
+
+    queue = FakeIngestQueue()
+    reconciler = Reconciler(world.settings, world.repo, world.objects, queue, workers=1, hashing=(8 * KIB, Counted()))
+    big, small = world.upload(b"b" * (12 * KIB), "big.bin"), world.upload(b"s" * KIB, "small.bin")
+    ingestor = Ingestor(world.settings, world.repo, world.objects, now=lambda: NOW, handoff=handoff)
+    assert ingestor.ingest(ObjectRef(world.settings.bucket, big)).outcome == Outcome.HASHING
+    handoff.segments.hash_segment(starter.started[next(iter(starter.started))], lambda: 900.0)
+    # half an hour later (past the grace period): the small one's notification was lost, the big one is hashing
+    soon = clock.iso(clock.plus(NOW, seconds=1800))
+    summary = run_reconcile(reconciler, now=soon)
+    assert summary["redriven"] == 1 and summary["failed"] == 0 and reads == [big]
+    assert "redrives" not in world.repo.uploads[big.rsplit("/", 1)[1]]  # not counted towards failing it
+    # no state landed for longer than HASHING_STALE_SECONDS: re-driven (the hand-off restarts a dead execution)
+    later = clock.iso(clock.plus(NOW, seconds=HASHING_STALE_SECONDS + 60))
+    summary = run_reconcile(reconciler, now=later)
+    assert summary["redriven"] == 2 and world.repo.uploads[big.rsplit("/", 1)[1]]["redrives"] == 1
+    assert small  # its upload is re-driven every run until ingested

@@ -209,7 +209,7 @@ def progress_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
 def hashing_shown(item: Mapping[str, Any]) -> HashingShown:
     from dfd.ingest.ports import HashingShown
 
-    return HashingShown(str(item["of"]), int(item["hashed"]), int(item["size"]))
+    return HashingShown(str(item["of"]), int(item["hashed"]), int(item["size"]), optional(item.get("updated_at")))
 
 
 def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:

@@ -130,6 +130,7 @@ class HashingShown:
     event_key: str
     hashed: int
     size: int
+    updated_at: str | None = None  # when its last state landed (ISO 8601)
 
 
 class ProgressReads(Protocol):

@@ -101,12 +101,12 @@ def test_a_version_s_state_is_not_another_s(store: Store) -> None:
 def test_the_key_s_progress_follows_each_state_that_lands(store: Store) -> None:
     assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") is None
     store.start_hashing(_first(), _now())
-    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 0, 1000)
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 0, 1000, "2026-03-01T12:00:00Z")
     store.advance_hashing(_after(b"x" * 128), 0, _now())
     assert not store.advance_hashing(_after(b"y" * 64), 0, _now())  # refused: the progress stays
-    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 128, 1000)
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 128, 1000, "2026-03-01T12:00:00Z")
     store.advance_hashing(dataclasses.replace(_first(), digest="d" * 64), 128, _now())
-    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 1000, 1000)
+    assert store.hashing_of_key(BUCKET, f"uploads/{1:032x}") == HashingShown(EVENT, 1000, 1000, "2026-03-01T12:00:00Z")
     assert store.hashing_of_key(BUCKET, f"uploads/{2:032x}") is None
 
 
