@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
     from dfd.identity.s3sessions import S3Writers
-    from dfd.ingest.service import Ingestor
+    from dfd.ingest.ports import ProgressReads
+    from dfd.ingest.segments import Segments
+    from dfd.ingest.service import Handoff, Ingestor
     from dfd.lfs.batch import LfsService
     from dfd.lfs.locks import LockService
     from dfd.queries.service import Queries
@@ -43,7 +45,7 @@ def queries() -> Queries:
     from dfd.adapters.s3 import ObjectStore
     from dfd.queries.service import Queries
 
-    return Queries(settings(), repository(), ObjectStore(aws.s3()))
+    return Queries(settings(), repository(), ObjectStore(aws.s3()), progress=hashing_progress())
 
 
 @cache
@@ -77,7 +79,13 @@ def ingestor() -> Ingestor:
     tuning = ReadTuning.from_settings(settings())
     objects = ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning)
     # built at the first drop-zone object: the functions that ingest only upload keys need none of its settings
-    return Ingestor(settings(), repository(), objects, writers=lambda tenant, owner: s3_writers().admits(tenant, owner))
+    return Ingestor(
+        settings(),
+        repository(),
+        objects,
+        writers=lambda tenant, owner: s3_writers().admits(tenant, owner),
+        handoff=handoff(),
+    )
 
 
 @cache
@@ -95,6 +103,54 @@ def s3_writers() -> S3Writers:
         DynamoTokenStore(aws.dynamodb(), table),
         CognitoDirectory(aws.cognito(), required_env("USER_POOL_ID")),
     )
+
+
+def handoff() -> Handoff | None:
+    """The hand-off of objects above SEGMENT_THRESHOLD_BYTES to the segment workflow SEGMENT_STATE_MACHINE_ARN
+    names; None (every object hashed inline) without that ARN."""
+    threshold = handoff_threshold()
+    if threshold is None:
+        return None
+    from dfd.adapters.stepfunctions import SegmentWorkflow
+    from dfd.ingest.service import Handoff
+
+    return Handoff(threshold, segments(), SegmentWorkflow(aws.stepfunctions(), os.environ["SEGMENT_STATE_MACHINE_ARN"]))
+
+
+def hashing_progress() -> tuple[int, ProgressReads] | None:
+    """The segment threshold and the hashing progress of objects above it (GET /metadata, the reconcile's pending
+    uploads); None without the segment workflow."""
+    threshold = handoff_threshold()
+    if threshold is None:
+        return None
+    from dfd.adapters.dynamo.hashing import DynamoHashingStore
+
+    s = settings()
+    return threshold, DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days)
+
+
+def handoff_threshold() -> int | None:
+    """Objects above it are hashed across invocations (SEGMENT_THRESHOLD_BYTES, default 16 GiB); None without the
+    segment workflow (SEGMENT_STATE_MACHINE_ARN)."""
+    if not os.environ.get("SEGMENT_STATE_MACHINE_ARN"):
+        return None
+    from dfd.ingest.segments import HANDOFF_THRESHOLD
+
+    return int(os.environ.get("SEGMENT_THRESHOLD_BYTES") or HANDOFF_THRESHOLD)
+
+
+@cache
+def segments() -> Segments:
+    """The segment hashing of large objects (dfd.ingest.segments): its state items in the Events table, its reads
+    through the ingest's S3 client; SEGMENT_BYTES caps one segment (default: dfd.ingest.segments.SEGMENT_BYTES)."""
+    from dfd.adapters.dynamo.hashing import DynamoHashingStore
+    from dfd.adapters.s3 import ObjectStore, ReadTuning
+    from dfd.ingest.segments import SEGMENT_BYTES, Segments
+
+    s = settings()
+    store = DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days)
+    objects = ObjectStore(aws.s3_ingest(), aws.s3(), tuning=ReadTuning.from_settings(s))
+    return Segments(store, objects, segment_bytes=int(os.environ.get("SEGMENT_BYTES") or SEGMENT_BYTES))
 
 
 @cache
@@ -177,7 +233,7 @@ def reconciler() -> Reconciler:
     from dfd.reconcile.service import Reconciler
 
     queue = SqsIngestQueue(aws.sqs(), required_env("INGEST_QUEUE_URL"))
-    return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue)
+    return Reconciler(settings(), repository(), ObjectStore(aws.s3()), queue, hashing=hashing_progress())
 
 
 def reset() -> None:
@@ -189,6 +245,7 @@ def reset() -> None:
         multipart_service,
         delete_service,
         ingestor,
+        segments,
         lfs_settings,
         pat_service,
         credentials,

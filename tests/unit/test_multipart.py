@@ -46,6 +46,7 @@ def b64sha(data: bytes) -> str:
         (64 * MIB + 1, 8 * MIB, 8 * MIB, 9),
         (100 * GIB, 8 * MIB, 11 * MIB, 9310),  # ⌈100 GiB / 10,000⌉ = 10.24 MiB → 11 MiB
         (5 * TIB, 8 * MIB, 525 * MIB, 9987),
+        (10_000 * 5 * GIB, 8 * MIB, 5 * GIB, 10_000),  # S3's largest object (48.8 TiB): 10,000 parts of 5 GiB
     ],
 )
 def test_part_layout(size: int, minimum: int, part_size: int, count: int) -> None:
@@ -297,3 +298,17 @@ def test_a_lowered_store_minimum_lays_out_parts_of_that_size() -> None:
             ALICE, filename="f", size=5 * MIB - 1, content_type="application/octet-stream", sha256=None
         )
     assert part_layout(130, 64, 64) == (64, 3) and part_layout(130, 64) == (MIB, 1)
+
+
+def test_max_upload_bytes_reaches_s3_s_largest_object_and_no_further() -> None:
+    from dfd.core.config import S3_MAX_OBJECT, ConfigError
+
+    base = {"DDB_TABLE": "f", "DDB_COUNTERS_TABLE": "c", "UPLOADS_TABLE": "u", "EVENTS_TABLE": "e"}
+    base |= {"TENANT_FILES_TABLE": "t", "S3_BUCKET": "b"}
+    assert S3_MAX_OBJECT == 53_687_091_200_000  # 48.8 TiB
+    assert Settings.from_env(base | {"MAX_UPLOAD_BYTES": str(S3_MAX_OBJECT)}).max_upload_bytes == S3_MAX_OBJECT
+    with pytest.raises(ConfigError):
+        Settings.from_env(base | {"MAX_UPLOAD_BYTES": str(S3_MAX_OBJECT + 1)})
+    # POST /upload of the largest object: multipart, 10,000 parts of 5 GiB
+    request = parse_request({"filename": "vm.img", "size": S3_MAX_OBJECT}, S3_MAX_OBJECT)
+    assert part_layout(request.size, 8 * MIB) == (5 * GIB, MAX_PARTS)

@@ -285,7 +285,7 @@ def test_response_bodies_built_in_code_match_their_schema(where: tuple[str, str]
 
 def test_response_fields_are_the_same_in_code_and_document() -> None:
     assert schema_properties("File") == set(views._FILE_FIELDS)
-    assert schema_properties("Upload") == {*views._UPLOAD_FIELDS, "file"}
+    assert schema_properties("Upload") == {*views._UPLOAD_FIELDS, "file", "hashing"}  # hashing: dfd.queries.service
     assert schema_properties("UploadListItem") == set(views._LISTED)
     assert schema_properties("Stats") == {*COUNTER_FIELDS, "dedup_ratio"}
     assert set(schema_properties("Me")) >= {"usage", "limits"}

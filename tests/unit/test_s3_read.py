@@ -19,7 +19,7 @@ from dfd.adapters.s3 import CHUNK, ObjectStore, ReadTuning
 from dfd.adapters.s3.base import translate
 from dfd.core.config import Settings
 from dfd.core.errors import DfdError, ObjectChanged, ObjectNotFound, ServiceUnavailable
-from dfd.core.objects import OpenedObject
+from dfd.core.objects import ObjectInfo, OpenedObject
 
 BUCKET, KEY, ETAG = "b", "uploads/k", '"etag-1"'
 KIB = 1024
@@ -378,3 +378,31 @@ def test_a_conditional_write_that_raced_another_is_retryable_as_s3_asks() -> Non
     conflict = translate(_client_error("ConditionalRequestConflict", 409), "CopyObject", "uploads/x")
     assert isinstance(conflict, ServiceUnavailable)
     assert not isinstance(translate(_client_error("AccessDenied", 403), "CopyObject", "uploads/x"), ServiceUnavailable)
+
+
+# ---------------------------------------------------------------------- one range of the version (a segment's read)
+def _info(r: Read) -> ObjectInfo:
+    return ObjectInfo(BUCKET, KEY, ETAG, None, len(r.data), None, None)
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, PART), (PART * 2 + 64, PART * 2 + 128), (640, PART * 7 + 640)])
+def test_a_range_of_the_version_is_fed_in_order(read: Callable[..., Read], start: int, end: int) -> None:
+    r = read()
+    digest = hashlib.sha256()
+    assert r.store.stream_range(_info(r), start, end, digest.update) == end - start
+    r.check_nothing_left_running()
+    assert digest.hexdigest() == hashlib.sha256(r.data[start:end]).hexdigest()
+    # ranged GETs only (each IfMatch the ETag: FakeS3 asserts it), none outside the range; parallel above a part
+    assert r.client.ranges and all(start <= a < b <= end for a, b in r.client.ranges)
+    assert sum(b - a for a, b in r.client.ranges) == end - start
+    assert (len(r.client.ranges) > 1) == (end - start > PART)
+
+
+@pytest.mark.parametrize(("start", "expected"), [(0, ObjectChanged), (PART, ObjectChanged), (PART * 3, ObjectNotFound)])
+def test_a_range_of_a_version_overwritten_or_deleted_is_refused(
+    read: Callable[..., Read], start: int, expected: type[DfdError]
+) -> None:
+    r = read(plan={start: CHANGED if expected is ObjectChanged else MISSING})
+    with pytest.raises(expected):
+        r.store.stream_range(_info(r), 0, PART * 5, hashlib.sha256().update)
+    r.check_nothing_left_running()

@@ -176,6 +176,16 @@ def sts() -> Any:
     return LazyClient(_sts)
 
 
+def _stepfunctions() -> Any:
+    return client("stepfunctions", config=Config(**API_CALLS.config()))
+
+
+@cache
+def stepfunctions() -> Any:
+    """The segment workflow's starts (dfd.adapters.stepfunctions), built on the ingest's first large object."""
+    return LazyClient(_stepfunctions)
+
+
 def s3_endpoint_url() -> str | None:
     """The S3 endpoint every S3 client of the stack uses and presigned URLs name (the local stack's emulator,
     AWS_ENDPOINT_URL[_S3]); None on AWS, where each SDK finds the Region's own."""

@@ -18,10 +18,11 @@ from typing import Any
 GIB = 1024**3
 MIB = 1024**2
 TIB = 1024**4
-# S3 multipart limits: parts of 5 MiB..5 GiB (the last may be smaller), at most 10,000 parts, objects up to 5 TiB;
-# one PUT carries at most 5 GiB
+# S3 multipart limits: parts of 5 MiB..5 GiB (the last may be smaller), at most 10,000 parts, so objects up to
+# 10,000 x 5 GiB (48.8 TiB); one PUT carries at most 5 GiB
 S3_MIN_PART = 5 * MIB
 S3_MAX_PUT = 5 * GIB
+S3_MAX_OBJECT = 10_000 * S3_MAX_PUT
 
 # ranged parallel reads above 16 MiB: 8 connections x 6 MiB parts = 48 MiB in flight at most
 # (docs/performance.md: target 2's 64 MiB bound and target 4's speedup); dfd.adapters.s3.ReadTuning's defaults
@@ -65,7 +66,7 @@ class Settings:
     counter_shards: int = _integer("COUNTER_SHARDS", 16, 1, 100)
     pending_shards: int = _integer("PENDING_SHARDS", 4, 1, 64)
     # what one ingest invocation can read and hash (docs/performance.md, "The largest object")
-    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 180 * GIB, 1, 5 * TIB)
+    max_upload_bytes: int = _integer("MAX_UPLOAD_BYTES", 180 * GIB, 1, S3_MAX_OBJECT)
     upload_url_expires: int = _integer("UPLOAD_URL_EXPIRES", 900, 60, 7 * 24 * 3600)
     download_url_expires: int = _integer("DOWNLOAD_URL_EXPIRES", 300, 10, 7 * 24 * 3600)
     upload_ttl_days: int = _integer("UPLOAD_TTL_DAYS", 7, 1, 3650)

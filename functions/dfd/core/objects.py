@@ -78,6 +78,11 @@ class ObjectStore(Protocol):
         chooses one stream or parallel ranges)."""
         ...
 
+    def stream_range(self, info: ObjectInfo, start: int, end: int, sink: Sink) -> int:
+        """Feed bytes [start, end) of the identified version (IfMatch its ETag, its VersionId) to `sink`, in order;
+        return the count fed. Raises ObjectChanged (overwritten: 412) or ObjectNotFound."""
+        ...
+
     def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
 
     def exists(self, bucket: str, key: str, etag: str | None) -> bool:

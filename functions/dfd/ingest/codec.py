@@ -15,7 +15,7 @@ from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, Uploa
 from dfd.uploads.codec import upload_key
 
 if TYPE_CHECKING:
-    from dfd.ingest.ports import ObjectVersion
+    from dfd.ingest.ports import HashingShown, HashProgress, ObjectVersion
 
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
 
@@ -177,4 +177,81 @@ def ingested_upload_item(
         | upload_defaults(filename, content_type, stamp, registered=False, commit="seeded")
         | processed_upload(version, outcome, outcome, stamp, "seeded")
         | claim
+    )
+
+
+# A version's hashing state (dfd.ingest.segments) is an Events item of its own, beside the version's event record:
+# event_key `hashing#<event key>` (an event key starts with a bucket name, which never holds a `#`).
+HASHING_PREFIX = "hashing#"
+
+
+def hashing_key(event_key: str) -> Item:
+    return {"event_key": HASHING_PREFIX + event_key}
+
+
+# beside it, what GET /metadata reads by object key: the progress of the version last hashed there, written after each
+# state (display only: nothing decides on it), event_key `hashing-key#<bucket>/<key>`
+PROGRESS_PREFIX = "hashing-key#"
+
+
+def progress_key(bucket: str, key: str) -> Item:
+    return {"event_key": f"{PROGRESS_PREFIX}{bucket}/{key}"}
+
+
+def progress_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
+    return {
+        **progress_key(progress.bucket, progress.key),
+        "of": progress.event_key,
+        "hashed": progress.hashed,
+        "size": progress.size,
+        "updated_at": stamp,
+        "ttl": ttl,
+    }
+
+
+def hashing_shown(item: Mapping[str, Any]) -> HashingShown:
+    from dfd.ingest.ports import HashingShown
+
+    return HashingShown(str(item["of"]), int(item["hashed"]), int(item["size"]), optional(item.get("updated_at")))
+
+
+def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
+    """The state item: the SHA-256 words as 64 hex digits (`words`) and the bytes they cover (`hashed`)."""
+    item: Item = {
+        **hashing_key(progress.event_key),
+        "bucket": progress.bucket,
+        "key": progress.key,
+        "etag": progress.etag,
+        "size": progress.size,
+        "words": progress.state.to_hex(),
+        "hashed": progress.state.length,
+        "segments": progress.segments,
+        "run": progress.run,
+        "updated_at": stamp,
+        "ttl": ttl,
+    }
+    for name in ("version_id", "digest", "content_type", "tenant_hint"):
+        if (value := getattr(progress, name)) is not None:
+            item[name] = value
+    return item
+
+
+def hash_progress(item: Mapping[str, Any]) -> HashProgress:
+    from dfd.ingest.ports import HashProgress
+    from dfd.ingest.sha256state import Sha256State
+
+    return HashProgress(
+        event_key=str(item["event_key"]).removeprefix(HASHING_PREFIX),
+        bucket=str(item["bucket"]),
+        key=str(item["key"]),
+        etag=str(item["etag"]),
+        version_id=optional(item.get("version_id")),
+        size=int(item["size"]),
+        state=Sha256State.from_hex(str(item["words"]), int(item["hashed"])),
+        segments=int(item.get("segments", 0)),
+        digest=optional(item.get("digest")),
+        updated_at=optional(item.get("updated_at")),
+        content_type=optional(item.get("content_type")),
+        tenant_hint=optional(item.get("tenant_hint")),
+        run=int(item.get("run", 0)),
     )

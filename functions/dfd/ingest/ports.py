@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from dfd.core.reads import FileReads, UploadReads
 
 if TYPE_CHECKING:
+    from dfd.ingest.sha256state import Sha256State
     from dfd.uploads.ports import NewUpload
 
 from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, UploadRecord, counts_stored, holds
@@ -70,6 +71,87 @@ class TenantShare:
     ) -> TenantShare:
         """The share as the tenant's reference item read says (None: absent)."""
         return cls(tenant, holds(ref), counts_stored(ref), pending_bytes, pending_counted)
+
+
+@dataclass(frozen=True)
+class HashProgress:
+    """An object version hashed across invocations (dfd.ingest.segments): which version (its event key, and what
+    pins its reads: ETag, VersionId, size), what its commit takes from its HEAD (content type, tenant hint), the
+    SHA-256 state after `state.length` bytes, the segments that made it, and the digest once every byte is
+    hashed."""
+
+    event_key: str
+    bucket: str
+    key: str
+    etag: str
+    version_id: str | None
+    size: int
+    state: Sha256State
+    segments: int = 0
+    digest: str | None = None
+    updated_at: str | None = None
+    content_type: str | None = None
+    tenant_hint: str | None = None
+    run: int = 0  # the workflow execution hashing it (dfd.ingest.segments.execution_name): one more per restart
+
+    @property
+    def hashed(self) -> int:
+        """Bytes hashed so far: the size once the digest is known."""
+        return self.size if self.digest is not None else self.state.length
+
+
+class HashingStore(Protocol):
+    """What dfd.ingest.segments reads and writes: one state item per object version, written only by it."""
+
+    def get_hashing(self, event_key: str) -> HashProgress | None:
+        """The version's state as last written (a consistent read), or None."""
+        ...
+
+    def start_hashing(self, progress: HashProgress, now: datetime) -> HashProgress:
+        """Put the first state where the version has none; the state there (this one, or an earlier start's)."""
+        ...
+
+    def advance_hashing(self, progress: HashProgress, from_length: int, now: datetime) -> bool:
+        """Replace the state, conditioned on the stored one being at `from_length` bytes with no digest; False when
+        it is not (another writer moved it on, or it is gone)."""
+        ...
+
+    def next_run(self, progress: HashProgress, now: datetime) -> bool:
+        """Count one more workflow execution on the state (`run` + 1), conditioned on its `run` being the one read
+        and no digest; False when it is not (another restart counted it first)."""
+        ...
+
+
+@dataclass(frozen=True)
+class HashingShown:
+    """What GET /metadata shows of an object key hashed across invocations: the version last hashed there (its
+    event key) and its bytes hashed of the total."""
+
+    event_key: str
+    hashed: int
+    size: int
+    updated_at: str | None = None  # when its last state landed (ISO 8601)
+
+
+class ProgressReads(Protocol):
+    """The read GET /metadata makes of a pending large upload (dfd.adapters.dynamo.hashing)."""
+
+    def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
+        """The progress last written for the object key (eventually consistent), or None."""
+        ...
+
+
+class HashingStarter(Protocol):
+    """Starts the segment workflow of one version (dfd.adapters.stepfunctions)."""
+
+    def start_hashing(self, name: str, event_key: str) -> bool:
+        """Start the workflow's execution `name` with input {"event_key": ...}; False when an execution of that name
+        exists already (running or finished: ExecutionAlreadyExists)."""
+        ...
+
+    def died(self, name: str) -> bool:
+        """Whether the execution `name` ended without finishing (failed, timed out or aborted)."""
+        ...
 
 
 class DropStore(UploadReads, Protocol):

@@ -57,7 +57,8 @@ from dfd.ingest.ports import ObjectVersion, TenantShare
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.notifications import ObjectRef
-    from dfd.ingest.ports import IngestStore
+    from dfd.ingest.ports import HashingStarter, IngestStore
+    from dfd.ingest.segments import Segments
 
 MAX_ATTEMPTS = INGEST_ATTEMPTS
 
@@ -73,6 +74,7 @@ class Outcome(StrEnum):
     REJECTED = "rejected"  # a second PUT at an upload key already processed: deleted, not counted
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
     # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
+    HASHING = "hashing"  # above the segment threshold: handed to the segment workflow, which commits it (segments.py)
     MOVED = "moved"  # copied to its upload key (whose own event is ingested as any upload's), then deleted
     SETTLED = "settled"  # its upload ended before (processed, deleted, expired, failed): the leftover object deleted
 
@@ -109,6 +111,16 @@ class IngestResult:
         return {k: v for k, v in keys.items() if v is not None} | self.detail
 
 
+@dataclass(frozen=True)
+class Handoff:
+    """Objects above `threshold` bytes with no trusted stored SHA-256 are hashed across invocations: their state is
+    begun (`segments`) and the segment workflow started (`starter`), once per version."""
+
+    threshold: int
+    segments: Segments
+    starter: HashingStarter
+
+
 class Ingestor:
     def __init__(
         self,
@@ -121,6 +133,7 @@ class Ingestor:
         rng: random.Random | None = None,
         after_commit: Callable[[IngestResult], None] | None = None,
         writers: Callable[[str, str], bool] | None = None,
+        handoff: Handoff | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -131,6 +144,7 @@ class Ingestor:
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
         self._drops = DropZone(settings, repo, objects, now=now, writers=writers)
+        self._handoff = handoff
 
     # ------------------------------------------------------------------ entry point
     def ingest(self, ref: ObjectRef) -> IngestResult:
@@ -156,16 +170,60 @@ class Ingestor:
             return result
         with opened:
             info = opened.info
-            result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
-            result.size = info.size
+            self._identified(info, result)
             # a stored checksum is only a candidate until the upload record confirms it (_decide_and_commit)
             stored = info.checksum_sha256 if hints_checksum(result.upload_id) else None
             if stored:
                 result.hash = stored
+            elif self._handoff is not None and info.size > self._handoff.threshold:
+                return self._hand_off(self._handoff, info, result)
             elif not self._hash_body(opened, result):
                 return result
         self._decide_and_commit(info, result, checksum=stored)
         return result
+
+    def commit_hashed(self, info: ObjectInfo, digest: str) -> IngestResult:
+        """The decision and commit of a version hashed across invocations (dfd.ingest.segments: every byte of the
+        version `info` identifies hashed to `digest`): the same decision and commit as an inline hash's, from the
+        same first read on."""
+        result = IngestResult(Outcome.IGNORED, info.bucket, info.key)
+        if info.bucket != self._s.bucket or not info.key.startswith(self._s.upload_prefix) or info.key.endswith("/"):
+            result.detail["reason"] = "outside the upload prefix"
+            return result
+        result.upload_id = upload_id_from_key(self._s.upload_prefix, info.key)
+        self._identified(info, result)
+        result.hash, result.hashed_bytes = digest, info.size
+        self._decide_and_commit(info, result)
+        return result
+
+    def _hand_off(self, handoff: Handoff, info: ObjectInfo, result: IngestResult) -> IngestResult:
+        """Begin the version's hashing state and start its workflow (named by the event key: a replayed event starts
+        none other). A version whose digest is known already (its workflow hashed every byte) is committed here, by
+        the same decision: a replay when the workflow committed it."""
+        from dfd.ingest.segments import execution_name, version_info
+
+        assert result.event_key is not None
+        progress = handoff.segments.begin(result.event_key, info)
+        if progress.digest is not None:
+            return self.commit_hashed(version_info(progress), progress.digest)
+        name = execution_name(result.event_key, progress.run)
+        started = handoff.starter.start_hashing(name, result.event_key)
+        if not started and handoff.starter.died(name) and handoff.segments.restart(progress, self._now()):
+            # its execution died (every retry of a segment failed): the next run goes on from the stored state
+            name = execution_name(result.event_key, progress.run + 1)
+            started = handoff.starter.start_hashing(name, result.event_key)
+            result.detail["restarted"] = True
+        result.outcome = Outcome.HASHING
+        result.detail["execution"] = name
+        result.detail["started"] = started  # False: its execution runs (or ran) already
+        result.detail["hashed"] = progress.hashed
+        return result
+
+    @staticmethod
+    def _identified(info: ObjectInfo, result: IngestResult) -> None:
+        """What the identified version gives every result: its event key and size."""
+        result.event_key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
+        result.size = info.size
 
     def _hash_body(self, opened: OpenedObject, result: IngestResult) -> bool:
         """Hash every byte of the identified version into `result`; False when it changed or went meanwhile

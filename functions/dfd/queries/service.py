@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.objects import ObjectStore
     from dfd.identity.caller import Caller
+    from dfd.ingest.ports import ProgressReads
     from dfd.queries.ports import QueryStore
 
 DEFAULT_LIMIT = 50
@@ -57,10 +58,20 @@ class Queries:
     through its tenant's reference and uploads only of its tenant (or its own); "not yours" answers exactly like
     "does not exist" (404, same body), never 403; admins see the global records; /admin/* is admins only."""
 
-    def __init__(self, settings: Settings, repo: QueryStore, objects: ObjectStore | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        repo: QueryStore,
+        objects: ObjectStore | None = None,
+        *,
+        progress: tuple[int, ProgressReads] | None = None,
+    ) -> None:
+        """`progress`: the segment threshold and the hashing progress a pending upload above it shows (None: no
+        object is hashed across invocations)."""
         self._s = settings
         self._repo = repo
         self._objects = objects
+        self._progress = progress
 
     @staticmethod
     def _no_file(digest: str) -> NotFound:
@@ -104,7 +115,14 @@ class Queries:
                 view = self._file(upload.hash, caller)[1]
             except NotFound:
                 view = None
-        return upload_view(upload, view)
+        shown = upload_view(upload, view)
+        if self._progress is not None and upload.status == UploadStatus.PENDING:
+            threshold, reads = self._progress
+            if upload.size is not None and upload.size > threshold and upload.s3_key:
+                hashing = reads.hashing_of_key(upload.bucket or self._s.bucket, upload.s3_key)
+                if hashing is not None and hashing.hashed < hashing.size:
+                    shown["hashing"] = {"hashed_bytes": hashing.hashed, "total_bytes": hashing.size}
+        return shown
 
     def download(self, raw_id: str | None, caller: Caller) -> dict[str, Any]:
         assert self._objects is not None

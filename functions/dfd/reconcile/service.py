@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dfd.core import clock
@@ -34,6 +34,7 @@ from dfd.reconcile.audit import Recount, proven_drift
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.objects import ListedObject, ObjectStore
+    from dfd.ingest.ports import ProgressReads
     from dfd.reconcile.ports import Cursor, IngestQueue, ReconcileStore
 
 T = TypeVar("T")
@@ -55,6 +56,10 @@ WORKERS = 10
 # leaves the check to one HeadObject per content rather than to a stale listing)
 INVENTORY_MAX_AGE_SECONDS = 2 * 24 * 3600
 INVENTORY_LISTING = 1000  # keys per ListObjectsV2 page of the reports' prefix
+# a pending upload's object hashed across invocations whose last state is older than this is re-driven (its
+# execution may have died: the ingest's hand-off restarts it); a segment writes one at least every ~15 minutes,
+# its retries back off for up to ~40 more (statemachine/segments.asl.json)
+HASHING_STALE_SECONDS = 3600
 
 
 @dataclass
@@ -159,8 +164,12 @@ class Reconciler:
         workers: int = WORKERS,
         wall: Callable[[], datetime] = clock.now,
         rng: random.Random | None = None,
+        hashing: tuple[int, ProgressReads] | None = None,
     ) -> None:
+        """`hashing`: the segment threshold and the hashing progress of objects above it (None: every object is
+        hashed inline): a pending upload whose object is being hashed is not re-driven."""
         self._s = settings
+        self._hashing = hashing
         self._repo = repo
         self._store = store
         self._queue = queue
@@ -251,6 +260,8 @@ class Reconciler:
         if key is None:
             return None
         if self._store.exists(bucket, key, None):
+            if self._being_hashed(upload, key, now):
+                return None  # its segments move on: not lost (a stale one is re-driven: the hand-off restarts it)
             count = self._repo.count_redrive(upload.upload_id, now)
             if count is None:
                 return None  # processed meanwhile
@@ -265,6 +276,16 @@ class Reconciler:
         if upload.s3_upload_id:
             self._store.abort_multipart(bucket, key, upload.s3_upload_id)
         return "expired" if self._repo.give_up_upload(upload, UploadStatus.EXPIRED, now) else None
+
+    def _being_hashed(self, upload: UploadRecord, key: str, now: datetime) -> bool:
+        """Whether the upload's object is hashed across invocations and its last state landed within
+        HASHING_STALE_SECONDS (only an upload above the segment threshold is looked up: one GetItem)."""
+        if self._hashing is None or upload.size is None or upload.size <= self._hashing[0]:
+            return False
+        shown = self._hashing[1].hashing_of_key(self._s.bucket, key)
+        if shown is None or shown.hashed >= shown.size or shown.updated_at is None:
+            return False
+        return shown.updated_at >= clock.iso(now - timedelta(seconds=HASHING_STALE_SECONDS))
 
     def _reap(self, state: State, now: datetime, emit: Emit) -> None:
         cursor = state.pos.table_cursor

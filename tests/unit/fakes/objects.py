@@ -36,6 +36,8 @@ class FakeObjectStore:
     before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
     streams: int = 0  # bodies read through stream()
     heads: list[tuple[str, str]] = field(default_factory=list)  # exists() calls (HeadObject IfMatch)
+    ranges: list[tuple[str, int, int]] = field(default_factory=list)  # stream_range() calls: key, start, end
+    before_range: Callable[[ObjectInfo, int, int], None] | None = None  # runs before each stream_range() read
     _puts: int = 0
 
     def put(
@@ -99,6 +101,22 @@ class FakeObjectStore:
                 sink(memoryview(chunk))
                 count += len(chunk)
         return count
+
+    def stream_range(self, info: ObjectInfo, start: int, end: int, sink: Sink) -> int:
+        """Bytes [start, end) of the version `info` identified (its ETag): ObjectChanged once it is overwritten."""
+        self.ranges.append((info.key, start, end))
+        hook = self.before_range
+        if hook is not None:
+            hook(info, start, end)
+        found = self.objects.get((info.bucket, info.key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {info.key} does not exist")
+        if found.etag != info.etag:
+            raise ObjectChanged(f"s3 object {info.key} changed while it was read")
+        data = found.data[start:end]
+        for at in range(0, len(data), 1 << 16):
+            sink(memoryview(data[at : at + (1 << 16)]))
+        return len(data)
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         found = self.objects.get((bucket, key))

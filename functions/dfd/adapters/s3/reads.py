@@ -144,6 +144,14 @@ class Reads(Store):
             if body is not None:
                 body.close()
 
+    def stream_range(self, info: ObjectInfo, start: int, end: int, sink: Sink) -> int:
+        """Feed bytes [start, end) of the identified version to `sink`, in order (ranged GETs IfMatch its ETag,
+        `workers` in flight above one part); return the count fed. Raises ObjectChanged (412: overwritten) or
+        ObjectNotFound."""
+        if end - start <= self.tuning.part_size or self.tuning.workers < 2:
+            return self._feed(info, self._get(info, start, end), sink, end - start, last=True)
+        return self._parallel(info, None, sink, start, end)
+
     def _get(self, info: ObjectInfo, start: int | None = None, end: int | None = None) -> Any:
         """GetObject of exactly the identified version (IfMatch its ETag), optionally one byte range."""
         kwargs: dict[str, Any] = {"Bucket": info.bucket, "Key": info.key, "IfMatch": info.etag}
@@ -178,14 +186,16 @@ class Reads(Store):
                 self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dfd-range")
             return self._pool
 
-    def _parallel(self, info: ObjectInfo, body: Any | None, sink: Sink, offset: int) -> int:
-        """The bytes from `offset` on, as ranges fetched `workers` at a time and fed to `sink` in order.
+    def _parallel(self, info: ObjectInfo, body: Any | None, sink: Sink, offset: int, end: int | None = None) -> int:
+        """The bytes from `offset` to `end` (None: the object's end), as ranges fetched `workers` at a time and fed to
+        `sink` in order.
 
         Memory: one part buffer per worker, allocated once; a fetched range holds its buffer until the sink has
         had it, then the buffer takes the next range. `body`, a stream positioned at `offset`, serves the first
         range."""
         part_size, workers = self.tuning.part_size, self.tuning.workers
-        ranges = deque((start, min(start + part_size, info.size)) for start in range(offset, info.size, part_size))
+        stop_at = info.size if end is None else end
+        ranges = deque((start, min(start + part_size, stop_at)) for start in range(offset, stop_at, part_size))
         free = [self.tuning.allocate(part_size) for _ in range(min(workers, len(ranges)))]
         pool = self._executor(workers)
         stop = threading.Event()

@@ -1,0 +1,178 @@
+"""Hashing one object version across invocations, one segment per call (docs/design/segments.md).
+
+A segment reads the version's state item (dfd.ingest.ports.HashingStore), resumes the SHA-256 from it, and reads
+the next bytes through ranged GETs of exactly that version (IfMatch its ETag, its VersionId), in windows that are
+multiples of 64 bytes, while the time left allows one more window at the rate measured so far and the segment's
+byte budget lasts. It then writes the new state, conditioned on the offset it started from, in one write. A failed
+segment wrote nothing: retried, it starts from the same state. An overwrite (412) or a delete ends the hashing:
+nothing is written, the version's own events say what follows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from dfd.core import clock
+from dfd.core.errors import NotFound, ObjectChanged, ObjectNotFound
+from dfd.core.objects import ObjectInfo, Sink
+from dfd.ingest.ports import HashingStore, HashProgress
+from dfd.ingest.sha256state import BLOCK, INITIAL, Sha256
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+# the most one segment reads: what one invocation hashes with margin (docs/performance.md, "The largest object");
+# the time left stops a segment sooner when the reads are slower (SEGMENT_BYTES lowers it: the local stack's tests)
+SEGMENT_BYTES = 180 * GIB
+# objects above it are hashed in segments: ten of them (an SQS batch, one vCPU) still hash inline within 60 % of the
+# ingest's 840 s at 400 MB/s (docs/design/segments.md, "The threshold")
+HANDOFF_THRESHOLD = 16 * GIB
+WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a second at the measured rate
+RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
+
+
+def execution_name(event_key: str, run: int = 0) -> str:
+    """The workflow execution of a version: one name per event key and run (a replayed or duplicated event starts
+    none other; a restart after an execution died counts a run), within Step Functions' 80 characters."""
+    name = "h-" + hashlib.sha256(event_key.encode()).hexdigest()
+    return name if run == 0 else f"{name}-{run}"
+
+
+def version_info(progress: HashProgress) -> ObjectInfo:
+    """The object version a hashing state pins, as its HEAD identified it (what the commit reads of it)."""
+    return ObjectInfo(
+        progress.bucket,
+        progress.key,
+        progress.etag,
+        progress.version_id,
+        progress.size,
+        progress.content_type,
+        None,
+        tenant_hint=progress.tenant_hint,
+    )
+
+
+class SegmentReads(Protocol):
+    """The read a segment makes (dfd.core.objects.ObjectStore.stream_range)."""
+
+    def stream_range(self, info: ObjectInfo, start: int, end: int, sink: Sink) -> int: ...
+
+
+class HashingUnknown(NotFound):
+    """A segment named an object version with no hashing state (none was begun, or its item expired)."""
+
+    code = "hashing_unknown"
+
+
+class SegmentOutcome(StrEnum):
+    MORE = "more"  # the state moved on: another segment follows
+    DONE = "done"  # every byte hashed: `digest` is the version's SHA-256
+    SUPERSEDED = "superseded"  # the version was overwritten while hashed (412): never committed
+    GONE = "gone"  # the version was deleted while hashed
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    outcome: SegmentOutcome
+    hashed: int  # bytes of the version hashed, after this segment
+    size: int
+    digest: str | None = None
+    read: int = 0  # bytes this segment read
+    version: ObjectInfo | None = None  # done: the version hashed, as its commit takes it
+
+
+class Segments:
+    """`segment_bytes`: the most one segment reads (a multiple of 64; lowered to make a small object take many
+    segments); `window`: the bytes read between two looks at the clock (a multiple of 64)."""
+
+    def __init__(
+        self,
+        store: HashingStore,
+        objects: SegmentReads,
+        *,
+        segment_bytes: int,
+        window: int = WINDOW_BYTES,
+        reserve_seconds: float = RESERVE_SECONDS,
+        now: Callable[[], datetime] = clock.now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        for name, value in (("segment_bytes", segment_bytes), ("window", window)):
+            if value <= 0 or value % BLOCK:
+                raise ValueError(f"{name} must be a positive multiple of {BLOCK}, got {value}")
+        self._store = store
+        self._objects = objects
+        self._segment_bytes = segment_bytes
+        self._window = min(window, segment_bytes)
+        self._reserve = reserve_seconds
+        self._now = now
+        self._monotonic = monotonic
+
+    def begin(self, event_key: str, info: ObjectInfo) -> HashProgress:
+        """The version's state: a new one at 0 bytes, or the one an earlier begin (a replayed event) wrote."""
+        first = HashProgress(
+            event_key,
+            info.bucket,
+            info.key,
+            info.etag,
+            info.version_id,
+            info.size,
+            INITIAL,
+            content_type=info.content_type,
+            tenant_hint=info.tenant_hint,
+        )
+        return self._store.start_hashing(first, self._now())
+
+    def restart(self, progress: HashProgress, now: datetime) -> bool:
+        """Count the next workflow execution of the version (its last one died); False when another restart did."""
+        return self._store.next_run(progress, now)
+
+    def hash_segment(self, event_key: str, remaining_seconds: Callable[[], float]) -> SegmentResult:
+        """Hash the next segment of the version `event_key` names, within the time `remaining_seconds` reports."""
+        progress = self._store.get_hashing(event_key)
+        if progress is None:
+            raise HashingUnknown(f"no hashing state for {event_key}")
+        if progress.digest is not None:  # a retry of the last segment, whose write landed
+            return SegmentResult(
+                SegmentOutcome.DONE, progress.size, progress.size, progress.digest, version=version_info(progress)
+            )
+        info = ObjectInfo(progress.bucket, progress.key, progress.etag, progress.version_id, progress.size, None, None)
+        digest = Sha256(progress.state)
+        start = offset = progress.state.length
+        began = self._monotonic()
+        while offset < progress.size:
+            # a multiple of 64 unless it reaches the end: every cut is at a block boundary
+            step = min(self._window, progress.size - offset, self._segment_bytes - (offset - start))
+            if step <= 0:
+                break
+            if offset > start:  # the first window always runs: every segment makes progress
+                rate = (offset - start) / max(self._monotonic() - began, 1e-6)
+                if remaining_seconds() - self._reserve < step / rate:
+                    break
+            try:
+                fed = self._objects.stream_range(info, offset, offset + step, digest.update)
+            except ObjectChanged:
+                return SegmentResult(SegmentOutcome.SUPERSEDED, offset, progress.size, read=offset - start)
+            except ObjectNotFound:
+                return SegmentResult(SegmentOutcome.GONE, offset, progress.size, read=offset - start)
+            if fed != step:  # a range shorter than asked: the version is not the one identified
+                return SegmentResult(SegmentOutcome.SUPERSEDED, offset, progress.size, read=offset - start)
+            offset += step
+        if offset == progress.size:
+            advanced = replace(progress, segments=progress.segments + 1, digest=digest.hexdigest())
+        else:
+            advanced = replace(progress, segments=progress.segments + 1, state=digest.state())
+        if not self._store.advance_hashing(advanced, start, self._now()):
+            # another run of this segment wrote first (a retry overlapping its attempt): follow what it wrote
+            current = self._store.get_hashing(event_key)
+            if current is None:
+                raise HashingUnknown(f"the hashing state of {event_key} went while it was hashed")
+            advanced = current
+        if advanced.digest is not None:
+            read, done = offset - start, version_info(advanced)
+            return SegmentResult(SegmentOutcome.DONE, advanced.size, advanced.size, advanced.digest, read, done)
+        return SegmentResult(SegmentOutcome.MORE, advanced.hashed, advanced.size, read=offset - start)
