@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from unittest import mock
@@ -98,15 +98,11 @@ def audit(world: World, *, quiet: bool) -> None:
             raise Violation(check.name, problems)
 
 
-def _failed_then_stored(world: World) -> set[str]:
-    """Tenants with an upload the reconcile ended — failed (its re-drives spent) or expired (a drop-zone object's,
-    its copy not made yet) — its quota bytes released, that was ingested after all (a late delivery): its bytes
-    are stored past the quota's check. docs/design/simulation.md, "Findings" (reported, not fixed)."""
-    return {
-        str(item["tenant"])
-        for item in world.repo.uploads.values()
-        if (item.get("failed_at") or item.get("expired_at")) and item.get("processed_at") and item.get("tenant")
-    }
+def _refused_late(world: World, upload: Mapping[str, object]) -> bool:
+    """The upload's object was ingested after the reconcile ended it (its quota bytes released) and refused: it no
+    longer fit its tenant's quota (recorded `rejected` at its key)."""
+    key = upload.get("s3_key")
+    return any(event.get("key") == key and event.get("outcome") == "rejected" for event in world.repo.events.values())
 
 
 def step_checks(world: World) -> None:
@@ -115,7 +111,7 @@ def step_checks(world: World) -> None:
         event = world.duplicate_ids[0]
         raise Violation("event ids: unique", [f"{event.detail_type} of {event.upload_id or event.sha256} repeats id"])
     for tenant, counts in world.repo.usage.items():
-        if counts.get("u", 0) > QUOTA and tenant not in _failed_then_stored(world):
+        if counts.get("u", 0) > QUOTA:
             raise Violation("quotas: never exceeded", [f"tenant {tenant} uses {counts.get('u')} > {QUOTA}"])
     audit(world, quiet=False)
 
@@ -130,6 +126,8 @@ def quiet_checks(world: World) -> None:
             continue
         record = world.repo.uploads.get(issued.upload_id)
         status = record.get("status") if record else None
+        if status in (UploadStatus.FAILED, UploadStatus.EXPIRED) and _refused_late(world, record):
+            continue  # its quota share released, its late object no longer fitting: refused, as over quota
         if status not in (UploadStatus.STORED, UploadStatus.DUPLICATE):
             problems.append(f"acknowledged upload #{issued.ordinal} {issued.upload_id} ends {status}")
             continue

@@ -3,6 +3,8 @@ every retry path, in milliseconds. tests/integration runs the same flows on moto
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from dfd.core.conflicts import CommitRefused
@@ -10,12 +12,12 @@ from dfd.core.errors import ServiceUnavailable, TransactionRetryable
 from dfd.core.ids import TENANT_HEADER, hints_checksum, tenant_from_metadata, tenant_metadata, upload_id_from_key
 from dfd.core.notifications import ObjectRef
 from dfd.core.objects import ObjectInfo
-from dfd.core.records import EventRecord, FileRecord, TenantRef
+from dfd.core.records import EventRecord, FileRecord, TenantRef, TenantUsage, UploadStatus
 from dfd.core.retry import Backoff
 from dfd.ingest.service import MAX_ATTEMPTS, IngestResult, Outcome
 from dfd.uploads.service import UploadRequest
 from tests.support import ALICE, BOB, CAROL, DAVE, ApiUser
-from tests.unit.ingest_world import BUCKET, World, expect, sha
+from tests.unit.ingest_world import BUCKET, NOW, World, expect, sha
 
 
 @pytest.fixture
@@ -576,3 +578,27 @@ def test_a_precheck_meeting_a_concurrent_transaction_pauses_and_looks_again(worl
     assert answer.status == 409 and answer.body["duplicate"] is True
     assert world.repo.transactions == 2 and len(pauses) == 1 and 0 < pauses[0] <= Backoff.LONGEST
     assert world.totals()["duplicates_avoided"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- the quota
+def test_an_expired_upload_ingested_late_is_held_to_its_tenant_s_quota() -> None:
+    world = World(dataclasses.replace(World().settings, tenant_quota_bytes=100))
+    usage = world.repo.tenant_usage
+    late = world.upload(b"l" * 60, "late.txt")
+    late_id = upload_id_from_key("uploads/", late) or ""
+    # the reconcile expires it (its object not seen yet): its 60 bytes released, then taken by another upload
+    assert world.repo.end_pending_upload(late_id, UploadStatus.EXPIRED, NOW, tenant=ALICE.caller.tenant, quota_bytes=60)
+    other = world.upload(b"o" * 60, "other.txt")
+    result = world.ingest(late)
+    assert result.outcome == Outcome.REJECTED and result.detail["reason"] == "quota_exceeded" and result.deleted
+    assert not world.objects.exists(BUCKET, late, None) and sha(b"l" * 60) not in world.repo.files
+    assert world.repo.uploads[late_id]["status"] == "expired" and usage(ALICE.caller.tenant).used_bytes == 60
+    assert world.ingest(late).outcome == Outcome.GONE  # a redelivery finds nothing left
+    assert world.ingest(other).outcome == Outcome.STORED and usage(ALICE.caller.tenant).used_bytes == 60
+    # an expired upload whose bytes fit is stored and counted
+    fits = world.upload(b"f" * 30, "fits.txt")
+    fits_id = upload_id_from_key("uploads/", fits) or ""
+    assert world.repo.end_pending_upload(fits_id, UploadStatus.EXPIRED, NOW, tenant=ALICE.caller.tenant, quota_bytes=30)
+    assert usage(ALICE.caller.tenant).used_bytes == 60
+    assert world.ingest(fits).outcome == Outcome.STORED
+    assert usage(ALICE.caller.tenant) == TenantUsage(stored_bytes=90, used_bytes=90)

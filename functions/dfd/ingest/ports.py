@@ -60,6 +60,10 @@ class TenantShare:
     pending_bytes: int = 0
     # those pending bytes' upload is among the tenant's pending uploads (not a drop-zone one): released with them
     pending_counted: bool = True
+    # the upload's quota share was released before this commit (it failed, expired or was rejected): the bytes the
+    # commit adds to the tenant's usage are held to its quota as a registration's are (QuotaRefused when they do
+    # not fit)
+    released: bool = False
 
     def __post_init__(self) -> None:
         if self.held and not self.counted:
@@ -67,10 +71,16 @@ class TenantShare:
 
     @classmethod
     def of(
-        cls, tenant: str, ref: TenantRef | None, pending_bytes: int = 0, *, pending_counted: bool = True
+        cls,
+        tenant: str,
+        ref: TenantRef | None,
+        pending_bytes: int = 0,
+        *,
+        pending_counted: bool = True,
+        released: bool = False,
     ) -> TenantShare:
         """The share as the tenant's reference item read says (None: absent)."""
-        return cls(tenant, holds(ref), counts_stored(ref), pending_bytes, pending_counted)
+        return cls(tenant, holds(ref), counts_stored(ref), pending_bytes, pending_counted, released)
 
 
 @dataclass(frozen=True)
@@ -206,7 +216,8 @@ class IngestStore(FileReads, DropStore, Protocol):
     ) -> None:
         """In one transaction: the event (stored), the file record, the key's claim, the upload finished,
         counted as a file stored, and (with a tenant) +1 upload on the tenant's reference, created when absent.
-        Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, TenantRefChanged, CommitRefused."""
+        Raises EventRecorded, KeyClaimed, FileAppeared, UploadTaken, TenantRefChanged, QuotaRefused (a share
+        `released` whose bytes do not fit the quota), CommitRefused."""
         ...
 
     def commit_duplicate(
@@ -223,7 +234,7 @@ class IngestStore(FileReads, DropStore, Protocol):
         upload finished (`duplicate`, or `stored` when its tenant did not hold the content), counted as a
         duplicate avoided, and (with a tenant) +1 upload on the tenant's reference, created when absent.
         Raises EventRecorded, KeyClaimed, FileVanished, FileIsThisObject, FileChanged, UploadTaken,
-        TenantRefChanged, CommitRefused."""
+        TenantRefChanged, QuotaRefused, CommitRefused."""
         ...
 
     def commit_resurrect(
@@ -241,7 +252,7 @@ class IngestStore(FileReads, DropStore, Protocol):
         generation (the record's s3_key/etag move here, its key is claimed, live again with one reference); the
         tombstoned generation's object is handed to the reaper (`reap_key`/`reap_etag`). Conditioned on the record
         still tombstoned at the generation read. Raises EventRecorded, KeyClaimed, FileChanged (resurrected or
-        reaped meanwhile: FileVanished), ReapPending, UploadTaken, TenantRefChanged."""
+        reaped meanwhile: FileVanished), ReapPending, UploadTaken, TenantRefChanged, QuotaRefused."""
         ...
 
     def adopt_copy(

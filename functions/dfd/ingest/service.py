@@ -19,9 +19,11 @@ Flow per object (docs/design.md):
      (IngestStore.adopt_copy) and is kept: the last copy of a content is never deleted.
 The repository's typed conflicts (dfd.core.conflicts) drive the retries: event already recorded → replay; key claimed by
 a stored copy → conflict (or canonical); file appeared → duplicate; file vanished → new; file is this very
-object → canonical (never deleted); upload already processed → rejected; a TransactionConflict or a refusal no
-condition explains → backoff (dfd.core.retry: throttling and transient errors are botocore's to retry, and what it
-gives up on fails the record, which its queue delivers again).
+object → canonical (never deleted); upload already processed → rejected; an upload whose quota share was
+released (failed, expired) and whose bytes no longer fit its tenant's quota → rejected (`quota_exceeded`: its bytes
+deleted unless a stored copy, the upload left as it ended); a TransactionConflict or a refusal no condition
+explains → backoff (dfd.core.retry: throttling and transient errors are botocore's to retry, and what it gives up
+on fails the record, which its queue delivers again).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dfd.core.conflicts import (
     FileChanged,
     KeyClaimed,
     PendingReleased,
+    QuotaRefused,
     TenantRefChanged,
     UploadTaken,
 )
@@ -51,7 +54,7 @@ from dfd.core.ids import event_key, filename_from_key, hints_checksum, upload_id
 from dfd.core.objects import ObjectInfo, ObjectStore, OpenedObject
 from dfd.core.records import FileRecord, KeyClaim, UploadRecord, UploadStatus
 from dfd.core.retry import ADOPT_ATTEMPTS, INGEST_ATTEMPTS, Backoff
-from dfd.ingest.dropzone import DropZone, is_drop_key
+from dfd.ingest.dropzone import QUOTA_EXCEEDED, DropZone, is_drop_key
 from dfd.ingest.ports import ObjectVersion, TenantShare
 
 if TYPE_CHECKING:
@@ -280,6 +283,8 @@ class Ingestor:
             ref_known, ref = True, state.tenant_ref
         pending = upload.quota_bytes if upload is not None else 0  # held against the quota: the commit releases it
         counted = upload is None or not upload.pending_uncounted  # and with them, one of its pending uploads
+        # a registered upload holding nothing against the quota: its share was released (failed, expired, rejected)
+        released = tenant is not None and pending == 0
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
             if known is not None and known.s3_key == info.key:
@@ -297,9 +302,9 @@ class Ingestor:
             share = None
             if tenant is not None:  # assumed: new content → no reference yet; a duplicate → the tenant holds it
                 share = (
-                    TenantShare.of(tenant, ref, pending, pending_counted=counted)
+                    TenantShare.of(tenant, ref, pending, pending_counted=counted, released=released)
                     if ref_known
-                    else TenantShare(tenant, duplicate, duplicate, pending, counted)
+                    else TenantShare(tenant, duplicate, duplicate, pending, counted, released)
                 )
             if resurrect:
                 assert known is not None
@@ -331,8 +336,14 @@ class Ingestor:
                 self._rejected(version, result)
                 return
             except PendingReleased:
-                pending = 0  # the reconcile released the quota bytes meanwhile: do not release them twice
+                # the reconcile released the quota bytes meanwhile: do not release them twice; hold the quota instead
+                pending, released = 0, True
                 continue
+            except QuotaRefused:
+                # its quota share released, its bytes no longer fit: refused as an over-quota object is
+                result.detail["reason"] = QUOTA_EXCEEDED
+                self._rejected(version, result)
+                return
             except TenantRefChanged as changed:
                 # the tenant's reference appeared, went to 0, was reaped or taken over: follow it (absent, at 0 —
                 # still counted in its usage — or held)

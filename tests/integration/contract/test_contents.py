@@ -16,6 +16,7 @@ from dfd.core.conflicts import (
     FileVanished,
     KeyClaimed,
     PendingReleased,
+    QuotaRefused,
     TenantRefChanged,
     UploadTaken,
 )
@@ -119,6 +120,33 @@ def test_an_upload_processed_or_released_meanwhile(repo: Repository) -> None:
         UploadTaken, lambda: commit(repo, "stored", dataclasses.replace(cancelled_v, hash="c" * 64), None)
     )
     assert deleted.item is not None and deleted.item.status == UploadStatus.DELETED
+
+
+def test_a_commit_of_an_upload_whose_quota_share_was_released_holds_the_quota(repo: Repository) -> None:
+    late, late_v = registered(repo, 1, size=400)
+    assert repo.end_pending_upload(late.upload_id, UploadStatus.EXPIRED, _now(), tenant="acme", quota_bytes=400)
+    registered(repo, 2, size=700)  # the released room, taken: 700 + 400 > QUOTA
+    before = repo.tenant_usage("acme")
+    share = TenantShare("acme", False, False, 0, released=True)
+    over = refused(QuotaRefused, lambda: commit(repo, "stored", late_v, share))
+    assert over.item == before == TenantUsage(pending_count=1, pending_bytes=700, used_bytes=700)
+    record = repo.get_upload(late.upload_id)
+    assert record is not None and record.status == UploadStatus.EXPIRED and record.event_key is None
+    assert repo.get_file(DIGEST, consistent=True) is None and repo.tenant_usage("acme") == before
+    # a share counted already adds no bytes: no quota to hold
+    commit(repo, "stored", version(9, digest=OTHER), TenantShare("acme", False, False))
+    counted = dataclasses.replace(late_v, hash=OTHER)
+    commit(repo, "duplicate", counted, TenantShare("acme", True, True, 0, released=True))
+    assert repo.tenant_usage("acme") == TenantUsage(
+        pending_count=1, pending_bytes=700, used_bytes=800, stored_bytes=100
+    )
+    # bytes that fit are stored and counted
+    fits, fits_v = registered(repo, 3, size=100)
+    assert repo.end_pending_upload(fits.upload_id, UploadStatus.EXPIRED, _now(), tenant="acme", quota_bytes=100)
+    commit(repo, "stored", dataclasses.replace(fits_v, hash="c" * 64), share)
+    assert repo.tenant_usage("acme") == TenantUsage(
+        pending_count=1, pending_bytes=700, used_bytes=900, stored_bytes=200
+    )
 
 
 def test_record_event_once(repo: Repository) -> None:

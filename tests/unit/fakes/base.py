@@ -9,12 +9,14 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from dfd.core import clock
+from dfd.core import codec as core_codec
 from dfd.core.config import Settings
 from dfd.core.conflicts import (
     CommitRefused,
     EventRecorded,
     KeyClaimed,
     PendingReleased,
+    QuotaRefused,
     TenantRefChanged,
     UploadTaken,
 )
@@ -101,9 +103,21 @@ class FakeTables:
             file,
             upload_refused,
             self._tenant_refused(tenant, version.hash),
+            self._quota_refused(tenant, version.size),
         ):
             if refused is not None:
                 raise refused
+
+    def _quota_refused(self, tenant: TenantShare | None, size: int) -> QuotaRefused | None:
+        """The adapter's condition on the usage item of a share `released`: the bytes the commit adds (a reference
+        created) within the tenant's quota, as a registration's."""
+        quota = self.settings.tenant_quota_bytes
+        if tenant is None or not tenant.released or tenant.counted or not size or not quota:
+            return None
+        item = self.usage.get(tenant.tenant)
+        if core_codec.tenant_usage(item).used_bytes + size > quota:
+            return QuotaRefused(_parsed(core_codec.tenant_usage, item))
+        return None
 
     def _tenant_refused(self, tenant: TenantShare | None, digest: str) -> CommitRefused | None:
         """The tenant reference's condition: absent, at 0 or held (the item exists with a count above 0) exactly as

@@ -28,7 +28,7 @@ from dfd.adapters.dynamo.base import (
     translate,
 )
 from dfd.adapters.dynamo.references import References
-from dfd.core import clock
+from dfd.core import clock, usage
 from dfd.core import codec as core_codec
 from dfd.core.conflicts import (
     CommitRefused,
@@ -39,6 +39,7 @@ from dfd.core.conflicts import (
     FileVanished,
     KeyClaimed,
     PendingReleased,
+    QuotaRefused,
     ReapPending,
     TenantRefChanged,
     UploadTaken,
@@ -310,15 +311,34 @@ class Contents(References):
         """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
         the commit creates the tenant's reference item, its size joins `stored` (stored_bytes = the sizes of the
         tenant's reference items that exist: a content counts once per tenant; a reference at 0 taken over is
-        counted already, the reaper subtracts it when it deletes one). Never conditioned: an object already
-        uploaded is never refused for a quota (the reference's own condition says whether it is created)."""
+        counted already, the reaper subtracts it when it deletes one). Conditioned only for a share `released`
+        (its upload's pending bytes released before: failed, expired) that adds bytes with a quota set: on the gate,
+        as a registration's count (dfd.adapters.dynamo.uploads), the bytes it adds within the quota less what the
+        other shards hold (QuotaRefused). Otherwise an object already uploaded is never refused for a quota (the
+        reference's own condition says whether it is created)."""
         stored = 0 if tenant.counted else version.size
         deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
         if tenant.pending_bytes:
             deltas |= {"pending_count": -1 if tenant.pending_counted else 0, "pending_bytes": -tenant.pending_bytes}
         deltas = {name: delta for name, delta in deltas.items() if delta}
-        if deltas:
+        if not deltas:
+            return
+        quota = self._s.tenant_quota_bytes
+        if not (tenant.released and stored > 0 and quota):
             plan.add("usage", self._add_usage_item(tenant.tenant, deltas))
+            return
+        shard = usage.gate(tenant.tenant)
+        others = usage.total(found for other, found in self._usage_shards(tenant.tenant).items() if other != shard)
+        held = self._add_usage_item(
+            tenant.tenant,
+            deltas,
+            shard=shard,
+            ConditionExpression="attribute_not_exists(#used) OR #used <= :room",
+            ExpressionAttributeNames={"#used": core_codec.USAGE_ATTRS["used_bytes"]},
+            ExpressionAttributeValues={":room": to_attr(quota - others.used_bytes - stored)},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        plan.add("usage", held, QuotaRefused)
 
     def _no_claim_item(self, claim: str) -> Request:
         """Condition: no stored object lives at this key (one with no upload id)."""
