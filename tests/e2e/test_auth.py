@@ -56,7 +56,7 @@ ROUTES = [route for route in template_routes() if not route[1].startswith("/lfs/
 # well-formed path parameters (a repo name, a verify link's 32-hex upload id, a lock id): a malformed one is a 404
 # before the credentials are read (dfd.lfs.request), so only these reach the credentials' check
 LFS_ROUTES = [
-    (method, re.sub(r"(/verify/)0{64}", r"\g<1>" + "0" * 32, path.replace("0" * 64, "game", 1)))
+    (method, re.sub(r"(/verify/|/uploads/)0{64}", r"\g<1>" + "0" * 32, path.replace("0" * 64, "game", 1)))
     for method, path in template_routes()
     if path.startswith("/lfs/")
 ]
@@ -147,7 +147,7 @@ def test_the_own_check_routes_refuse_anonymous_callers_and_take_access_tokens(st
 
 
 def test_lfs_routes_refuse_anonymous_callers_and_take_access_tokens(stack: RunningStack) -> None:
-    assert len(LFS_ROUTES) == 6
+    assert len(LFS_ROUTES) == 10
     assert_lfs_refused(stack, None)
     for method, path in LFS_ROUTES:
         assert call(stack, method, path, stack.auth("admin")).status_code != 401

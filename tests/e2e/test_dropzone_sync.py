@@ -118,7 +118,7 @@ def test_a_second_sync_of_the_same_files_sends_each_again_as_a_duplicate(stack: 
     folder.mkdir()
     for index in range(count):
         (folder / f"{index}.txt").write_bytes(f"synced twice {run} {index}\n".encode())
-    env = credentials_env(stack, prefix, "alice-sync-twice")
+    env = credentials_env(stack, prefix, "alice")
     command = ["aws", "s3", "sync", str(folder), f"s3://{stack.bucket}/{prefix}{run}/"]
     s3 = stack.client("s3")
 
