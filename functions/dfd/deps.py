@@ -17,6 +17,7 @@ from dfd.core.config import settings
 if TYPE_CHECKING:
     from dfd.adapters.dynamo import Repository
     from dfd.deletes.service import DeleteService
+    from dfd.history.service import History
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
@@ -42,6 +43,13 @@ def queries() -> Queries:
     from dfd.queries.service import Queries
 
     return Queries(settings(), repository(), ObjectStore(aws.s3()))
+
+
+@cache
+def history() -> History:
+    from dfd.history.service import History
+
+    return History(repository())
 
 
 @cache
@@ -148,6 +156,7 @@ def reset() -> None:
     for factory in (
         repository,
         queries,
+        history,
         upload_service,
         multipart_service,
         delete_service,

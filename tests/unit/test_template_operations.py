@@ -132,7 +132,7 @@ def test_every_stream_consumer_has_an_iterator_age_alarm(template: dict[str, Any
 @pytest.mark.parametrize("metric", ["Errors", "Throttles"])
 def test_every_function_has_errors_and_throttles_alarms(template: dict[str, Any], metric: str) -> None:
     functions = _of_type(template, *FUNCTION_TYPES)
-    assert len(functions) == 13
+    assert len(functions) == 14
     missing = [f for f in functions if not _alarms_on(template, "AWS/Lambda", metric, "FunctionName", f"Ref({f})")]
     assert not missing, f"functions without a {metric} alarm: {missing}"
 
@@ -285,7 +285,7 @@ def test_every_function_has_its_own_role_naming_its_own_log_group(template: dict
     every queue or stream), for Tracing AWSXrayWriteOnlyAccess: every function has its role written out instead."""
     assert not {"Role", "Policies"} & set(template["Globals"]["Function"])
     functions = _of_type(template, *FUNCTION_TYPES)
-    assert len(functions) == 13
+    assert len(functions) == 14
     for logical_id, resource in functions.items():
         props = resource["Properties"]
         assert _describe(props.get("Role")) == f"{logical_id}Role.Arn", logical_id

@@ -1,0 +1,61 @@
+"""The history's records and the storage slice it uses (dfd.adapters.dynamo.history implements it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Protocol
+
+from dfd.core.records import CounterShard
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# every counter shard field, in the order a snapshot records each shard's values
+SNAPSHOT_FIELDS = tuple(spec.name for spec in fields(CounterShard))
+# the steps of the series: every 5 minutes, the hourly and the daily roll-up
+STEPS = (300, 3600, 86400)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The counter totals at `taken_at` (epoch seconds), and the shard values they are the sum of (`read`: shard
+    id -> its SNAPSHOT_FIELDS values; empty on the roll-ups, which carry the totals only)."""
+
+    taken_at: int
+    totals: Mapping[str, int]
+    read: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPoint:
+    """One point of a series: the last snapshot taken in the interval [at, at + step)."""
+
+    step: int
+    at: int
+    snapshot: Snapshot
+
+
+class SnapshotStore(Protocol):
+    """What the snapshot function reads and writes."""
+
+    def counter_shards(self) -> dict[str, CounterShard]:
+        """Every counter shard that exists, by shard id: ONE consistent BatchGetItem."""
+        ...
+
+    def put_snapshot(self, snapshot: Snapshot) -> None:
+        """The snapshot as the point of each series its time falls in (STEPS): ONE BatchWriteItem."""
+        ...
+
+
+class HistoryReads(Protocol):
+    """What the history's reads and the audit's check read."""
+
+    def history(self, step: int, start: int, end: int) -> list[HistoryPoint]:
+        """The points of the series of `step` with start <= at < end, oldest first."""
+        ...
+
+    def latest_snapshot(self) -> Snapshot | None:
+        """The newest snapshot of the 5-minute series, with the shard values it read (None: none yet)."""
+        ...
+
+    def counter_shards(self) -> dict[str, CounterShard]: ...

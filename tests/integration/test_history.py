@@ -1,0 +1,95 @@
+"""The counters' history end to end on DynamoDB Local: SnapshotFunction's snapshots of real uploads at simulated
+times, GET /admin/stats/history as JSON and CSV, its 400s, and GET /admin/stats unchanged beside it."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dfd.core import clock
+from dfd.handlers import admin_stats, snapshot
+from dfd.history.service import CSV_COLUMNS
+from tests.integration.support import Aws, upload_bytes
+from tests.support import ALICE, LambdaContext, api_event, call
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def snap(at: datetime) -> dict[str, Any]:
+    result: dict[str, Any] = snapshot.handler({"source": "aws.events", "now": clock.iso(at)}, LambdaContext())
+    return result
+
+
+def history(query: dict[str, str], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = admin_stats.handler(
+        api_event("GET", "/admin/stats/history", query=query, headers=headers), LambdaContext()
+    )
+    return response
+
+
+def test_snapshots_of_uploads_read_back_as_series_of_differences(aws: Aws) -> None:
+    assert snap(T0)["totals"]["total_uploads"] == 0
+    upload_bytes(aws, b"first content" * 40, "a.bin")
+    upload_bytes(aws, b"first content" * 40, "b.bin")  # a duplicate after upload
+    snap(T0 + timedelta(minutes=5, seconds=10))
+    upload_bytes(aws, b"other content" * 10, "c.bin")
+    taken = snap(T0 + timedelta(minutes=14))
+    status, stats = call(admin_stats.handler, api_event("GET", "/admin/stats"))
+    assert status == 200 and set(stats) == {*CSV_COLUMNS[2:9]}
+    assert {name: taken["totals"][name] for name in stats if name != "dedup_ratio"} == {
+        name: value for name, value in stats.items() if name != "dedup_ratio"
+    }
+
+    start = str(clock.epoch(T0))
+    query = {"from": start, "to": str(clock.epoch(T0) + 900), "step": "300"}
+    status, body = call(admin_stats.handler, api_event("GET", "/admin/stats/history", query=query))
+    assert status == 200, body
+    assert [point["at"] - clock.epoch(T0) for point in body["points"]] == [0, 300, 600]
+    first, second, third = body["points"]
+    assert first["interval"] is None and first["totals"]["total_uploads"] == 0
+    assert second["interval"]["uploads"] == 2 and second["interval"]["duplicates"] == 1
+    assert second["interval"]["bytes_saved"] == len(b"first content" * 40) and second["interval"]["files_change"] == 1
+    assert third["interval"]["uploads"] == 1 and third["interval"]["duplicates"] == 0
+    assert third["totals"]["total_uploads"] == stats["total_uploads"] == 3
+    assert third["totals"]["dedup_ratio"] == stats["dedup_ratio"]
+
+    hourly = call(admin_stats.handler, api_event("GET", "/admin/stats/history", query={**query, "step": "3600"}))[1]
+    assert [(p["at"], p["taken_at"]) for p in hourly["points"]] == [(clock.epoch(T0), clock.epoch(T0) + 840)]
+
+    response = history(query, {"accept": "text/csv"})
+    assert response["statusCode"] == 200 and response["headers"]["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(response["body"])))
+    assert tuple(rows[0]) == CSV_COLUMNS and len(rows) == 4
+    assert dict(zip(CSV_COLUMNS, rows[2], strict=True))["interval_uploads"] == "2"
+    assert history(query, {"accept": "application/json, text/csv;q=0.5"})["headers"]["Content-Type"] == (
+        "application/json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "says"),
+    [
+        ({"step": "60"}, "invalid_step", "300, 3600, 86400"),
+        ({"from": "0", "to": str(8 * 86400), "step": "300"}, "invalid_range", "at most 604800 seconds (7 days)"),
+        ({"from": "soon"}, "invalid_range", "epoch seconds"),
+        ({"since": "0"}, "unknown_parameter", "since"),
+    ],
+)
+def test_a_bad_query_is_a_400_naming_what_is_wrong(aws: Aws, query: dict[str, str], code: str, says: str) -> None:
+    status, body = call(admin_stats.handler, api_event("GET", "/admin/stats/history", query=query))
+    assert status == 400 and body["error"]["code"] == code and says in body["error"]["message"], body
+
+
+def test_history_is_for_admins_only(aws: Aws) -> None:
+    status, body = call(admin_stats.handler, api_event("GET", "/admin/stats/history", user=ALICE))
+    assert status == 403 and body["error"]["code"] == "forbidden"
+
+
+def test_a_snapshot_at_a_time_without_its_zone_fails_and_writes_nothing(aws: Aws) -> None:
+    with pytest.raises(snapshot.SnapshotInputError):
+        snapshot.handler({"now": "2026-03-01T12:00:00"}, LambdaContext())
+    assert aws.ddb.scan(TableName=aws.settings.history_table)["Items"] == []
