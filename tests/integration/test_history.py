@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+from dfd import deps
 from dfd.core import clock
 from dfd.handlers import admin_stats, snapshot
 from dfd.history.service import CSV_COLUMNS
 from tests.integration.support import Aws, upload_bytes
 from tests.support import ALICE, LambdaContext, api_event, call
+from tests.unit.fakes import run_reconcile
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -93,3 +95,22 @@ def test_a_snapshot_at_a_time_without_its_zone_fails_and_writes_nothing(aws: Aws
     with pytest.raises(snapshot.SnapshotInputError):
         snapshot.handler({"now": "2026-03-01T12:00:00"}, LambdaContext())
     assert aws.ddb.scan(TableName=aws.settings.history_table)["Items"] == []
+
+
+def test_the_sweep_checks_the_latest_snapshot_against_the_counters(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INGEST_QUEUE_URL", aws.queue_url)
+    upload_bytes(aws, b"audited" * 30, "a.bin")
+    snap(clock.now())
+    upload_bytes(aws, b"audited" * 30, "b.bin")  # the counters move on after the snapshot
+    summary = run_reconcile(deps.reconciler(), sweep=True)
+    assert summary["snapshot"] == [] and summary["drift"] == {"files": 0, "bytes": 0}, summary
+    # a snapshot whose totals are not what it read
+    item = aws.ddb.query(
+        TableName=aws.settings.history_table,
+        KeyConditionExpression="series = :s",
+        ExpressionAttributeValues={":s": {"S": "step#300"}},
+    )["Items"][0]
+    item["total_uploads"] = {"N": "7"}
+    aws.ddb.put_item(TableName=aws.settings.history_table, Item=item)
+    summary = run_reconcile(deps.reconciler(), sweep=True)
+    assert summary["snapshot"] == ["total_uploads: the total is not the sum of the shards read"], summary

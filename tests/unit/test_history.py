@@ -22,8 +22,9 @@ from dfd.history.service import (
     snapshot_mismatches,
     take_snapshot,
 )
+from dfd.reconcile.service import Reconciler
 from tests.unit.callers import ADMIN, ALICE, settings
-from tests.unit.fakes import FakeRepository
+from tests.unit.fakes import FakeIngestQueue, FakeObjectStore, FakeRepository
 
 DAY = datetime(2026, 3, 1, tzinfo=UTC)  # midnight: the start of a day, an hour and a 5-minute interval
 START = clock.epoch(DAY)
@@ -184,3 +185,33 @@ def test_the_latest_snapshot_checks_against_the_counters_it_was_taken_from() -> 
     assert snapshot_mismatches(tampered, repo.counter_shards()) == [
         "total_uploads: the total is not the sum of the shards read"
     ]
+
+
+def sweep(repo: FakeRepository, **overrides: object) -> tuple[dict[str, object], list[tuple[str, float]]]:
+    reconciler = Reconciler(repo.settings, repo, FakeObjectStore(), FakeIngestQueue(), workers=1, wall=lambda: DAY)
+    emitted: list[tuple[str, float]] = []
+    state = reconciler.begin({"sweep": True, **overrides})
+    while state["pos"]["phase"] != "done":
+        state = reconciler.page(state["pos"]["phase"], state, lambda name, value, _: emitted.append((name, value)))
+    return reconciler.finish(state), emitted
+
+
+def test_the_audit_checks_the_latest_snapshot() -> None:
+    repo = FakeRepository(settings(history_table="h"))
+    assert sweep(repo)[0]["snapshot"] is None  # no snapshot yet
+    count(repo, 0, total_uploads=2, deleted_uploads=1)
+    take_snapshot(repo, DAY)
+    count(repo, 1, total_uploads=1)  # the counters move on after it
+    summary, emitted = sweep(repo)
+    assert summary["snapshot"] == [] and not [name for name, _ in emitted if name == "SnapshotMismatch"]
+    # a snapshot that is not what its shards said
+    item = repo.snapshot_items[("step#300", START)]
+    item["read"]["shard#000"][2] = 5
+    summary, emitted = sweep(repo)
+    assert summary["snapshot"] == [
+        "total_uploads: the total is not the sum of the shards read",
+        "shard#000.total_uploads: read 5, now 2",
+    ]
+    assert ("SnapshotMismatch", 2) in emitted
+    # without a history table there is nothing to check
+    assert sweep(FakeRepository(settings()))[0]["snapshot"] is None

@@ -48,14 +48,20 @@ class SnapshotStore(Protocol):
 
 
 class HistoryReads(Protocol):
-    """What the history's reads and the audit's check read."""
+    """What GET /admin/stats/history reads."""
 
     def history(self, step: int, start: int, end: int) -> list[HistoryPoint]:
         """The points of the series of `step` with start <= at < end, oldest first."""
         ...
 
+
+class SnapshotReads(Protocol):
+    """What the audit's check of the latest snapshot reads (dfd.reconcile.service)."""
+
     def latest_snapshot(self) -> Snapshot | None:
         """The newest snapshot of the 5-minute series, with the shard values it read (None: none yet)."""
         ...
 
-    def counter_shards(self) -> dict[str, CounterShard]: ...
+    def counter_shards(self) -> dict[str, CounterShard]:
+        """Every counter shard that exists, by shard id: ONE consistent BatchGetItem."""
+        ...
