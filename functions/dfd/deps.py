@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dfd.adapters.dynamo import Repository
     from dfd.deletes.service import DeleteService
     from dfd.history.service import History
+    from dfd.history.tenants import Tenants
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
@@ -50,6 +51,13 @@ def history() -> History:
     from dfd.history.service import History
 
     return History(repository())
+
+
+@cache
+def tenants() -> Tenants:
+    from dfd.history.tenants import Tenants
+
+    return Tenants(settings(), repository())
 
 
 @cache
@@ -157,6 +165,7 @@ def reset() -> None:
         repository,
         queries,
         history,
+        tenants,
         upload_service,
         multipart_service,
         delete_service,

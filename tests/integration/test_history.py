@@ -1,5 +1,6 @@
 """The counters' history end to end on DynamoDB Local: SnapshotFunction's snapshots of real uploads at simulated
-times, GET /admin/stats/history as JSON and CSV, its 400s, and GET /admin/stats unchanged beside it."""
+times, GET /admin/stats/history as JSON and CSV, its 400s, GET /admin/stats unchanged beside it, the audit's check of
+the latest snapshot, and GET /admin/tenants."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from dfd import deps
 from dfd.core import clock
 from dfd.handlers import admin_stats, snapshot
 from dfd.history.service import CSV_COLUMNS
-from tests.integration.support import Aws, upload_bytes
-from tests.support import ALICE, LambdaContext, api_event, call
+from tests.integration.support import Aws, upload_as, upload_bytes
+from tests.support import ALICE, BOB, CAROL, LambdaContext, api_event, call
 from tests.unit.fakes import run_reconcile
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -114,3 +115,39 @@ def test_the_sweep_checks_the_latest_snapshot_against_the_counters(aws: Aws, mon
     aws.ddb.put_item(TableName=aws.settings.history_table, Item=item)
     summary = run_reconcile(deps.reconciler(), sweep=True)
     assert summary["snapshot"] == ["total_uploads: the total is not the sum of the shards read"], summary
+
+
+def test_every_tenant_s_totals_paged_and_as_csv(aws: Aws) -> None:
+    data = b"tenant content" * 20
+    upload_as(aws, ALICE, data, "a.bin")
+    upload_as(aws, CAROL, data, "c.bin")  # acme again: a duplicate within the tenant
+    upload_as(aws, BOB, data, "b.bin")  # globex: the same content, its first upload
+    status, body = call(admin_stats.handler, api_event("GET", "/admin/tenants", query={"sort": "uploads"}))
+    assert status == 200, body
+    rows = {row["tenant"]: row for row in body["items"]}
+    assert [row["tenant"] for row in body["items"]] == ["acme", "globex"] and body["next"] is None
+    assert rows["acme"] | {"used_bytes": 0} == {
+        "tenant": "acme",
+        "files": 1,
+        "bytes": len(data),
+        "uploads": 2,
+        "duplicates": 1,
+        "bytes_saved": len(data),
+        "pending_uploads": 0,
+        "used_bytes": 0,
+        "quota_bytes": None,
+        "quota_used": None,
+    }
+    assert rows["acme"]["used_bytes"] == len(data)
+    assert (rows["globex"]["uploads"], rows["globex"]["duplicates"]) == (1, 0)
+    first = call(admin_stats.handler, api_event("GET", "/admin/tenants", query={"limit": "1"}))[1]
+    assert [row["tenant"] for row in first["items"]] == ["acme"] and first["next"]
+    rest = call(admin_stats.handler, api_event("GET", "/admin/tenants", query={"limit": "1", "cursor": first["next"]}))
+    assert [row["tenant"] for row in rest[1]["items"]] == ["globex"] and rest[1]["next"] is None
+    response = admin_stats.handler(api_event("GET", "/admin/tenants", headers={"accept": "text/csv"}), LambdaContext())
+    assert response["statusCode"] == 200 and response["headers"]["Content-Type"].startswith("text/csv")
+    assert response["body"].splitlines()[1].startswith(f"acme,1,{len(data)},2,1,{len(data)},0,")
+    status, refused = call(admin_stats.handler, api_event("GET", "/admin/tenants", query={"page": "2"}))
+    assert status == 400 and refused["error"]["code"] == "unknown_parameter"
+    status, refused = call(admin_stats.handler, api_event("GET", "/admin/tenants", user=ALICE))
+    assert status == 403 and refused["error"]["code"] == "forbidden"

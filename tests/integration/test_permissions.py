@@ -245,6 +245,7 @@ def exercise_every_path(aws: Aws) -> None:
     assert call(admin_stats.handler, api_event("GET", "/admin/stats"))[0] == 200
     assert snapshot.handler({"source": "aws.events", "detail-type": "Scheduled Event"}, LambdaContext())["totals"]
     assert call(admin_stats.handler, api_event("GET", "/admin/stats/history"))[0] == 200
+    assert call(admin_stats.handler, api_event("GET", "/admin/tenants"))[0] == 200
     exercise_multipart()
     status, page = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": "1"}))
     assert status == 200 and page["last_evaluated_key"]

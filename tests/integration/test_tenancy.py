@@ -21,6 +21,7 @@ ROUTES = (
     (download.handler, "GET", "/download/" + "a" * 64),
     (admin_stats.handler, "GET", "/admin/stats"),
     (admin_stats.handler, "GET", "/admin/stats/history"),
+    (admin_stats.handler, "GET", "/admin/tenants"),
     (admin_hashes.handler, "GET", "/admin/hashes"),
 )
 

@@ -79,6 +79,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         *runtime("AdminStatsFunction"),
         ("dynamodb:BatchGetItem", "CountersTable.Arn"),
         ("dynamodb:Query", "StatsHistoryTable.Arn"),  # GET /admin/stats/history
+        ("dynamodb:Scan", "TenantFilesTable.Arn"),  # GET /admin/tenants
     },
     # the counters' history: one read of the shards, one write of the snapshot (dfd.history.service)
     "SnapshotFunction": {

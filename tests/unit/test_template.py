@@ -36,6 +36,7 @@ ROUTES = {
     ("GET", "/me"): "MeFunction",
     ("GET", "/admin/stats"): "AdminStatsFunction",
     ("GET", "/admin/stats/history"): "AdminStatsFunction",
+    ("GET", "/admin/tenants"): "AdminStatsFunction",
     ("GET", "/admin/hashes"): "AdminHashesFunction",
     ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",

@@ -1,5 +1,6 @@
 """GET /admin/stats: the global counters, summed over the shards in ONE BatchGetItem. GET /admin/stats/history:
-the counters' snapshots over a range (dfd.history.service), JSON or, with `Accept: text/csv`, CSV."""
+the counters' snapshots over a range (dfd.history.service). GET /admin/tenants: every tenant's totals, sorted and
+paged (dfd.history.tenants). The last two answer JSON or, with `Accept: text/csv`, CSV."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dfd.core.config import settings
 from dfd.core.http import csv_response, json_response, lambda_entry, make_app, query_values, wants_csv
 from dfd.handlers import init_done
 from dfd.history.service import history_csv
+from dfd.history.tenants import tenants_csv
 from dfd.identity.caller import current_caller
 
 settings()
@@ -31,6 +33,13 @@ def get_history() -> Any:
     return csv_response(history_csv(body)) if wants_csv(app) else json_response(200, body)
 
 
+@app.get("/admin/tenants")
+def get_tenants() -> Any:
+    raw_sort, raw_order, raw_limit, raw_cursor = query_values(app, "sort", "order", "limit", "cursor")
+    body = deps.tenants().page(current_caller(app), raw_sort, raw_order, raw_limit, raw_cursor)
+    return csv_response(tenants_csv(body)) if wants_csv(app) else json_response(200, body)
+
+
 handler = lambda_entry(app)
 
-init_done(deps.queries, deps.history, aws.dynamodb().build)
+init_done(deps.queries, deps.history, deps.tenants, aws.dynamodb().build)

@@ -11,10 +11,12 @@ checks. Every item expires (`ttl`) RETENTION_DAYS after its snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dfd.history.ports import SNAPSHOT_FIELDS, STEPS, HistoryPoint, Snapshot
+from dfd.core import codec as core_codec
+from dfd.history.ports import SNAPSHOT_FIELDS, STEPS, HistoryPoint, Snapshot, TenantTotals
+from dfd.ingest import codec as ingest_codec
 
 if TYPE_CHECKING:
     from dfd.core.codec import Item
@@ -59,3 +61,49 @@ def history_point(item: Mapping[str, Any]) -> HistoryPoint:
         read={str(shard): tuple(int(value) for value in values) for shard, values in read.items()},
     )
     return HistoryPoint(step=step, at=int(item["at"]), snapshot=snapshot)
+
+
+# what GET /admin/tenants reads of each item of the tenant view (references and usage shards)
+TENANT_VIEW_ATTRS = ("tenant", "hash", "upload_count", "size", *core_codec.USAGE_ATTRS.values())
+
+
+_SUMS = ("files", "bytes", "uploads", "duplicates", "saved", "c", "u")
+
+
+def tenant_totals(items: Iterable[Mapping[str, Any]]) -> list[TenantTotals]:
+    """Every tenant's totals from the items of the tenant view (references and usage shards), by tenant name."""
+    sums: dict[str, dict[str, int]] = {}
+    for item in items:
+        tenant = str(item.get("tenant", ""))
+        totals = sums.setdefault(
+            tenant, dict.fromkeys(("files", "bytes", "uploads", "duplicates", "saved", "c", "u"), 0)
+        )
+        if core_codec.is_usage(item):
+            if core_codec.usage_shard(item) is not None:
+                usage = core_codec.tenant_usage(item)
+                totals["c"] += usage.pending_count
+                totals["u"] += usage.used_bytes
+            continue
+        ref = ingest_codec.tenant_ref(item)
+        if not ref.holds:
+            continue
+        size = ref.size or 0
+        totals["files"] += 1
+        totals["bytes"] += size
+        totals["uploads"] += ref.upload_count
+        totals["duplicates"] += ref.upload_count - 1
+        totals["saved"] += (ref.upload_count - 1) * size
+    return [
+        TenantTotals(
+            tenant=tenant,
+            files=t["files"],
+            bytes=t["bytes"],
+            uploads=t["uploads"],
+            duplicates=t["duplicates"],
+            bytes_saved=t["saved"],
+            pending_uploads=t["c"],
+            used_bytes=t["u"],
+        )
+        for tenant, t in sorted(sums.items())
+        if tenant
+    ]

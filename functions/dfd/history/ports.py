@@ -35,6 +35,30 @@ class HistoryPoint:
     snapshot: Snapshot
 
 
+@dataclass(frozen=True, slots=True)
+class TenantTotals:
+    """What one tenant holds, summed over its references and its usage shards: contents held (`files`, a
+    reference at a count above 0), their bytes, its uploads of them, the uploads beyond the first of each content
+    (`duplicates`) and their bytes (`bytes_saved`), and its quota usage (dfd.core.usage)."""
+
+    tenant: str
+    files: int = 0
+    bytes: int = 0
+    uploads: int = 0
+    duplicates: int = 0
+    bytes_saved: int = 0
+    pending_uploads: int = 0
+    used_bytes: int = 0
+
+
+class TenantTotalsReads(Protocol):
+    """What GET /admin/tenants reads."""
+
+    def tenant_totals(self) -> list[TenantTotals]:
+        """Every tenant with a reference or a usage shard, from one paged Scan of the tenant view."""
+        ...
+
+
 class SnapshotStore(Protocol):
     """What the snapshot function reads and writes."""
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 
+from dfd.core import codec as core_codec
 from dfd.core.config import counter_id
 from dfd.core.records import CounterShard
+from dfd.core.usage import gate
 from dfd.history import codec as history_codec
-from dfd.history.ports import STEPS, HistoryPoint, Snapshot
+from dfd.history.ports import STEPS, HistoryPoint, Snapshot, TenantTotals
 from tests.unit.fakes.base import FakeTables
 
 
@@ -30,3 +32,8 @@ class FakeSnapshots(FakeTables):
         name = history_codec.series(STEPS[0])
         found = {at: item for (series, at), item in self.snapshot_items.items() if series == name}
         return history_codec.history_point(found[max(found)]).snapshot if found else None
+
+    def tenant_totals(self) -> list[TenantTotals]:
+        refs = [{**item, "tenant": tenant, "hash": digest} for (tenant, digest), item in self.tenant_refs.items()]
+        usage = [{**item, **core_codec.usage_key(gate(tenant))} for tenant, item in self.usage.items()]
+        return history_codec.tenant_totals(refs + usage)

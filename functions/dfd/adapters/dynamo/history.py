@@ -13,7 +13,7 @@ from dfd.core.config import ConfigError
 from dfd.core.errors import ServiceUnavailable
 from dfd.core.retry import PARTIAL_ATTEMPTS
 from dfd.history import codec as history_codec
-from dfd.history.ports import SNAPSHOT_FIELDS, STEPS, HistoryPoint, Snapshot
+from dfd.history.ports import SNAPSHOT_FIELDS, STEPS, HistoryPoint, Snapshot, TenantTotals
 
 if TYPE_CHECKING:
     from dfd.core.records import CounterShard
@@ -87,3 +87,22 @@ class Snapshots(Store):
             ConsistentRead=True,
         )
         return history_codec.history_point(items[0]).snapshot if items else None
+
+    def tenant_totals(self) -> list[TenantTotals]:
+        names = {f"#a{index}": name for index, name in enumerate(history_codec.TENANT_VIEW_ATTRS)}
+        request: dict[str, Any] = {
+            "TableName": self._s.tenant_files_table,
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+        }
+        items: list[Item] = []
+        while True:
+            try:
+                response = self._db.scan(**request)
+            except (ClientError, BotoCoreError) as error:
+                raise translate(error, "Scan") from error
+            items += [from_item(item) for item in response.get("Items", [])]
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return history_codec.tenant_totals(items)
+            request["ExclusiveStartKey"] = last
