@@ -62,8 +62,10 @@ class TenantTotalsReads(Protocol):
 class SnapshotStore(Protocol):
     """What the snapshot function reads and writes."""
 
-    def counter_shards(self) -> dict[str, CounterShard]:
-        """Every counter shard that exists, by shard id: ONE consistent BatchGetItem."""
+    def counter_shards(self, *, consistent: bool = False) -> dict[str, CounterShard]:
+        """Every counter shard that exists, by shard id: ONE BatchGetItem, eventually consistent unless
+        `consistent` (half the read units: a snapshot records what it read, a write of the last second may be in
+        the next one)."""
         ...
 
     def put_snapshot(self, snapshot: Snapshot) -> None:
@@ -86,6 +88,7 @@ class SnapshotReads(Protocol):
         """The newest snapshot of the 5-minute series, with the shard values it read (None: none yet)."""
         ...
 
-    def counter_shards(self) -> dict[str, CounterShard]:
-        """Every counter shard that exists, by shard id: ONE consistent BatchGetItem."""
+    def counter_shards(self, *, consistent: bool = False) -> dict[str, CounterShard]:
+        """Every counter shard that exists, by shard id: ONE BatchGetItem (the check reads it consistently: a
+        stale shard would look as if it had fallen below the snapshot)."""
         ...

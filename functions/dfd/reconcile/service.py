@@ -396,7 +396,7 @@ class Reconciler:
         snapshot = self._repo.latest_snapshot()
         if snapshot is None:
             return None
-        wrong = snapshot_mismatches(snapshot, self._repo.counter_shards())
+        wrong = snapshot_mismatches(snapshot, self._repo.counter_shards(consistent=True))
         if wrong:
             emit("SnapshotMismatch", len(wrong), "Count")
         return wrong[:20]

@@ -15,7 +15,7 @@ from tests.unit.fakes.base import FakeTables
 
 
 class FakeSnapshots(FakeTables):
-    def counter_shards(self) -> dict[str, CounterShard]:
+    def counter_shards(self, *, consistent: bool = False) -> dict[str, CounterShard]:
         return {counter_id(shard): CounterShard(**values) for shard, values in self.counters.items()}
 
     def put_snapshot(self, snapshot: Snapshot) -> None:

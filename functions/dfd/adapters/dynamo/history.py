@@ -28,9 +28,9 @@ class Snapshots(Store):
             raise ConfigError("environment variable STATS_HISTORY_TABLE is required")
         return self._s.history_table
 
-    def counter_shards(self) -> dict[str, CounterShard]:
+    def counter_shards(self, *, consistent: bool = False) -> dict[str, CounterShard]:
         keys = [to_item({"counter_id": shard}) for shard in self._s.shard_ids]
-        found = self._batch_get({self._s.counters_table: {"Keys": keys, "ConsistentRead": True}})
+        found = self._batch_get({self._s.counters_table: {"Keys": keys, "ConsistentRead": consistent}})
         return {str(item["counter_id"]): core_codec.counter_shard(item) for item in found[self._s.counters_table]}
 
     def put_snapshot(self, snapshot: Snapshot) -> None:
