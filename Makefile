@@ -8,7 +8,7 @@ DDB_LOCAL_STAMP := tools/dynamodb-local/node_modules/.installed
 TEST_WORKERS ?= 2
 
 .PHONY: help venv lock test test-fast test-js web-vendor lint checkov sam sam-cli run bench deploy screenshots aws-cli \
-	clean docs docs-serve
+	clean docs docs-serve sim soak
 
 ## This list: every target and what it does.
 help:
@@ -90,6 +90,17 @@ bench: $(STAMP) $(DDB_LOCAL_STAMP)
 ## Unit and integration tests only (no local stack, no browser).
 test-fast: $(STAMP)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile tests/unit tests/integration $(PYTEST_ARGS)
+
+## The deterministic simulation of the exactly-once core (tests/sim, docs/design/simulation.md): the episode of SEED
+## exactly as it ran (make sim SEED=42; a failure prints its seed and shrunk trace), or without SEED episodes from a
+## random seed for SIM_SECONDS (default 60).
+sim: $(STAMP)
+	$(BIN)/python -m tests.sim.runner $(if $(SEED),--seed $(SEED),--duration $(or $(SIM_SECONDS),60))
+
+## The simulation for as long as asked: make soak DURATION=3600 (seconds, default 600), episodes from SEED on (default
+## a random one) until the time is up or one fails (its seed and shrunk trace printed).
+soak: $(STAMP)
+	$(BIN)/python -m tests.sim.runner --duration $(or $(DURATION),600) $(if $(SEED),--seed $(SEED))
 
 ## ruff, ruff format --check, mypy (strict) and checkov.
 lint: $(STAMP)

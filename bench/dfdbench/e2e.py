@@ -112,7 +112,9 @@ def seed_files(dynamodb_url: str, count: int, threads: int = 4) -> float:
             version, UploadStatus.STORED, stamp, name, "application/octet-stream"
         )
         return {
-            TABLES["FilesTable"]: ingest_codec.new_file_item(version, name, "application/octet-stream", stamp),
+            TABLES["FilesTable"]: ingest_codec.new_file_item(
+                version, name, "application/octet-stream", stamp, incarnation="seeded"
+            ),
             TABLES["UploadsTable"]: upload | {"tenant": "seed"},
         }
 

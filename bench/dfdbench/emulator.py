@@ -12,8 +12,9 @@ Four adjustments, all to moto's cost and none to what the service does:
   every table a transaction touches, its stream with it: after row 6's 20,000 writes each ingest commit took
   ~1.8 s. On AWS a stream adds nothing to a write's cost.
 - A transaction keeps, for its rollback, a copy of the items it names, not of every table it touches (moto's
-  whole-table deepcopy made the ingest's 5-item commit ~29 ms on near-empty tables, against ~5 ms for its
-  BatchGetItem: docs/performance.md, target 7). A cancelled transaction leaves every item as it was, as before.
+  whole-table deepcopy makes the ingest's 5-item commit ~29 ms on near-empty tables, against ~5 ms for its
+  BatchGetItem, and grows with the tables). A cancelled transaction leaves every item as it was
+  (tests/unit/test_bench_emulator.py).
 
 ``python -m dfdbench.emulator [--port N]`` prints ``ready <port>`` once it serves; :class:`Emulator`
 starts and stops it from the benchmark process.

@@ -13,10 +13,15 @@ from dfdbench.harness import Row
 MARK = {True: "✅", False: "❌", None: "—"}
 
 
-def _number(value: float | None, unit: str = "") -> str:
+def number(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    if unit == "calls" or (float(value).is_integer() and abs(value) >= 1) or abs(value) >= 100:
+    if (
+        isinstance(value, int)
+        or unit == "calls"
+        or (float(value).is_integer() and abs(value) >= 1)
+        or abs(value) >= 100
+    ):
         text = f"{value:,.0f}"
     elif abs(value) >= 10:
         text = f"{value:.1f}"
@@ -31,12 +36,34 @@ def table(rows: list[Row]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        baseline = _number(row.baseline, row.unit) + (f" ({row.baseline_name})" if row.baseline_name else "")
+        baseline = number(row.baseline, row.unit) + (f" ({row.baseline_name})" if row.baseline_name else "")
         ratio = f"{row.ratio:.2f}x" if row.ratio is not None and math.isfinite(row.ratio) else "—"
-        cells = [row.target, row.name, _number(row.value, row.unit), baseline if row.baseline is not None else "—"]
+        cells = [row.target, row.name, number(row.value, row.unit), baseline if row.baseline is not None else "—"]
         cells += [ratio, row.goal, MARK[row.met], row.note]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
+
+
+def order(target: str) -> int:
+    """Where a target's rows stand in the table: by number, row 17's entries (target "cost") as 17."""
+    return int(target) if target.isdigit() else 17
+
+
+def merge(
+    document: dict[str, Any], rows: list[dict[str, Any]], points: list[dict[str, Any]], run: dict[str, Any]
+) -> dict[str, Any]:
+    """A published run with the rows of the targets `rows` hold replaced by them (every other row kept, in table
+    order), its plot points of the series `points` hold replaced too, and `run` (which rows, where, how long)
+    recorded in its ``updates``."""
+    targets = {row["target"] for row in rows}
+    kept = [row for row in document["rows"] if row["target"] not in targets]
+    series = {point["series"] for point in points}
+    plotted = [point for point in document.get("throughput_points", []) if point["series"] not in series]
+    return document | {
+        "rows": sorted(kept + rows, key=lambda row: order(str(row["target"]))),
+        "throughput_points": plotted + points,
+        "updates": [*document.get("updates", []), run],
+    }
 
 
 def machine() -> dict[str, Any]:

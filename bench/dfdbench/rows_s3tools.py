@@ -1,4 +1,4 @@
-"""Target 18: S3 tools as dfd clients (issue 35). On the local stack (``python -m dfdlocal``, as rows 10 and 14),
+"""Target 18: S3 tools as dfd clients. On the local stack (``python -m dfdlocal``, as rows 10 and 14),
 the real AWS CLI with the README's profile (``credential_process`` = scripts/s3-credentials, ``endpoint_url`` =
 the stack's S3, in a temporary AWS config file) against scripts/upload, each timed from its process's start until
 ``GET /uploads`` lists every file it sent as stored (or duplicate):

@@ -239,7 +239,7 @@ def scaling(quick: bool) -> list[Row]:
         ),
         Row(
             "9",
-            "for comparison, the previous defaults: 16 shards, 50 instances, records one after another (model)",
+            "for comparison: 16 shards, 50 instances, records one after another (model)",
             previous_value,
             "ingests/s",
             goal="info",

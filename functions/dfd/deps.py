@@ -15,6 +15,7 @@ from dfd.adapters import aws
 from dfd.core.config import settings
 
 if TYPE_CHECKING:
+    from dfd.adapters.cognito import CognitoDirectory
     from dfd.adapters.dynamo import Repository
     from dfd.deletes.service import DeleteService
     from dfd.history.service import History
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
+    from dfd.identity.s3sessions import S3Writers
     from dfd.ingest.service import Ingestor
     from dfd.lfs.batch import LfsService
     from dfd.lfs.locks import LockService
@@ -89,7 +91,26 @@ def ingestor() -> Ingestor:
     from dfd.ingest.service import Ingestor
 
     tuning = ReadTuning.from_settings(settings())
-    return Ingestor(settings(), repository(), ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning))
+    objects = ObjectStore(aws.s3_ingest(), aws.s3(), tuning=tuning)
+    # built at the first drop-zone object: the functions that ingest only upload keys need none of its settings
+    return Ingestor(settings(), repository(), objects, writers=lambda tenant, owner: s3_writers().admits(tenant, owner))
+
+
+@cache
+def s3_writers() -> S3Writers:
+    """The drop zone's check of an object's writer: the tokens table's records and the user pool."""
+    from dfd.adapters.cognito import CognitoDirectory
+    from dfd.adapters.dynamo.pats import DynamoTokenStore
+    from dfd.adapters.dynamo.s3sessions import DynamoS3SessionStore
+    from dfd.core.config import required_env
+    from dfd.identity.s3sessions import S3Writers
+
+    table = required_env("LFS_TOKENS_TABLE")
+    return S3Writers(
+        DynamoS3SessionStore(aws.dynamodb(), table),
+        DynamoTokenStore(aws.dynamodb(), table),
+        CognitoDirectory(aws.cognito(), required_env("USER_POOL_ID")),
+    )
 
 
 @cache
@@ -101,12 +122,17 @@ def lfs_settings() -> LfsSettings:
 
 @cache
 def pat_service() -> PatService:
-    from dfd.adapters.cognito import CognitoDirectory
     from dfd.adapters.dynamo.pats import DynamoTokenStore
     from dfd.identity.pats import PatService
 
-    directory = CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
-    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), directory)
+    return PatService(DynamoTokenStore(aws.dynamodb(), lfs_settings().tokens_table), user_directory())
+
+
+@cache
+def user_directory() -> CognitoDirectory:
+    from dfd.adapters.cognito import CognitoDirectory
+
+    return CognitoDirectory(aws.cognito(), lfs_settings().user_pool_id)
 
 
 @cache
@@ -118,9 +144,11 @@ def credentials() -> CredentialChecker:
 
 @cache
 def s3_credentials() -> S3CredentialsService:
+    from dfd.adapters.dynamo.s3sessions import DynamoS3SessionStore
     from dfd.adapters.sts import StsRoles
     from dfd.core.config import required_env
     from dfd.identity.s3credentials import S3CredentialsService, S3CredentialsSettings
+    from dfd.identity.s3sessions import S3SessionLedger
 
     config = S3CredentialsSettings(
         role_arn=required_env("S3_CREDENTIALS_ROLE_ARN"),
@@ -129,7 +157,8 @@ def s3_credentials() -> S3CredentialsService:
         endpoint_url=aws.s3_endpoint_url(),
         kms_key_arn=os.environ.get("KMS_KEY_ARN", "").strip(),
     )
-    return S3CredentialsService(StsRoles(aws.sts()), config)
+    ledger = S3SessionLedger(DynamoS3SessionStore(aws.dynamodb(), lfs_settings().tokens_table))
+    return S3CredentialsService(StsRoles(aws.sts()), config, user_directory(), ledger)
 
 
 @cache
@@ -143,9 +172,17 @@ def lock_service() -> LockService:
 @cache
 def lfs_service() -> LfsService:
     from dfd.adapters.s3 import ObjectStore
-    from dfd.lfs.batch import LfsService
+    from dfd.lfs.batch import LfsService, basic_max_bytes
 
-    return LfsService(settings(), repository(), ObjectStore(aws.s3()), upload_service(), ingestor().ingest)
+    return LfsService(
+        settings(),
+        repository(),
+        ObjectStore(aws.s3()),
+        upload_service(),
+        ingestor().ingest,
+        basic_max_bytes=basic_max_bytes(),
+        multipart=multipart_service(),
+    )
 
 
 @cache
@@ -174,6 +211,8 @@ def reset() -> None:
         pat_service,
         credentials,
         s3_credentials,
+        s3_writers,
+        user_directory,
         lock_service,
         lfs_service,
         reconciler,

@@ -24,7 +24,8 @@ What API Gateway does and this mirrors:
 Not an API route and a GET/HEAD: a static file from ``web/`` (``/`` -> index.html, ``/admin`` -> admin.html,
 ``/docs`` -> docs.html, the API reference), plus the generated ``/config.js`` telling the pages to call this same
 origin (and, with a user pool, where to sign in: :func:`config_js`) and the API's OpenAPI document
-(docs/openapi.yaml) at ``/openapi.yaml``.
+(docs/openapi.yaml) at ``/openapi.yaml``. A path no file can have (a NUL or another control character, a name
+the file system refuses) is a 404 like any page that is not there.
 """
 
 from __future__ import annotations
@@ -414,6 +415,8 @@ class StaticFiles:
         self.headers = dict(headers or {})
 
     def find(self, path: str) -> Path | None:
+        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in path):
+            return None  # no page is named so (a NUL fails every file-system call)
         relative = path.lstrip("/")
         parts = [part for part in relative.split("/") if part]
         if any(part.startswith(".") or part in NOT_SERVED for part in parts):
@@ -432,11 +435,14 @@ class StaticFiles:
             joined = safe_join(str(root), candidate)
             if joined is None:
                 return None
-            file = Path(joined).resolve()
-            if file.is_file() and file.is_relative_to(root):
-                return file
-            if file.is_dir() and (file / "index.html").is_file():
-                return file / "index.html"
+            try:
+                file = Path(joined).resolve()
+                if file.is_file() and file.is_relative_to(root):
+                    return file
+                if file.is_dir() and (file / "index.html").is_file():
+                    return file / "index.html"
+            except (OSError, ValueError):  # a name the file system refuses (too long...): no such page
+                return None
         return None
 
     def response(self, path: str) -> Response | None:

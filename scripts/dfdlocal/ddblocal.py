@@ -151,13 +151,13 @@ class DynamoDBLocal:
         """Start the process (returns at once; :meth:`wait_ready` waits for its first answer)."""
         jar, java = find_jar(), find_java()
         if self.db_path is not None:
-            self.db_path.mkdir(parents=True, exist_ok=True)
+            self.db_path.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._release()
         self._reservation = reserve_port(self.host)
         self.port = int(self._reservation.getsockname()[1])
         output: IO[bytes] | int = subprocess.DEVNULL
         if self.log_file is not None:
-            output = self.log_file.open("ab")
+            output = open(os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")  # noqa: SIM115 - closed below
         self._started = time.monotonic()
         try:
             self.process = subprocess.Popen(
@@ -168,6 +168,7 @@ class DynamoDBLocal:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,  # only prctl, before exec
                 start_new_session=True,  # Ctrl-C reaches the stack, which stops DynamoDB Local after its users
+                umask=0o077,  # its database: its user's alone
             )
         finally:
             if not isinstance(output, int):

@@ -29,7 +29,7 @@ from dfdlocal.cognito import COGNITO_TARGET_PREFIX, CognitoCors
 from dfdlocal.ddblocal import ForwardDynamoDB
 from dfdlocal.names import ACCOUNT_ID, CREDENTIALS, REGION
 from dfdlocal.persist import PersistCognito, PersistS3
-from dfdlocal.s3auth import PresignedS3Guard
+from dfdlocal.s3auth import PresignedS3Guard, S3RequestChecks, opaque_object_bodies
 from dfdlocal.s3session import IssuedCredentialsGuard, is_temporary_s3_request, moto_role_policies, moto_sessions
 from dfdlocal.stspersist import PersistSts
 from dfdlocal.template import BucketDef, LocalModel, QueueDef, RoleDef, TableDef
@@ -236,9 +236,12 @@ def make_emulator_server(
 
     s3store.install()
     _cache_module_listing()
-    dispatcher = DomainDispatcherApplication(create_backend_app)
+    # a body S3 reads as bytes moto reads as bytes, whatever its Content-Type (S3RequestChecks holds a form's)
+    dispatcher = DomainDispatcherApplication(opaque_object_bodies(create_backend_app))
     store: WSGIApplication = dispatcher if data_dir is None else PersistS3(dispatcher, data_dir)
-    verified = VerifyPresigned(store)
+    # every S3 request, whoever signed it, addresses what S3 would (a parseable target, a key of S3's length, an
+    # UploadId of the key addressed), after the guards' signature and policy checks
+    verified = VerifyPresigned(S3RequestChecks(store, multipart_exists))
     forwarded: WSGIApplication = (
         SerializeDynamoDB(verified) if dynamodb is None else ForwardDynamoDB(verified, *dynamodb)
     )

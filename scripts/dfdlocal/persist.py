@@ -7,33 +7,41 @@ DynamoDB Local keeps the tables itself (``-dbPath``); this module keeps the rest
   each file written whole or not at all: a temporary file renamed), so an acknowledged write survives the
   process being killed (SIGKILL leaves the kernel's page cache to the disk; a power cut may not). Objects are
   moto's own ``FakeKey`` pickled (moto makes them picklable), parts one file each (an upload of N parts is written
-  once, not N times).
+  once, not N times). An object's file holds the S3 notifications its write sent (a PutObject, a CopyObject, a
+  CompleteMultipartUpload): they reach their queue only once that file is written, and a start puts back those
+  its queue's last snapshot did not hold (:func:`redeliver`). A write's key is not read meanwhile: a GetObject
+  or HeadObject of it, a CopyObject from it and a listing of its bucket wait until the write is on disk, so
+  nothing is seen before it would survive a kill.
 - **Cognito** (:func:`save_cognito` after each change through the API, :func:`restore_cognito` at start): the
   user pools with their clients, groups and users, whose ``sub`` (the owner of every upload) never changes.
 - **the signing key** (:func:`signing_key`): tokens issued before a restart verify after it, until they expire.
 - **SQS** (:class:`QueueSnapshots`): the queues' messages, written every second (a long queue paced) and at a
   clean stop, put back visible at start. A kill loses at most a queue's last second of messages (a long queue's:
-  its last few seconds): the S3 notifications among them are what the reconcile re-drives (a pending upload
-  whose object exists), which the stack runs once at every start.
+  its last few seconds), S3 notifications apart: those are kept with their objects (above).
 
 The moto internals used are those of the locked release (dfdlocal.motoversion).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import logging
 import os
 import pickle
 import re
+import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from dfdlocal import motoversion
+from dfdlocal import motoversion, s3store
 from dfdlocal.names import ACCOUNT_ID, REGION
 
 motoversion.require_supported()
@@ -50,9 +58,92 @@ SQS = "sqs.pickle"
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 
 
-def write_whole(path: Path, data: bytes | Callable[[Any], None], *, mode: int = 0o644) -> None:
-    """Write ``path`` whole or not at all (a temporary file renamed over it); ``data`` bytes or a writer."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+class UnsafeStateError(RuntimeError):
+    """A file or directory of the data directory that others could have written: not loaded (the message names it
+    and says what to do)."""
+
+
+def _unsafe(path: Path, status: os.stat_result) -> str | None:
+    """Why ``path`` (its lstat) may not be loaded back: not a plain file or directory of this user, or writable
+    by its group or others; None when it may."""
+    if stat.S_ISLNK(status.st_mode):
+        return "is a symbolic link"
+    if status.st_uid != os.geteuid():
+        return f"is owned by uid {status.st_uid}, not by this user (uid {os.geteuid()})"
+    if status.st_mode & 0o022:
+        return f"is writable by its group or others (mode {stat.S_IMODE(status.st_mode):04o})"
+    return None
+
+
+def _refuse(path: Path, reason: str) -> UnsafeStateError:
+    return UnsafeStateError(
+        f"{path} {reason}: the local stack loads back only its user's own state, writable by that user alone "
+        f"(check who changed it; `chown`/`chmod go-w` it if it is yours, or start empty with make run RESET=1)"
+    )
+
+
+def read_state(path: Path) -> bytes:
+    """The bytes of a state file, when this user owns it and nobody else may write it (else UnsafeStateError)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refuse(path, "is a symbolic link") from None
+        raise
+    with open(descriptor, "rb") as handle:
+        reason = _unsafe(path, os.fstat(handle.fileno()))
+        if reason is not None:
+            raise _refuse(path, reason)
+        return handle.read()
+
+
+def private_dir(path: Path) -> None:
+    """``path`` and its missing parents created readable by this user alone (0700)."""
+    if path.is_dir():
+        return
+    if path.parent != path:
+        private_dir(path.parent)
+    with suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+
+
+def secure_data_dir(data_dir: Path, entries: Iterable[str], prefixes: tuple[str, ...] = ()) -> None:
+    """Make ``data_dir`` (created if need be) and what the stack keeps in it (``entries``, names starting with
+    ``prefixes``) private to this user: directories 0700, files 0600. Refused (UnsafeStateError) when any of them
+    is another user's, a symbolic link, or writable by group or others (someone else could have changed it)."""
+    private_dir(data_dir)
+    names = set(entries)
+    reason = _unsafe(data_dir, data_dir.lstat())
+    if reason is not None:
+        raise _refuse(data_dir, reason)
+    _tighten(data_dir, 0o700, data_dir.lstat())
+    for entry in sorted(data_dir.iterdir()):
+        if entry.name in names or entry.name.startswith(prefixes):
+            _secure_tree(entry)
+
+
+def _secure_tree(top: Path) -> None:
+    status = top.lstat()
+    reason = _unsafe(top, status)
+    if reason is not None:
+        raise _refuse(top, reason)
+    if not stat.S_ISDIR(status.st_mode):
+        _tighten(top, 0o600, status)
+        return
+    _tighten(top, 0o700, status)
+    for entry in sorted(top.iterdir()):
+        _secure_tree(entry)
+
+
+def _tighten(path: Path, mode: int, status: os.stat_result) -> None:
+    if stat.S_IMODE(status.st_mode) != mode:
+        os.chmod(path, mode, follow_symlinks=False)
+
+
+def write_whole(path: Path, data: bytes | Callable[[Any], None], *, mode: int = 0o600) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it); ``data`` bytes or a writer. The
+    file is its user's alone (``mode``), as are the directories made for it."""
+    private_dir(path.parent)
     temporary = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
     with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as handle:
         if isinstance(data, bytes):
@@ -71,16 +162,12 @@ def signing_key(data_dir: Path | None) -> dict[str, Any] | None:
     """The private JWK kept in ``data_dir`` (None: none kept yet, or no data directory)."""
     if data_dir is None or not (data_dir / SIGNING_KEY).exists():
         return None
-    import json
-
-    loaded: dict[str, Any] = json.loads((data_dir / SIGNING_KEY).read_text())
+    loaded: dict[str, Any] = json.loads(read_state(data_dir / SIGNING_KEY))
     return loaded
 
 
 def keep_signing_key(data_dir: Path | None, private: dict[str, Any]) -> None:
     if data_dir is not None:
-        import json
-
         write_whole(data_dir / SIGNING_KEY, json.dumps(private).encode(), mode=0o600)
 
 
@@ -112,7 +199,7 @@ def restore_cognito(data_dir: Path) -> list[str]:
     from joserfc import jwk
     from moto.cognitoidp.models import CognitoIdpUserPool, load_resource  # type: ignore[attr-defined]
 
-    pools: dict[str, dict[str, Any]] = pickle.loads(path.read_bytes())  # noqa: S301 - our own file, mode 0600
+    pools: dict[str, dict[str, Any]] = pickle.loads(read_state(path))  # noqa: S301 - checked by read_state
     backend = _cognito_backend()
     for pool_id, state in pools.items():
         pool: Any = CognitoIdpUserPool.__new__(CognitoIdpUserPool)
@@ -175,32 +262,207 @@ def _upload_dir(root: Path, bucket: str, upload_id: str) -> Path:
     return root / S3_DIR / bucket / "uploads" / hashlib.sha256(upload_id.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Notification:
+    """An S3 notification moto sent to a queue, as kept in its object's file: ``sequence`` orders it against the
+    queue snapshots (:class:`NotificationJournal`)."""
+
+    sequence: int
+    account_id: str
+    region: str
+    queue: str
+    body: str  # the message body (JSON)
+
+
+class NotificationJournal:
+    """Numbers the S3 notifications (increasing across restarts: the clock's nanoseconds, or one more than the last)
+    and knows which are held back (numbered, not yet in their queue): every number up to :meth:`covered` is in its
+    queue, or was received from it, by the time the call returns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+        self._held: set[int] = set()
+
+    def take(self) -> int:
+        with self._lock:
+            self._last = max(time.time_ns(), self._last + 1)
+            self._held.add(self._last)
+            return self._last
+
+    def release(self, sequences: Iterable[int]) -> None:
+        """These are in their queues now, or never will be."""
+        with self._lock:
+            self._held.difference_update(sequences)
+
+    def covered(self) -> int:
+        with self._lock:
+            return min(self._held) - 1 if self._held else self._last
+
+    def advance(self, sequence: int) -> None:
+        """Number every later notification past ``sequence`` (one kept from an earlier run)."""
+        with self._lock:
+            self._last = max(self._last, sequence)
+
+
+JOURNAL = NotificationJournal()
+_HELD = threading.local()  # .notifications: a list while a write request of this thread holds its notifications
+
+
+def _hold_or_send(original: Callable[..., None]) -> Callable[..., None]:
+    def send(account_id: str, event_body: Any, queue_name: str, region_name: str) -> None:
+        held: list[Notification] | None = getattr(_HELD, "notifications", None)
+        if held is None:
+            original(account_id, event_body, queue_name, region_name)
+        else:
+            body = json.dumps(event_body)
+            held.append(Notification(JOURNAL.take(), account_id, region_name, queue_name, body))
+
+    return send
+
+
+_notifications_patched: list[Callable[..., None]] = []
+_installed = threading.Lock()
+
+
+def _patch_notifications() -> None:
+    """moto's S3 sends each notification to its queue through ``_send_sqs_message``: within a write request that
+    :class:`PersistS3` handles, it is held until the request's object file is written."""
+    with _installed:
+        if not _notifications_patched:
+            from moto.s3 import notifications
+
+            _notifications_patched.append(notifications._send_sqs_message)
+            notifications._send_sqs_message = _hold_or_send(notifications._send_sqs_message)
+
+
+def _send(notification: Notification) -> None:
+    from moto.sqs.models import sqs_backends
+
+    try:
+        backend = sqs_backends[notification.account_id][notification.region]
+        backend.send_message(queue_name=notification.queue, message_body=notification.body)
+    except Exception as exc:  # moto's own: a notification to a queue that is gone is dropped
+        log.warning("S3 notification to %s not sent: %s", notification.queue, exc)
+
+
+@dataclass
+class _Writes:
+    """The object writes under way: a key's reader waits for its write, a listing for the writes of its bucket
+    under way when it came, a second writer of a key for the first."""
+
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _writing: dict[tuple[str, str], object] = field(default_factory=dict)
+
+    @contextmanager
+    def writing(self, bucket: str, key: str) -> Iterator[None]:
+        token = object()
+        with self._changed:
+            while (bucket, key) in self._writing:
+                self._changed.wait()
+            self._writing[(bucket, key)] = token
+        try:
+            yield
+        finally:
+            with self._changed:
+                del self._writing[(bucket, key)]
+                self._changed.notify_all()
+
+    def wait(self, bucket: str, key: str) -> None:
+        with self._changed:
+            if key:
+                while (bucket, key) in self._writing:
+                    self._changed.wait()
+                return
+            under_way = {token for (name, _), token in self._writing.items() if name == bucket}
+            while under_way and under_way & set(self._writing.values()):
+                self._changed.wait()
+
+
+def _is_bucket(name: str) -> bool:
+    """A path's first segment names one of the emulator's buckets (not another service's path)."""
+    return bool(name) and name in _s3_backend().buckets
+
+
+def _copy_source(environ: WSGIEnvironment) -> tuple[str, str] | None:
+    source = environ.get("HTTP_X_AMZ_COPY_SOURCE")
+    if not source:
+        return None
+    bucket, _, key = unquote(urlsplit(str(source)).path).lstrip("/").partition("/")
+    return bucket, key
+
+
 class PersistS3:
     """WSGI middleware: an S3 request that changed an object or a multipart upload is answered once the change is
-    on disk under ``data_dir/s3`` (path-style requests: ``/<bucket>/<key>``, as the stack's clients send)."""
+    on disk under ``data_dir/s3`` (path-style requests: ``/<bucket>/<key>``, as the stack's clients send); an
+    object's notifications reach their queues once its file (which holds them) is written; a reader of a key
+    being written waits until it is on disk."""
 
     def __init__(self, app: WSGIApplication, data_dir: Path) -> None:
         self.app = app
         self.root = data_dir
         self._locks = [threading.Lock() for _ in range(64)]  # one writer per key at a time, by the key's hash
+        self._writes = _Writes()
+        _patch_notifications()
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD")
-        if method not in ("PUT", "POST", "DELETE") or environ.get("HTTP_X_AMZ_TARGET"):
+        if environ.get("HTTP_X_AMZ_TARGET"):
             return self.app(environ, start_response)
-        status, body = _call(self.app, environ, start_response)
-        if status.startswith("2"):
-            path = str(environ.get("PATH_INFO", "")).lstrip("/")
-            bucket, _, key = path.partition("/")
-            query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
-            try:
-                self.sync(bucket, key, query, body)
-            except Exception:
-                log.exception("keeping %s %s/%s on disk failed", method, bucket, key)
-                raise
-        return [body]
+        path = str(environ.get("PATH_INFO", "")).lstrip("/")
+        bucket, _, key = path.partition("/")
+        if method in ("GET", "HEAD") and _is_bucket(bucket):
+            self._writes.wait(bucket, key)
+            return self.app(environ, start_response)
+        if method not in ("PUT", "POST", "DELETE"):
+            return self.app(environ, start_response)
+        query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+        source = _copy_source(environ) if method == "PUT" else None
+        if source is not None:
+            self._writes.wait(*source)
+        changes_object = bool(key) and not {"partNumber", "uploads"} & set(query) and _is_bucket(bucket)
+        changes_object = changes_object and not (method == "DELETE" and "uploadId" in query)
+        if not changes_object:
+            return [self._handle(environ, start_response, bucket, key, query)]
+        with self._writes.writing(bucket, key):
+            return [self._handle(environ, start_response, bucket, key, query)]
 
-    def sync(self, bucket_name: str, key: str, query: dict[str, list[str]], body: bytes) -> None:
+    def _handle(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        bucket: str,
+        key: str,
+        query: dict[str, list[str]],
+    ) -> bytes:
+        held: list[Notification] = []
+        _HELD.notifications = held
+        try:
+            try:
+                status, body = _call(self.app, environ, start_response)
+            finally:
+                _HELD.notifications = None
+            if status.startswith("2"):
+                try:
+                    self.sync(bucket, key, query, body, held)
+                except Exception:
+                    log.exception("keeping %s %s/%s on disk failed", environ.get("REQUEST_METHOD"), bucket, key)
+                    raise
+            for notification in held:  # on disk with their object now (or with no object to keep them)
+                _send(notification)
+            return body
+        finally:
+            JOURNAL.release(n.sequence for n in held)
+
+    def sync(
+        self,
+        bucket_name: str,
+        key: str,
+        query: dict[str, list[str]],
+        body: bytes,
+        notifications: list[Notification] | None = None,
+    ) -> None:
+        """Write what the request changed, an object's file with the notifications its write sent."""
         bucket = _s3_backend().buckets.get(bucket_name)
         if bucket is None:
             return
@@ -216,19 +478,21 @@ class PersistS3:
             part = "".join(query.get("partNumber") or [])
             self.sync_upload(bucket, upload_id, int(part) if part.isdigit() else None)
         if "partNumber" not in query and "uploads" not in query:
-            self.sync_key(bucket, key)
+            self.sync_key(bucket, key, notifications)
 
     def _lock(self, name: str) -> threading.Lock:
         return self._locks[hash(name) % len(self._locks)]
 
-    def sync_key(self, bucket: Any, key: str) -> None:
+    def sync_key(self, bucket: Any, key: str, notifications: list[Notification] | None = None) -> None:
+        """The key's versions and the notifications its write sent to its file (the file removed: no versions)."""
         path = _object_file(self.root, bucket.name, key)
+        kept = list(notifications or [])
         with self._lock(key):
             versions = bucket.keys.getlist(key, None)
             if not versions:
                 _remove(path)
                 return
-            write_whole(path, lambda handle: pickle.dump((key, list(versions)), handle, protocol=5))
+            write_whole(path, lambda handle: pickle.dump((key, list(versions), kept), handle, protocol=5))
 
     def sync_upload(self, bucket: Any, upload_id: str, part: int | None) -> None:
         directory = _upload_dir(self.root, bucket.name, upload_id)
@@ -252,7 +516,7 @@ class PersistS3:
             return
         for path in directory.glob("*.pickle"):
             try:
-                key, _ = pickle.loads(path.read_bytes())  # noqa: S301 - our own files
+                key = pickle.loads(read_state(path))[0]  # noqa: S301 - our own files
             except (OSError, EOFError, pickle.UnpicklingError):
                 continue
             if not bucket.keys.getlist(key, None):
@@ -261,36 +525,70 @@ class PersistS3:
                         _remove(path)
 
 
-def restore_s3(data_dir: Path) -> tuple[int, int]:
-    """Put the kept objects and multipart uploads back into the emulator's buckets: (objects, uploads)."""
+@dataclass
+class RestoredS3:
+    objects: int
+    uploads: int
+    notifications: list[Notification]  # those the objects' files hold
+
+
+def restore_s3(data_dir: Path) -> RestoredS3:
+    """Put the kept objects and multipart uploads back into the emulator's buckets."""
     from moto.s3.models import FakeMultipart
 
     backend = _s3_backend()
-    objects = uploads = 0
+    restored = RestoredS3(0, 0, [])
     root = data_dir / S3_DIR
     if not root.is_dir():
-        return 0, 0
+        return restored
     for bucket_dir in sorted(root.iterdir()):
         bucket = backend.buckets.get(bucket_dir.name)
         if bucket is None:
             log.warning("%s: no such bucket in the template any more: its objects stay on disk", bucket_dir)
             continue
         for path in sorted((bucket_dir / "objects").glob("*.pickle")):
-            key, versions = pickle.loads(path.read_bytes())  # noqa: S301 - our own files
+            kept = pickle.loads(read_state(path))  # noqa: S301 - our own files, checked by read_state
+            key, versions = kept[0], kept[1]
             bucket.keys.setlist(key, versions)
-            objects += 1
+            for version in versions:
+                s3store.settle(version)
+            restored.notifications.extend(kept[2] if len(kept) > 2 else [])
+            restored.objects += 1
         for directory in sorted((bucket_dir / "uploads").glob("*")):
             if not (directory / "upload.pickle").exists():
                 continue
             upload: Any = FakeMultipart.__new__(FakeMultipart)
-            vars(upload).update(pickle.loads((directory / "upload.pickle").read_bytes()))  # noqa: S301
+            vars(upload).update(pickle.loads(read_state(directory / "upload.pickle")))  # noqa: S301
             upload.parts = {}
             for part_file in directory.glob("[0-9]*.pickle"):
-                upload.parts[int(part_file.stem)] = pickle.loads(part_file.read_bytes())  # noqa: S301
+                upload.parts[int(part_file.stem)] = pickle.loads(read_state(part_file))  # noqa: S301
             upload.partlist = sorted(upload.parts)
             bucket.multiparts[upload.id] = upload
-            uploads += 1
-    return objects, uploads
+            restored.uploads += 1
+    for notification in restored.notifications:
+        JOURNAL.advance(notification.sequence)
+    return restored
+
+
+def redeliver(data_dir: Path, notifications: Iterable[Notification]) -> int:
+    """Send again each kept S3 notification its queue's last snapshot (put back by :func:`restore_queues`) did not
+    cover and does not hold; how many."""
+    covered = _covered(data_dir)
+    sent = 0
+    bodies: dict[str, set[str]] = {}
+    for notification in sorted(notifications, key=lambda n: n.sequence):
+        if notification.sequence <= covered.get(notification.queue, 0):
+            continue
+        if notification.queue not in bodies:
+            queue = _sqs_backend().queues.get(notification.queue)
+            messages = list(queue._messages) if queue is not None else []
+            bodies[notification.queue] = {message.body for message in messages}
+        if notification.body in bodies[notification.queue]:
+            continue
+        _send(notification)
+        sent += 1
+    JOURNAL.advance(max(covered.values(), default=0))
+    return sent
 
 
 # -------------------------------------------------------------------------------------------------- SQS
@@ -315,14 +613,14 @@ def restore_queues(data_dir: Path) -> int:
     if not path.exists():
         return 0
     try:
-        kept: dict[str, bytes | list[Any]] = pickle.loads(path.read_bytes())  # noqa: S301 - our own file
+        kept: dict[str, bytes | list[Any]] = pickle.loads(read_state(path))  # noqa: S301 - checked by read_state
     except (OSError, EOFError, pickle.UnpicklingError) as exc:
         log.warning("%s unreadable (%s): the queues start empty", path, exc)
         return 0
     count = 0
     for name, pickled in kept.items():
         queue = _sqs_backend().queues.get(name)
-        if queue is None:
+        if queue is None or name == COVERED:
             continue
         # each queue pickled on its own (a file of an earlier release: the messages themselves)
         messages = pickle.loads(pickled) if isinstance(pickled, bytes) else pickled  # noqa: S301 - our own file
@@ -334,6 +632,22 @@ def restore_queues(data_dir: Path) -> int:
             queue._messages_lock.notify_all()
         count += len(messages)
     return count
+
+
+COVERED = ":covered"  # the snapshot file's entry (no queue's name) of each queue's covered notifications
+
+
+def _covered(data_dir: Path) -> dict[str, int]:
+    """Each queue's last snapshot's :meth:`NotificationJournal.covered` (none: no snapshot)."""
+    path = data_dir / SQS
+    if not path.exists():
+        return {}
+    try:
+        kept = pickle.loads(read_state(path))  # noqa: S301 - our own file, checked by read_state
+        covered: dict[str, int] = pickle.loads(kept[COVERED]) if COVERED in kept else {}  # noqa: S301
+    except (OSError, EOFError, pickle.UnpicklingError, TypeError):
+        return {}
+    return covered
 
 
 class QueueSnapshots:
@@ -352,6 +666,7 @@ class QueueSnapshots:
         self._last: bytes | None = None
         self._queues: dict[str, tuple[tuple[tuple[str, int], ...], bytes]] = {}  # name: (signature, pickled)
         self._due: dict[str, float] = {}  # name: when its messages are looked at next (the clock's time)
+        self._covered: dict[str, int] = {}  # name: the notifications its kept messages cover (JOURNAL.covered)
 
     def start(self) -> None:
         self._thread.start()
@@ -365,6 +680,7 @@ class QueueSnapshots:
         (docs/performance.md, target 8); paced, a kill loses at most its last few seconds of events, while a
         short queue (the ingest's) is still kept every second."""
         parts: dict[str, bytes] = {}
+        covered = JOURNAL.covered()  # before the look: every notification it covers is in its queue, or was
         for name, messages in snapshot_queues().items():
             kept = self._queues.get(name)
             started = self._clock()
@@ -375,7 +691,9 @@ class QueueSnapshots:
             if kept is None or kept[0] != signature:
                 kept = self._queues[name] = (signature, pickle.dumps(messages, protocol=5))
             self._due[name] = started + self.PACE * (self._clock() - started)
+            self._covered[name] = covered
             parts[name] = kept[1]
+        parts[COVERED] = pickle.dumps(dict(self._covered), protocol=5)
         data = pickle.dumps(parts, protocol=5)
         if data != self._last:
             write_whole(self.path, data)

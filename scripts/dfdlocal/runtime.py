@@ -148,9 +148,9 @@ def isolate_powertools_resolvers() -> bool:
     Powertools): on Lambda one invocation per process makes it that request's; here invocations run concurrently in
     one process. `BaseRouter.current_event` and `lambda_context` are class attributes (set on the class by
     `resolve`, so for every app at once), `context` (the matched route, its path arguments) and
-    `processed_stack_frames` an app's own: unisolated, concurrent HTTP API invocations read each other's
-    requests (issue 37's fuzzer saw another request's path and body answered 200). Isolated, they run in
-    parallel as the functions' instances do on AWS (they were serialized before: docs/local-stack.md)."""
+    `processed_stack_frames` an app's own: unisolated, concurrent HTTP API invocations would read each other's
+    requests (a request answered with another's path and body). Isolated, they run in parallel as the functions'
+    instances do on AWS (docs/local-stack.md)."""
     try:
         from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, BaseRouter
     except ImportError:  # pragma: no cover - Powertools is a dependency of the functions

@@ -8,7 +8,14 @@ algorithm other than SHA-256. The same for PutObject and UploadPart (``?partNumb
 number and upload id are signed query parameters); a part for a multipart upload that no longer exists
 (aborted, completed) is 404 NoSuchUpload, as S3 answers. Every answer to a browser's presigned request,
 errors included, carries the CORS headers of the bucket rule its origin and method match. A WSGI middleware
-for the local stack's emulator, and a plain verifier the tests use against the URLs the service issues."""
+for the local stack's emulator, and a plain verifier the tests use against the URLs the service issues.
+
+:class:`S3RequestChecks` holds every S3 request, whoever signed it, to what S3 answers and moto does not (a
+parseable target, each query parameter once, keys of at most 1,024 bytes, an UploadId of the key addressed)
+and hands moto an object request's body as the bytes sent, whatever its Content-Type
+(:func:`opaque_object_bodies`);
+:func:`raw_target`, :func:`single_values` and :func:`address` are the one reading of a request that the guards
+decide on and moto serves."""
 
 from __future__ import annotations
 
@@ -175,10 +182,67 @@ def _is_upload_part(raw_query: str) -> bool:
     return {"partNumber", "uploadId"} <= names
 
 
-def _bucket_and_key(raw_path: str) -> tuple[str, str]:
-    """Path-style addressing (the local endpoint's): /<bucket>/<key>."""
-    bucket, _, key = unquote(raw_path).lstrip("/").partition("/")
-    return bucket, key
+# --------------------------------------------------------------------------------------------------
+# The request as the local S3 (moto) serves it: one parse for the guards and for the store
+# --------------------------------------------------------------------------------------------------
+MAX_KEY_BYTES = 1024  # S3's longest key, UTF-8 encoded
+_BAD_URI = ("InvalidURI", "Couldn't parse the specified URI.")
+
+
+def raw_target(environ: Mapping[str, Any]) -> tuple[str, str]:
+    """(raw path, raw query) of a request as it arrived. Refused (400 InvalidURI): a target that is not an
+    absolute path (``http://...``, ``*``), one starting with ``//`` (moto reads the first segment of such a path
+    as the bucket and the rest, bucket included, as the key) and one holding a ``#`` (moto reads what follows
+    as a fragment, the query included, where werkzeug hands the query on)."""
+    raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if not raw_uri:  # PATH_INFO: the path's bytes as latin-1, percent-decoded
+        raw_uri = quote(str(environ.get("PATH_INFO", "")).encode("latin-1", "replace"))
+    raw_uri = str(raw_uri)
+    if not raw_uri.startswith("/") or raw_uri.startswith("//") or "#" in raw_uri:
+        raise Refused(400, *_BAD_URI)
+    raw_path, _, _ = raw_uri.partition("?")
+    return raw_path, str(environ.get("QUERY_STRING", ""))
+
+
+def single_values(raw_query: str) -> dict[str, str]:
+    """The query's parameters by name. S3 reads the first of a repeated parameter, a policy check could read
+    another: a parameter named twice is refused (400 InvalidArgument, the name in ArgumentName, bounded)."""
+    values: dict[str, str] = {}
+    for name, value in parse_qsl(raw_query, keep_blank_values=True):
+        if name in values:
+            raise Refused(
+                400, "InvalidArgument", "A query parameter may be given once only.", {"ArgumentName": name[:64]}
+            )
+        values[name] = value
+    return values
+
+
+def address(raw_path: str, host: str) -> tuple[str, str]:
+    """(bucket, key) a request addresses, read as moto reads it (its own functions): virtual-hosted when moto
+    takes the Host for a bucket's (``<bucket>.localhost:4566``: the bucket from the Host, the whole path the key,
+    as on S3), else path-style (``/<bucket>/<key>``). The key is the percent-decoded path, which must be UTF-8
+    (else 400 InvalidURI); a Host naming an access point or S3 Control, which moto serves otherwise, is refused
+    (400 InvalidRequest)."""
+    from types import SimpleNamespace
+
+    from moto.s3.responses import S3Response
+    from moto.s3.utils import bucket_name_from_url
+    from moto.s3bucket_path import utils as path_style
+
+    if ".s3-accesspoint." in host or "s3-control" in host:
+        raise Refused(400, "InvalidRequest", "The local S3 serves buckets only: no access points, no S3 Control.")
+    try:
+        path = unquote(raw_path, errors="strict")
+    except UnicodeDecodeError:
+        raise Refused(400, *_BAD_URI) from None
+    url = f"http://{host}{raw_path}"
+    if S3Response.subdomain_based_buckets(SimpleNamespace(headers={"host": host}, url=url)):
+        return bucket_name_from_url(url) or "", path.removeprefix("/")
+    return path_style.bucket_name_from_url(url) or "", path_style.parse_key_name(path)
+
+
+def _address_of(environ: Mapping[str, Any], raw_path: str) -> tuple[str, str]:
+    return address(raw_path, str(environ.get("HTTP_HOST", "")))
 
 
 def _no_cors(bucket: str, origin: str, method: str) -> list[tuple[str, str]]:
@@ -241,9 +305,14 @@ class PresignedS3Guard:
             headers["content-type"] = environ["CONTENT_TYPE"]
         if environ.get("CONTENT_LENGTH"):
             headers["content-length"] = environ["CONTENT_LENGTH"]
-        raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI") or quote(environ.get("PATH_INFO", ""))
-        raw_path = raw_uri.split("?", 1)[0]
-        bucket, key = _bucket_and_key(raw_path)
+        try:
+            raw_path, _ = raw_target(environ)
+            bucket, key = _address_of(environ, raw_path)
+            params = single_values(query)
+        except Refused as refused:
+            status, response_headers, body = _error(refused)
+            start_response(status, response_headers)
+            return [body]
         origin = environ.get("HTTP_ORIGIN")
         cors = self.cors(bucket, origin, method) if origin else []
 
@@ -254,7 +323,7 @@ class PresignedS3Guard:
                 kept = [(name, value) for name, value in kept if name.lower() != "vary"] + cors
             return start_response(status, kept) if exc_info is None else start_response(status, kept, exc_info)
 
-        upload_id = dict(parse_qsl(query, keep_blank_values=True)).get("uploadId", "")
+        upload_id = params.get("uploadId", "")
         part = method == "PUT" and _is_upload_part(query)
         try:
             verify_presigned(method, raw_path, query, headers, self.secrets)
@@ -263,8 +332,7 @@ class PresignedS3Guard:
                 self._check_body(environ, headers)
                 if part:
                     self._check_upload(bucket, key, upload_id)
-                    # S3 ignores an UploadPart's Content-Type; moto parses a form-encoded body as a form (and
-                    # refuses one above 500 kB): `curl --data-binary` sends that type by default
+                    # S3 ignores an UploadPart's Content-Type (`curl --data-binary` sends a form's by default)
                     environ.pop("CONTENT_TYPE", None)
             try:
                 return self.app(environ, answer)
@@ -282,13 +350,7 @@ class PresignedS3Guard:
 
     def _check_upload(self, bucket: str, key: str, upload_id: str) -> None:
         if self.multipart_exists is not None and not self.multipart_exists(bucket, key, upload_id):
-            raise Refused(
-                404,
-                "NoSuchUpload",
-                "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart"
-                " upload might have been aborted or completed.",
-                {"UploadId": upload_id},
-            )
+            raise no_such_upload(upload_id)
 
     @staticmethod
     def _check_body(environ: dict[str, Any], headers: Mapping[str, str]) -> None:
@@ -350,3 +412,112 @@ class PresignedS3Guard:
             return
         # S3 stores a verified checksum; moto records one only when the SDK announces the algorithm
         environ["HTTP_X_AMZ_SDK_CHECKSUM_ALGORITHM"] = "SHA256"
+
+
+def _signing_service(environ: Mapping[str, Any]) -> str | None:
+    """The service a request is signed for (SigV4, header or presigned; SigV2 is S3's), None when unsigned."""
+    credential = ""
+    authorization = str(environ.get("HTTP_AUTHORIZATION", ""))
+    query = str(environ.get("QUERY_STRING", ""))
+    if authorization.startswith("AWS ") or ("AWSAccessKeyId=" in query and "Signature=" in query):
+        return "s3"
+    if authorization.startswith(ALGORITHM) and "Credential=" in authorization:
+        credential = authorization.split("Credential=", 1)[1].split(",", 1)[0]
+    elif "X-Amz-Credential=" in query:
+        credential = unquote(query.split("X-Amz-Credential=", 1)[1].split("&", 1)[0])
+    parts = credential.strip().split("/")
+    return parts[3] if len(parts) == 5 else None
+
+
+_FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+HELD_CONTENT_TYPE = "dfdlocal.s3.content_type"
+"""Environ key of a form Content-Type :class:`S3RequestChecks` holds out of ``CONTENT_TYPE`` on its way to moto:
+moto's dispatcher would read such a body for an Action, werkzeug would parse it as a form (moto then takes its
+fields for the query's and a field named ``key`` for the body). The request class of
+:func:`opaque_object_bodies` puts it back once the request is routed, its body left unparsed."""
+
+
+def _is_form(environ: Mapping[str, Any]) -> bool:
+    """Whether werkzeug would parse the body as a form."""
+    return str(environ.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower() in _FORM_TYPES
+
+
+def opaque_object_bodies(create_app: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """moto's ``create_backend_app`` whose apps read a request whose Content-Type :class:`S3RequestChecks` held
+    (:data:`HELD_CONTENT_TYPE`) as S3 does: the body as the bytes sent, never a form, and the Content-Type as
+    declared (the stored object's, the multipart upload's, CopyObject's REPLACE)."""
+    from werkzeug.wrappers import Request
+
+    class HeldContentType(Request):
+        def __init__(self, environ: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            held = environ.pop(HELD_CONTENT_TYPE, None)
+            if held is not None:
+                environ["CONTENT_TYPE"] = held
+            self.opaque_body = held is not None
+            super().__init__(environ, *args, **kwargs)
+
+        @property
+        def want_form_data_parsed(self) -> bool:
+            return not self.opaque_body and super().want_form_data_parsed
+
+    def create(service: Any) -> Any:
+        app = create_app(service)
+        base = app.request_class
+        app.request_class = type(base.__name__, (HeldContentType, base), {})
+        return app
+
+    return create
+
+
+def no_such_upload(upload_id: str) -> Refused:
+    return Refused(
+        404,
+        "NoSuchUpload",
+        "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload"
+        " might have been aborted or completed.",
+        {"UploadId": upload_id[:128]},
+    )
+
+
+class S3RequestChecks:
+    """WSGI middleware: what S3 answers every S3 request, whoever signed it, and moto does not: a target it can
+    parse (400 InvalidURI: :func:`raw_target`, :func:`address`), each query parameter once (400 InvalidArgument:
+    :func:`single_values`), a key of at most 1,024 bytes (400 KeyTooLongError), and an UploadId that belongs to
+    the key addressed (404 NoSuchUpload) on UploadPart, ListParts, CompleteMultipartUpload and
+    AbortMultipartUpload: moto finds an upload by its id alone, and would act on another key's upload. A form
+    Content-Type is held out of the request moto routes and parses (:data:`HELD_CONTENT_TYPE`) on every request
+    but a POST to a bucket (S3's browser form upload): S3 reads no other body as a form."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], multipart_exists: MultipartExists) -> None:
+        self.app = app
+        self.multipart_exists = multipart_exists
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if _signing_service(environ) != "s3" or "HTTP_X_AMZ_TARGET" in environ:
+            return self.app(environ, start_response)
+        try:
+            self.check(environ)
+        except Refused as refused:
+            status, headers, body = _error(refused)
+            start_response(status, headers)
+            return [body]
+        return self.app(environ, start_response)
+
+    def check(self, environ: dict[str, Any]) -> None:
+        raw_path, raw_query = raw_target(environ)
+        bucket, key = _address_of(environ, raw_path)
+        params = single_values(raw_query)
+        size = len(key.encode())
+        if size > MAX_KEY_BYTES:
+            raise Refused(400, "KeyTooLongError", "Your key is too long", {"Size": str(size), "MaxSizeAllowed": "1024"})
+        method = str(environ.get("REQUEST_METHOD", ""))
+        upload_id = params.get("uploadId")
+        if (
+            key
+            and upload_id is not None
+            and method in ("GET", "PUT", "POST", "DELETE")
+            and not self.multipart_exists(bucket, key, upload_id)
+        ):
+            raise no_such_upload(upload_id)
+        if _is_form(environ) and not (method == "POST" and not key):
+            environ[HELD_CONTENT_TYPE] = environ.pop("CONTENT_TYPE")

@@ -8,6 +8,13 @@ are outside the role's policy already). The body is read whole and verified (a s
 and moto receives the decoded bytes with the verified checksum as a plain header, so that it stores what S3
 would. Requests with any other credentials pass unchanged (the functions' own, presigned URLs).
 
+The decision is on the request moto then serves: its bucket and key read as moto reads them
+(:func:`dfdlocal.s3auth.address`: a virtual-hosted Host makes the whole path the key), a query naming a
+parameter twice refused (400 InvalidArgument) and so is a target moto would read otherwise (400 InvalidURI). As
+on S3, a write carrying ``x-amz-tagging`` needs ``s3:PutObjectTagging`` too (object-lock headers
+``s3:PutObjectRetention`` / ``s3:PutObjectLegalHold``), and ``x-amz-storage-class`` is the condition key
+``s3:x-amz-storage-class``.
+
 Policies are evaluated here rather than by moto's ``IAMPolicy``: moto reads a Resource as a regular expression
 ('.' matches any character: ``s3/t/a.b/*`` would admit ``s3/t/aXb/``), fails an Allow whose condition does not
 hold as if it were a Deny, and knows no ``s3:prefix``.
@@ -24,10 +31,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import unquote
 
 from dfdlocal import sigv4
-from dfdlocal.s3auth import Refused, _error
+from dfdlocal.s3auth import Refused, _error, address, raw_target, single_values
 
 TEMPORARY_KEY_PREFIX = "ASIA"  # the access key ids STS issues (moto's too)
 # what FilesBucketPolicy denies S3CredentialsRole on any write (a test holds this list to the template's)
@@ -45,6 +52,14 @@ DENIED_HEADERS = (
 OWNER_ACL = ("x-amz-acl", "bucket-owner-full-control")
 _OTHER_CHECKSUMS = frozenset({"x-amz-checksum-crc64nvme"})  # S3 knows it, the local S3 refuses it (400)
 _SSE_C = ("x-amz-server-side-encryption-customer-key", "x-amz-server-side-encryption-customer-key-md5")
+STORAGE_CLASS = "x-amz-storage-class"  # its value is the request's s3:x-amz-storage-class
+# headers of a write (PutObject, CreateMultipartUpload) that need a permission of their own, as on S3
+_WRITE_EXTRAS = (
+    ("x-amz-tagging", "s3:PutObjectTagging"),
+    ("x-amz-object-lock-mode", "s3:PutObjectRetention"),
+    ("x-amz-object-lock-retain-until-date", "s3:PutObjectRetention"),
+    ("x-amz-object-lock-legal-hold", "s3:PutObjectLegalHold"),
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class IssuedSession:
     expiration: datetime  # aware, UTC
     role_arn: str
     policy: str | None  # the session policy passed to AssumeRole (JSON), if any
+    issued: datetime | None = None  # aware, UTC: the condition key aws:TokenIssueTime
 
 
 Sessions = Callable[[str], IssuedSession | None]
@@ -92,10 +108,12 @@ class S3Request:
 
 
 def classify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, str]) -> S3Request:
-    """The IAM action and resource of a path-style S3 request (the local endpoint's addressing)."""
-    bucket, _, key = unquote(raw_path).lstrip("/").partition("/")
-    query = dict(parse_qsl(raw_query, keep_blank_values=True))
-    context = {f"s3:{name}": headers[name] for name in DENIED_HEADERS if name in headers}
+    """The IAM action and resource of an S3 request, its bucket and key read as the local S3 reads them
+    (:func:`dfdlocal.s3auth.address`: path-style, or virtual-hosted by its ``host``), its query refused when a
+    parameter is repeated."""
+    bucket, key = address(raw_path, headers.get("host", ""))
+    query = single_values(raw_query)
+    context = {f"s3:{name}": headers[name] for name in (*DENIED_HEADERS, STORAGE_CLASS) if name in headers}
     if not key:
         arn = f"arn:aws:s3:::{bucket}"
         if method in ("GET", "HEAD") and not set(query) - {
@@ -123,7 +141,9 @@ def classify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, s
     for (verb, name), action in _OBJECT_SUBRESOURCES.items():
         if method == verb and name in query:
             return S3Request(action, arn, context)
-    if method in ("GET", "HEAD"):
+    if method == "HEAD":  # HeadObject, whatever the query
+        return S3Request("s3:GetObject", arn, context)
+    if method == "GET":
         return S3Request("s3:ListMultipartUploadParts" if "uploadId" in query else "s3:GetObject", arn, context)
     if method == "DELETE":
         return S3Request("s3:AbortMultipartUpload" if "uploadId" in query else "s3:DeleteObject", arn, context)
@@ -134,6 +154,8 @@ def classify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, s
         if source is not None:  # CopyObject / UploadPartCopy read their source
             path = unquote(source.split("?", 1)[0]).lstrip("/")
             also = (("s3:GetObject", f"arn:aws:s3:::{path}"),)
+        # a write that tags its object, or locks it, needs that permission too
+        also = (*also, *((permission, arn) for header, permission in _WRITE_EXTRAS if header in headers))
         return S3Request("s3:PutObject", arn, context, also)
     return S3Request(f"s3:{method.capitalize()}", arn, context)
 
@@ -155,10 +177,14 @@ def _matches(patterns: Any, value: str, *, ignore_case: bool = False) -> bool:
 
 
 def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, str]) -> bool:
-    for operator, keys in condition.items():
+    for qualified, keys in condition.items():
+        if_exists = qualified.endswith("IfExists")
+        operator = qualified.removesuffix("IfExists")
         for key, expected in keys.items():
             actual = context.get(key)
             values = _listed(expected)
+            if if_exists and actual is None:  # ...IfExists: a key absent from the request matches
+                continue
             if operator == "StringLike":
                 holds = actual is not None and _matches(values, actual)
             elif operator == "StringNotLike":
@@ -169,11 +195,32 @@ def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, str]) -
                 holds = actual is None or actual not in values
             elif operator == "Null":
                 holds = (actual is None) == (values[0].lower() == "true")
+            elif operator in _DATE_OPERATORS:
+                holds = actual is not None and any(_DATE_OPERATORS[operator](_date(actual), _date(v)) for v in values)
             else:
-                raise Refused(403, "AccessDenied", f"the local S3 does not evaluate the condition operator {operator}")
+                raise Refused(403, "AccessDenied", f"the local S3 does not evaluate the condition operator {qualified}")
             if not holds:
                 return False
     return True
+
+
+_DATE_OPERATORS: dict[str, Callable[[datetime, datetime], bool]] = {
+    "DateEquals": lambda a, b: a == b,
+    "DateNotEquals": lambda a, b: a != b,
+    "DateLessThan": lambda a, b: a < b,
+    "DateLessThanEquals": lambda a, b: a <= b,
+    "DateGreaterThan": lambda a, b: a > b,
+    "DateGreaterThanEquals": lambda a, b: a >= b,
+}
+
+
+def _date(text: str) -> datetime:
+    """An IAM date condition value: ISO 8601 (``2026-12-01T12:00:00Z``) or epoch seconds; 403 for anything else."""
+    try:
+        moment = datetime.fromtimestamp(int(text), UTC) if text.isdigit() else datetime.fromisoformat(text)
+    except ValueError:
+        raise Refused(403, "AccessDenied", "the local S3 cannot read a date condition value") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def evaluate(policy: Mapping[str, Any], action: str, resource: str, context: Mapping[str, str]) -> str | None:
@@ -278,9 +325,7 @@ class IssuedCredentialsGuard:
         if auth.service != "s3" or "HTTP_X_AMZ_TARGET" in environ:  # S3's API names no X-Amz-Target
             raise Refused(403, "AccessDenied", "these credentials are for S3 only")
         method = str(environ["REQUEST_METHOD"])
-        raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI") or quote(str(environ.get("PATH_INFO", "")))
-        raw_path, _, _ = str(raw_uri).partition("?")
-        raw_query = str(environ.get("QUERY_STRING", ""))
+        raw_path, raw_query = raw_target(environ)
         headers = _headers(environ)
         now = self.now()
         signed = sigv4.verify_headers(method, raw_path, raw_query, headers, auth, session.secret_access_key, now)
@@ -289,6 +334,8 @@ class IssuedCredentialsGuard:
         if now >= session.expiration:
             raise Refused(400, "ExpiredToken", "The provided token has expired.")
         request = classify(method, raw_path, raw_query, headers)
+        if session.issued is not None:
+            request.context["aws:TokenIssueTime"] = session.issued.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         denied = [name for name in (*DENIED_HEADERS, *_SSE_C) if name in headers and (name, headers[name]) != OWNER_ACL]
         policies = [json.loads(session.policy)] if session.policy else []
         if denied or not allowed(policies, self.role_policies(session.role_arn), request):
@@ -381,6 +428,7 @@ def moto_sessions(account_id: str) -> Sessions:
                 expiration = role.expiration
                 if expiration.tzinfo is None:
                     expiration = expiration.replace(tzinfo=UTC)
+                issued = role.access_key.create_date  # the AssumeRole's moment (moto: naive UTC)
                 return IssuedSession(
                     role.access_key_id,
                     role.secret_access_key,
@@ -388,6 +436,7 @@ def moto_sessions(account_id: str) -> Sessions:
                     expiration,
                     role.role_arn,
                     role.policy or None,
+                    issued if issued.tzinfo else issued.replace(tzinfo=UTC),
                 )
         return None
 

@@ -1,15 +1,15 @@
 """moto's S3 storage made cheaper for the local stack's multipart uploads, with the same results.
 
 moto 5 keeps every object and every part in a ``SpooledTemporaryFile`` of ``MOTO_S3_DEFAULT_KEY_BUFFER_SIZE``
-bytes (default 5 MiB - 1 KiB: each 5-8 MiB part of an upload went to a temporary file, was read back for its
+bytes (default 5 MiB - 1 KiB: each 5-8 MiB part of an upload goes to a temporary file, is read back for its
 MD5, and twice more by CompleteMultipartUpload). What this module changes (measured in docs/performance.md,
 target 10):
 
 - :data:`KEY_BUFFER_BYTES` (64 MiB) is the default buffer (``prepare_environment`` sets it unless the shell
   does): parts and objects up to 64 MiB stay in memory, larger objects go to a temporary file as before;
 - a value larger than its key's buffer (a PutObject, a completed multipart upload) is stored in memory and a
-  background thread then moves it to its temporary file (moto wrote it to memory, then to the file, inside
-  the request: writing 256 MiB to a file took ~0.9 s on the 2-core bench box); a reader waits while it moves;
+  background thread then moves it to its temporary file (moto writes it to memory, then to the file, inside
+  the request: writing 256 MiB to a file takes ~0.9 s on a 2-core box); a reader waits while it moves;
 - a value in memory shares the request's bytes (moto copied them into its buffer);
 - an object's or a part's MD5 (its ETag) and, for an upload created with ``ChecksumAlgorithm=SHA256`` (the
   service's), a part's SHA-256 are the ones the S3 guard (dfdlocal.s3auth) computed as the body streamed in,
@@ -18,7 +18,11 @@ target 10):
 - CompleteMultipartUpload validates the parts exactly as moto does (same errors in the same order), then
   joins the parts' bytes in one copy, which the object then shares (moto read each part twice, appended them
   to a growing buffer, copied the result, and copied it again into the object's buffer), with the same ETag
-  (MD5 of the parts' MD5s, ``-N``) and the same checksum (moto frees an upload's parts when it completes).
+  (MD5 of the parts' MD5s, ``-N``) and the same checksum (moto frees an upload's parts when it completes);
+- a key's bytes live as long as anyone holds the key (:func:`_patch_lifetime`): a GetObject or a CopyObject that
+  resolved a key before it was overwritten or deleted reads the bytes it resolved (moto's own ``dispose`` closes
+  the key's file under it: a 500, ``seek of closed file``). tests/integration/test_local_s3_store.py races
+  readers of large keys against overwrites, copies, moves to files and deletes.
 
 Memory cost: the parts of an upload in progress (the file's size so far), every object up to 64 MiB, and a
 larger object for the second or so its move to a file takes
@@ -126,6 +130,39 @@ def _patch(models: Any) -> None:
 
     fake_multipart.set_part = set_part
     fake_multipart.complete = lambda self, body: complete(models, self, body)
+    _patch_lifetime(fake_key, fake_multipart)
+
+
+def _patch_lifetime(fake_key: Any, fake_multipart: Any) -> None:
+    """A key's bytes live as long as anyone holds the key: its bucket, or a reader that resolved it before it was
+    replaced or deleted (a GetObject, a CopyObject's source, a pickle of it) and reads it after.
+
+    moto's own ``dispose`` closes a key's buffer as the key leaves its bucket, so such a reader meets a closed file
+    (a 500, ``seek of closed file``), and moto keeps every key it creates in ``FakeKey.instances_tracked`` (closing
+    is then the only way to free a key's bytes). Here a key is not tracked, a key leaving its bucket is marked
+    disposed, and its buffer is closed when the key is collected (moto's ``__del__``). Parts stay moto's: their
+    buffers close when their upload completes or is aborted (a completed object keeps its upload, hence its parts),
+    under each part's lock (the completion reads a part under it)."""
+    original_dispose: Callable[..., None] = fake_key.dispose
+    ORIGINALS.update(dispose=original_dispose)
+
+    def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(cls)  # not appended to instances_tracked, which would hold it for ever
+
+    def dispose(self: Any, garbage: bool = False) -> None:
+        if garbage:  # collected: nobody holds the key any more
+            original_dispose(self)
+        else:  # out of its bucket: a reader still holding it reads its bytes
+            self.disposed = True
+
+    def dispose_parts(self: Any) -> None:
+        for part in list(self.parts.values()):
+            with part.lock:
+                original_dispose(part)
+
+    fake_key.__new__ = new
+    fake_key.dispose = dispose
+    fake_multipart.dispose = dispose_parts
 
 
 def _composite_sha256(metadata: Any) -> bool:
@@ -177,6 +214,14 @@ def complete(models: Any, multipart: Any, body: Iterator[tuple[int, str]]) -> tu
 
 def _md5(value: bytes) -> str:
     return hashlib.md5(value, usedforsecurity=False).hexdigest()
+
+
+def settle(key: Any) -> None:
+    """A key read back from its file (its value in memory) larger than its buffer moves to its temporary file, as
+    a new one does (unpickling sets the value before the key has the lock the move takes)."""
+    buffer = getattr(key, "_value_buffer", None)
+    if buffer is not None and not buffer._rolled and key.contentsize > key._max_buffer_size:
+        _start_spill(key)
 
 
 def _start_spill(key: Any) -> None:

@@ -323,7 +323,10 @@ class LocalStack:
 
         data = options.data_dir
         if data is not None:
-            data.mkdir(parents=True, exist_ok=True)
+            try:  # its user's alone; nothing another user could have written is loaded
+                persist.secure_data_dir(data, DATA_ENTRIES, DATA_PREFIXES)
+            except persist.UnsafeStateError as exc:
+                raise StartupError(str(exc)) from None
         self.dynamodb = DynamoDBLocal(
             data / "dynamodb" if data is not None else None,
             log_file=data / "dynamodb.log" if data is not None else None,
@@ -358,16 +361,22 @@ class LocalStack:
             self.events_queue = route_events(model.event_buses, self.client)
         restored = False
         if data is not None:
-            objects, uploads = persist.restore_s3(data)
-            messages = persist.restore_queues(data)
-            sessions = stspersist.restore_sessions(data)
-            restored = bool(objects or uploads or messages or persist.kept_pools(data))
+            try:
+                s3 = persist.restore_s3(data)
+                messages = persist.restore_queues(data)
+                redelivered = persist.redeliver(data, s3.notifications)
+                sessions = stspersist.restore_sessions(data)
+            except persist.UnsafeStateError as exc:
+                raise StartupError(str(exc)) from None
+            restored = bool(s3.objects or s3.uploads or messages or persist.kept_pools(data))
             log.info(
-                "state from %s: %d object(s), %d multipart upload(s), %d queued message(s), %d STS session(s)",
+                "state from %s: %d object(s), %d multipart upload(s), %d queued message(s) (%d S3 notification(s) "
+                "put back with their objects), %d STS session(s)",
                 data,
-                objects,
-                uploads,
-                messages,
+                s3.objects,
+                s3.uploads,
+                messages + redelivered,
+                redelivered,
                 sessions,
             )
             self.queue_snapshots = persist.QueueSnapshots(data)

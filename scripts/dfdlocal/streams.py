@@ -31,6 +31,7 @@ from typing import Any
 
 from dfdlocal.motoversion import require_supported
 from dfdlocal.names import ACCOUNT_ID, EVENTS_QUEUE, REGION
+from dfdlocal.persist import read_state, write_whole
 from dfdlocal.runtime import Invocation
 from dfdlocal.template import StreamSource
 
@@ -261,7 +262,7 @@ class StreamPoller:
         if self._checkpoint is None or not self._checkpoint.exists():
             return None
         try:
-            saved = json.loads(self._checkpoint.read_text())
+            saved = json.loads(read_state(self._checkpoint))
         except (OSError, ValueError) as exc:
             log.warning("%s: unreadable (%s): the stream is read from its start", self._checkpoint, exc)
             return {}
@@ -272,9 +273,8 @@ class StreamPoller:
     def _save_checkpoint(self) -> None:
         if self._checkpoint is None:
             return
-        temporary = self._checkpoint.with_name(self._checkpoint.name + ".tmp")
-        temporary.write_text(json.dumps({"stream_arn": self.stream_arn, "shards": self._positions}))
-        temporary.replace(self._checkpoint)  # whole or not at all, even when the process is killed
+        # whole or not at all, even when the process is killed; its user's alone
+        write_whole(self._checkpoint, json.dumps({"stream_arn": self.stream_arn, "shards": self._positions}).encode())
 
     def start(self) -> None:
         self.open()

@@ -252,17 +252,19 @@ def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: l
     `stored_bytes` = the sizes of its reference items that exist (at any count: a reference at 0 is released by
     the reaper when it deletes the item), `pending_count`/`pending_bytes` = its upload records still holding
     `quota_bytes` (registered and still pending: the ingest, the reconcile's expire/fail and a cancel release them
-    with the same write), `used_bytes` = pending + stored. Every write of these is in one transaction with the
-    items it counts, so the recount is exact once nothing is in flight (read while ingests commit, it may see one
-    side only: the storm tests wait for it to hold)."""
+    with the same write; `pending_count` leaves out the `pending_uncounted`), `used_bytes` = pending + stored.
+    Every write of these is in one transaction with the items it counts, so the recount is exact once nothing is
+    in flight (read while ingests commit, it may see one side only: the storm tests wait for it to hold)."""
     check = Check("quotas: each tenant's usage = its reference items' sizes + its pending uploads' quota_bytes", True)
     stored: dict[str, int] = {}
     for ref in refs:
         stored[ref.tenant] = stored.get(ref.tenant, 0) + (ref.size or 0)
     pending: dict[str, list[int]] = {}
+    uncounted: dict[str, int] = {}  # of those, the ones not among the tenant's pending uploads (drop-zone objects)
     for upload in uploads:
         if upload.tenant and upload.quota_bytes:
             pending.setdefault(upload.tenant, []).append(upload.quota_bytes)
+            uncounted[upload.tenant] = uncounted.get(upload.tenant, 0) + upload.pending_uncounted
             if upload.status != UploadStatus.PENDING:  # ingested, expired, failed or cancelled: released with it
                 check.problems.append(f"upload {upload.upload_id} is {upload.status.value} yet holds quota_bytes")
     shards: dict[str, list[TenantUsage]] = {}  # a tenant's usage is the sum of its usage shards (dfd.core.usage)
@@ -276,7 +278,7 @@ def _usage_check(usages: list[dict[str, Any]], refs: list[TenantRef], uploads: l
         held = pending.get(tenant, [])
         expected = {
             "stored_bytes": stored.get(tenant, 0),
-            "pending_count": len(held),
+            "pending_count": len(held) - uncounted.get(tenant, 0),
             "pending_bytes": sum(held),
             "used_bytes": stored.get(tenant, 0) + sum(held),
         }
@@ -331,12 +333,19 @@ def _upload_count_check(
     check = Check("2+3. each file's upload_count = its uploads, recounted from event and upload records", True)
     counted: dict[str, set[str]] = {}
     from_uploads: dict[str, int] = {}
+    # a content reaped and stored again is a new record counting from 0: what an earlier one counted (processed
+    # before this one was created) is not its
+    created = {file.hash: file.created_at or "" for file in files}
     for event in events:
         if event.outcome in ("stored", "duplicate") and event.hash:
+            if (event.processed_at or "") < created.get(event.hash, ""):
+                continue
             counted.setdefault(event.hash, set()).add(event.event_key)
     for upload in uploads:
         # a deleted upload that had been processed stays counted: upload_count is history
         processed = upload.status.processed or (upload.status == UploadStatus.DELETED and upload.processed_at)
+        if processed and upload.hash and (upload.processed_at or "") < created.get(upload.hash, ""):
+            continue
         if processed and upload.hash:
             counted.setdefault(upload.hash, set()).add(upload.event_key or "upload#" + upload.upload_id)
             from_uploads[upload.hash] = from_uploads.get(upload.hash, 0) + 1

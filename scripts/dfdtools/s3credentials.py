@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_local_sign_in_args(parser)
     parser.add_argument(
-        "--duration", type=int, help="seconds the credentials last, 900 to 43200 (default: the API's, 3600)"
+        "--duration", type=int, help="seconds the credentials last, 900 to 3600 (default: the API's, 3600)"
     )
     args = parser.parse_args(argv)
     if args.token and args.user:

@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 
 import boto3
 import pytest
+import requests
 from botocore.config import Config
 
 from dfd.core.config import Settings
-from dfd.identity.s3access import session_policy
 from dfdlocal.names import CREDENTIALS
 from dfdtools.audit import audit
 from tests.conftest import TEST_ENV
@@ -276,16 +276,27 @@ def serving(directory: Path) -> Iterator[str]:
         server.server_close()
 
 
-def credentials_env(stack: RunningStack, prefix: str, session: str) -> dict[str, str]:
-    """The environment of an AWS CLI (any SDK) holding credentials issued by the stack's STS for `prefix`, as POST
-    /me/s3-credentials issues them: the role, the prefix's session policy; nothing of this process's AWS_*."""
-    answer = stack.client("sts").assume_role(
-        RoleArn=stack.description["environment"]["S3_CREDENTIALS_ROLE_ARN"],
-        RoleSessionName=session,
-        Policy=json.dumps(session_policy(stack.bucket, prefix)),
-        DurationSeconds=3600,
-    )
-    credentials = answer["Credentials"]
+def make_user(stack: RunningStack, username: str, group: str) -> str:
+    """A user of the stack's pool in `group` with the stack's password (made once): their sub."""
+    idp = stack.client("cognito-idp")
+    pool = stack.cognito["user_pool_id"]
+    if group not in {g["GroupName"] for g in idp.list_groups(UserPoolId=pool)["Groups"]}:
+        idp.create_group(UserPoolId=pool, GroupName=group)
+    with contextlib.suppress(idp.exceptions.UsernameExistsException):  # made by an earlier test
+        idp.admin_create_user(UserPoolId=pool, Username=username, MessageAction="SUPPRESS")
+    idp.admin_set_user_password(UserPoolId=pool, Username=username, Password=stack.password, Permanent=True)
+    idp.admin_add_user_to_group(UserPoolId=pool, Username=username, GroupName=group)
+    attributes = idp.admin_get_user(UserPoolId=pool, Username=username)["UserAttributes"]
+    return str(next(a["Value"] for a in attributes if a["Name"] == "sub"))
+
+
+def credentials_env(stack: RunningStack, prefix: str, user: str) -> dict[str, str]:
+    """The environment of an AWS CLI (any SDK) holding the credentials POST /me/s3-credentials issues `user` (their
+    prefix is `prefix`: only what the API issued becomes uploads); nothing of this process's AWS_*."""
+    answer = requests.post(f"{stack.api_url}/me/s3-credentials", headers=stack.auth(user), timeout=30)
+    assert answer.status_code == 201, answer.text
+    credentials = answer.json()
+    assert credentials["prefix"] == prefix, credentials["prefix"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(
         AWS_ACCESS_KEY_ID=credentials["AccessKeyId"],

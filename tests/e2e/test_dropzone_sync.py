@@ -64,7 +64,7 @@ def test_aws_s3_sync_of_200_files_50_of_them_another_tenants_content(stack: Runn
         path = folder / f"d{index % 4}" / f"{run}-{index}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    env = credentials_env(stack, prefix, "alice-sync")
+    env = credentials_env(stack, prefix, "alice")
     result = subprocess.run(
         ["aws", "s3", "sync", str(folder), f"s3://{stack.bucket}/{prefix}{run}/"],
         capture_output=True,
@@ -105,3 +105,33 @@ def test_aws_s3_sync_of_200_files_50_of_them_another_tenants_content(stack: Runn
     audit_run = run_audit(stack)
     assert audit_run.returncode == 0, audit_run.stdout + audit_run.stderr
     assert "BROKEN" not in audit_run.stdout
+
+
+def test_a_second_sync_of_the_same_files_sends_each_again_as_a_duplicate(stack: RunningStack, tmp_path: Path) -> None:
+    """The drop zone keeps nothing, so a second `aws s3 sync` finds its destination empty and sends every file again:
+    each write is a new upload of alice's, a duplicate of her first (its bytes deleted), none silently dropped."""
+    if shutil.which("aws") is None:
+        pytest.skip("aws CLI not installed (make aws-cli)")
+    run, count = os.urandom(6).hex(), 3
+    prefix = prefix_for("acme", claims(stack.token("alice"))["sub"])
+    folder = tmp_path / "again"
+    folder.mkdir()
+    for index in range(count):
+        (folder / f"{index}.txt").write_bytes(f"synced twice {run} {index}\n".encode())
+    env = credentials_env(stack, prefix, "alice-sync-twice")
+    command = ["aws", "s3", "sync", str(folder), f"s3://{stack.bucket}/{prefix}{run}/"]
+    s3 = stack.client("s3")
+
+    def mine(statuses: tuple[str, ...]) -> list[dict[str, Any]] | None:
+        found = [item for item in my_uploads(stack, "alice") if item.get("filename", "").startswith(f"{run}/")]
+        return found if sorted(item["status"] for item in found) == sorted(statuses) else None
+
+    for round_statuses in (("stored",) * count, ("stored",) * count + ("duplicate",) * count):
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("upload:") == count  # the prefix is empty: every file is sent
+        wait_until(lambda statuses=round_statuses: mine(statuses), timeout=120, interval=1.0)
+        wait_until(lambda: not s3.list_objects_v2(Bucket=stack.bucket, Prefix=prefix).get("Contents"), timeout=60)
+    wait_until(lambda: settled(stack), timeout=120)
+    audit_run = run_audit(stack)
+    assert audit_run.returncode == 0, audit_run.stdout + audit_run.stderr

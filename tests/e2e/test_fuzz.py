@@ -19,20 +19,17 @@ Bounded for CI (about 3 minutes on the shared 2-core box, measured in docs/perfo
 asserted). Nothing is excluded: the presigned S3 requests the API hands out are not part of the document, so the
 fuzzer never sends bytes to S3.
 
-What each seed found, and the fix:
-- 22 (the fixed seed until issue 37): a malformed multipart upload id is 400 invalid_id; every route refuses a
-  query parameter it does not take (400 unknown_parameter); POST /upload's size limit is a 400 (too_large) like
-  its other field checks; the LFS batch request's optional fields (transfers, ref, hash_algo) are of the spec's
-  type or a 422 (null included); GET /lfs/{repo}/locks checks limit and cursor even when a path or id filter is
-  given. POST /upload's part_size, like its content_type and sha256, may be null (the service's layout), and the
-  document says so.
-- issue 37 (random seeds, 150 s per caller, both callers at once, from outside): ``GET /lfs/%F0%BC%89%A5/locks``
-  and ``POST /lfs/{repo}/locks/verify`` with ``{"limit": {}}`` answered 200. Each alone was refused already: the
-  answers were other requests' (the local runtime handled concurrent HTTP API events at once, and Powertools
-  keeps the event being resolved in a class attribute). The runtime now handles them one at a time, every /lfs
-  route checks its path parameters (repo, upload id, lock id: 404) before its credentials and anything else, and
-  every LFS field is checked in one place (dfd.lfs.request: 422): ``ref`` an object on every route, a lock id 64
-  hex, ``limit`` an integer in the body and digits in the query; the document says so.
+What the seeds found, all of which hold:
+- a malformed multipart upload id is 400 invalid_id; every route refuses a query parameter it does not take (400
+  unknown_parameter); POST /upload's size limit is a 400 (too_large) like its other field checks; the LFS batch
+  request's optional fields (transfers, ref, hash_algo) are of the spec's type or a 422 (null included); GET
+  /lfs/{repo}/locks checks limit and cursor even when a path or id filter is given. POST /upload's part_size, like
+  its content_type and sha256, may be null (the service's layout), and the document says so.
+- random seeds, both callers at once, from outside: concurrent HTTP API events on the local runtime each see their
+  own request (Powertools keeps the event being resolved in a class attribute: the runtime makes it per thread);
+  every /lfs route checks its path parameters (repo, upload id, lock id: 404) before its credentials and anything
+  else, and every LFS field is checked in one place (dfd.lfs.request: 422): ``ref`` an object on every route, a
+  lock id 64 hex, ``limit`` an integer in the body and digits in the query; the document says so.
 - 1735012375 (commit 676a301): ``GET /lfs/{repo}/locks?tenant=`` (empty) and ``POST .../locks/verify`` with
   ``"cursor": ""`` answered 200 against the document's patterns: an empty tenant or limit is a 422, an empty
   cursor is the first page and the document says so.

@@ -1,19 +1,22 @@
-"""The local HTTP API and Lambda Invoke API as WSGI apps with hosted test functions (no stack, no AWS)."""
+"""The local HTTP API and Lambda Invoke API as WSGI apps with hosted test functions (no stack, no AWS); and the
+running stack's routes, walked with paths no caller should send."""
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
+import requests
 from werkzeug.test import Client
 
 from dfdlocal.apigw import HttpApi
 from dfdlocal.lambda_api import LambdaApi
 from dfdlocal.runtime import Runtime
-from dfdlocal.template import CorsConfig, FunctionDef, HttpRoute
-from tests.e2e.e2e_helpers import ROOT
+from dfdlocal.template import TEMPLATE, CorsConfig, FunctionDef, HttpRoute, read_model
+from tests.e2e.e2e_helpers import ROOT, RunningStack
 
 pytestmark = pytest.mark.e2e
 
@@ -286,3 +289,37 @@ def test_web_readme_gives_the_same_headers_for_a_hosted_site() -> None:
     readme = (ROOT / "web" / "README.md").read_text()
     for name, value in expected.items():
         assert f"\n{name}: {value}\n" in readme, name
+
+
+# NUL, control characters, escapes that are not UTF-8, a name longer than any file system's
+BAD_SEGMENTS = ("a%00b", "%00", "a%01", "%7F", "%FF", "%C0%AF", "%ED%A0%80", "a" * 5000)
+
+
+def test_a_page_no_file_can_be_named_is_a_404() -> None:
+    client = Client(HttpApi([], {}, make_runtime(), ROOT / "web"), use_cookies=False)
+    for page in ("/uploads", "/", "/index.html", "/docs", "/config.js", "/openapi.yaml", "/admin", "/%00index.html"):
+        for bad in BAD_SEGMENTS:
+            for method in ("GET", "HEAD"):
+                response = client.open(page + bad, method=method)
+                assert response.status_code == 404, (page, bad, method, response.status_code)
+    assert client.get("/index.html").status_code == 200
+
+
+def test_every_route_of_the_running_stack_answers_a_bad_path_with_a_4xx(stack: RunningStack) -> None:
+    """The template's routes, each path parameter (and the path's end) made a bad segment, with a caller's
+    token: a documented 4xx from the route's function, never a 500 (the session checks each against
+    docs/openapi.yaml)."""
+    routes = read_model(TEMPLATE, stack.api_url).routes
+    assert routes
+    auth = stack.auth("alice")
+    for route in routes:
+        if route.path == "$default":
+            continue
+        method = "GET" if route.method == "ANY" else route.method
+        for bad in BAD_SEGMENTS:
+            paths = {route.path.replace("{", "").replace("}", "") + bad}
+            if "{" in route.path:
+                paths.add(re.sub(r"\{[^}]+\}", bad, route.path))
+            for path in paths:
+                response = requests.request(method, stack.api_url + path, headers=auth, timeout=30)
+                assert 400 <= response.status_code < 500, (route.route_key, path[:80], response.status_code)

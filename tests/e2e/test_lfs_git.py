@@ -62,7 +62,7 @@ def test_push_then_clone_round_trips_bytes(stack: RunningStack, alice: GitUser, 
 
 
 def test_two_repos_of_a_tenant_send_shared_content_once(stack: RunningStack, alice: GitUser, tmp_path: Path) -> None:
-    """The second repository's push, and the first's pushed again, send nothing and record nothing (issue 32)."""
+    """The second repository's push, and the first's pushed again, send nothing and record nothing."""
     data = os.urandom(200_000)
     _, first = new_repo(alice, tmp_path, "one", f"{stack.api_url}/lfs/one")
     oid = commit_file(alice, first, "shared.bin", data)
@@ -241,8 +241,8 @@ def test_lock_unlock_and_locks_and_the_push_time_check(stack: RunningStack, alic
 def test_an_admin_of_another_tenant_forces_the_unlock_of_a_tenants_lock(
     stack: RunningStack, alice: GitUser, tmp_path: Path
 ) -> None:
-    """issue 31: the API says an admin may force an unlock, but an admin outside the lock's tenant could not
-    reach it; naming the tenant (``tenant``) the admin lists the tenant's locks and forces the unlock."""
+    """The API says an admin may force an unlock, an admin outside the lock's tenant too: naming the tenant
+    (``tenant``) the admin lists the tenant's locks and forces the unlock."""
     _, work = new_repo(alice, tmp_path, "stuck", f"{stack.api_url}/lfs/stuck")
     commit_file(alice, work, "map.bin", os.urandom(1000))
     alice.run(work, "push", "origin", "main")

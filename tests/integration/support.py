@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -352,3 +353,27 @@ def bench_rows(row: str, tmp_path: Path, *, timeout: float) -> list[dict[str, An
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     rows: list[dict[str, Any]] = json.loads(out.read_text())["rows"]
     return rows
+
+
+def s3_writer(monkeypatch: pytest.MonkeyPatch, user: ApiUser) -> None:
+    """`user` holds valid S3 credentials, as POST /me/s3-credentials records them: the drop zone's writer check
+    (dfd.identity.s3sessions, on the tokens table) admits objects under the user's prefix; the user pool is
+    tests.support's users."""
+    from dfd import deps
+    from dfd.adapters import aws as dfd_aws
+    from dfd.adapters.dynamo.pats import DynamoTokenStore
+    from dfd.adapters.dynamo.s3sessions import DynamoS3SessionStore
+    from dfd.identity.ports import S3Session
+    from dfd.identity.s3sessions import S3SessionLedger, S3Writers
+    from tests.unit.fakes.lfs import FakeDirectory
+
+    table = deps.lfs_settings().tokens_table
+    store = DynamoS3SessionStore(dfd_aws.dynamodb(), table)
+    now = clock.now()
+    caller = user.caller
+    session_id = hashlib.sha256(user.sub.encode()).hexdigest()[:16]
+    session = S3Session(session_id, caller.tenant, user.username, None, now, clock.plus(now, hours=1))
+    if all(s.session_id != session.session_id for s in store.sessions(caller.owner)[0]):
+        S3SessionLedger(store).add(caller.owner, session)
+    writers = S3Writers(store, DynamoTokenStore(dfd_aws.dynamodb(), table), FakeDirectory())
+    monkeypatch.setattr(deps, "s3_writers", functools.cache(lambda: writers))  # deps.reset() clears it

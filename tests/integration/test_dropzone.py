@@ -5,6 +5,7 @@ readable, deduplicated across tenants — or rejected; replays change nothing, a
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,11 +13,19 @@ import pytest
 
 from dfd import deps
 from dfd.core.notifications import ObjectRef
-from dfd.handlers import download, ingest, me, metadata, uploads
+from dfd.handlers import download, ingest, me, metadata, upload, uploads
 from dfd.identity.s3access import prefix_for
 from dfd.reconcile.service import Reconciler
-from tests.integration.support import Aws, upload_as
-from tests.support import ALICE, BOB, ApiUser, LambdaContext, api_event, call, sqs_batch
+from tests.integration.support import Aws, s3_writer, upload_as
+from tests.support import ALICE, BOB, CAROL, ApiUser, LambdaContext, api_event, call, sqs_batch
+
+
+@pytest.fixture(autouse=True)
+def writers(monkeypatch: pytest.MonkeyPatch, aws: Aws) -> None:
+    """ALICE, BOB and CAROL write with credentials POST /me/s3-credentials issued (tests/unit/test_s3_writers.py:
+    others)."""
+    for user in (ALICE, BOB, CAROL):
+        s3_writer(monkeypatch, user)
 
 
 def drop(aws: Aws, data: bytes, name: str, user: ApiUser = ALICE) -> str:
@@ -198,3 +207,112 @@ def test_the_copy_is_conditional_on_both_ends(aws: Aws, monkeypatch: pytest.Monk
     assert calls["CompleteMultipartUpload"]["IfNoneMatch"] == "*"
     assert all(params["CopySourceIfMatch"] == etag for name, params in sent if name == "UploadPartCopy")
     aws.drain()
+
+
+def test_a_folder_key_is_rejected_and_deleted(aws: Aws) -> None:
+    prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix + "folder-x/", Body=b"f" * 4096)
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix, Body=b"")
+    settle(aws)
+    items = listed()
+    assert (items["folder-x/"]["status"], items["folder-x/"]["reason"]) == ("rejected", "not_a_file")
+    assert keys(aws, "s3/") == [] and keys(aws, "uploads/") == []
+    status, answer = call(me.handler, api_event("GET", "/me", user=ALICE))
+    assert status == 200 and answer["usage"]["used_bytes"] == 0
+    aws.assert_invariants()
+
+
+def test_an_archived_object_is_rejected_not_retried(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dfd.ingest import dropzone
+
+    key = prefix_for(ALICE.caller.tenant, ALICE.caller.owner) + "cold.bin"
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=key, Body=b"glacier", StorageClass="GLACIER")
+    settle(aws)  # no batch item failure: nothing for the DLQ
+    assert (listed()["cold.bin"]["status"], listed()["cold.bin"]["reason"]) == ("rejected", "archived_storage_class")
+    assert keys(aws, "s3/") == []
+    # one whose HeadObject says nothing of it: S3 refuses the copy (ObjectNotInActiveTierError), the pending upload
+    # is rejected
+    monkeypatch.setattr(dropzone, "ARCHIVE_CLASSES", frozenset())
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=key, Body=b"deep archive", StorageClass="DEEP_ARCHIVE")
+    settle(aws)
+    status, page = call(uploads.handler, api_event("GET", "/uploads", user=ALICE))
+    assert status == 200 and [item["reason"] for item in page["items"]] == ["archived_storage_class"] * 2
+    assert keys(aws, "s3/") == [] and keys(aws, "uploads/") == []
+    status, answer = call(me.handler, api_event("GET", "/me", user=ALICE))
+    assert status == 200 and answer["usage"]["used_bytes"] == 0 and answer["usage"]["pending_count"] == 0
+    aws.assert_invariants()
+
+
+def test_an_invalid_content_type_is_served_as_octet_stream(aws: Aws) -> None:
+    key = prefix_for(ALICE.caller.tenant, ALICE.caller.owner) + "odd.txt"
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=key, Body=b"odd", ContentType="not a mime type")
+    settle(aws)
+    item = listed()["odd.txt"]
+    status, meta = call(metadata.handler, api_event("GET", f"/metadata/{item['upload_id']}"))
+    assert status == 200 and meta["content_type"] == "application/octet-stream"
+    head = aws.s3.head_object(Bucket=aws.settings.bucket, Key=f"uploads/{item['upload_id']}")
+    assert head["ContentType"] == "application/octet-stream"
+    aws.assert_invariants()
+
+
+def test_the_same_file_sent_again_after_its_delete_is_a_new_upload(aws: Aws) -> None:
+    drop(aws, b"sent, deleted, sent again", "again.txt")
+    settle(aws)
+    first = listed()["again.txt"]["upload_id"]
+    status, _ = call(uploads.handler, api_event("DELETE", f"/uploads/{first}", user=ALICE))
+    assert status == 204
+    time.sleep(1.1)  # S3's Last-Modified is to the second: the second write is a later one
+    drop(aws, b"sent, deleted, sent again", "again.txt")
+    settle(aws)
+    status, page = call(uploads.handler, api_event("GET", "/uploads", user=ALICE))
+    mine = {item["upload_id"]: item["status"] for item in page["items"] if item["filename"] == "again.txt"}
+    assert status == 200 and mine.pop(first) == "deleted" and list(mine.values()) == ["stored"]
+    assert keys(aws, "s3/") == []  # the deleted upload's content stays until the reaper's next run
+    aws.assert_invariants()
+
+
+def test_drop_zone_uploads_leave_the_shared_pending_limit_to_the_others(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENANT_PENDING_LIMIT", "2")
+    deps.reset()
+    for n in range(4):
+        drop(aws, f"alice's {n}".encode(), f"f{n}.txt")
+    messages = aws.drain()  # the drops' events only: four registered and copied, their copies' events not yet in
+    assert ingest.handler(sqs_batch(*(m["Body"] for m in messages)), LambdaContext()) == {"batchItemFailures": []}
+    status, answer = call(me.handler, api_event("GET", "/me", user=CAROL))
+    assert status == 200 and answer["usage"]["pending_count"] == 0 and answer["usage"]["pending_bytes"] > 0
+    status, created = call(
+        upload.handler, api_event("POST", "/upload", user=CAROL, body={"filename": "c.txt", "size": 3})
+    )
+    assert status == 201, created
+    settle(aws)
+    assert {item["status"] for item in listed().values()} == {"stored"}
+
+
+def test_refusals_publish_upload_rejected_and_the_sweep_finds_a_folder_key(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dfd.ingest import dropzone
+    from tests.integration.outbox import Outbox, in_process_client, kinds
+
+    outbox = Outbox(aws.model, in_process_client)
+    monkeypatch.setenv("INGEST_QUEUE_URL", aws.queue_url)
+    prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix + "lost/", Body=b"marker")
+    aws.drain()  # its notification never reaches the ingest: the sweep re-drives it
+    reconciler: Reconciler = deps.reconciler()
+    state = reconciler.begin({"sweep": True})
+    while state["pos"]["phase"] != "done":
+        state = reconciler.page(state["pos"]["phase"], state, lambda *metric: None)
+    assert reconciler.finish(state)["orphans"] == 1
+    settle(aws)
+    monkeypatch.setattr(dropzone, "ARCHIVE_CLASSES", frozenset())  # registered first, its copy refused
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=prefix + "cold.bin", Body=b"cold", StorageClass="GLACIER")
+    settle(aws)
+    assert keys(aws, "s3/") == []
+    events = outbox.publish()
+    assert kinds(events) == {"Upload Rejected": 2}
+    assert {event["detail"]["filename"] for event in events} == {"lost/", "cold.bin"}
+    assert {event["detail"]["tenant"] for event in events} == {ALICE.caller.tenant}
+    aws.assert_invariants()

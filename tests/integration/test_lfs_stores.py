@@ -70,7 +70,7 @@ def test_the_lock_store_contract(aws: Aws, kind: str) -> None:
     assert store.page("globex/game", 10, None) == ([], None)
     assert not store.delete(Lock("acme/game", "f" * 64, "x", ALICE.caller.owner, "alice", NOW))  # not this lock
     assert store.delete(lock) and store.get("acme/game", "f" * 64) is None
-    # an admin of no tenant of acme's forces carol's unlock by naming acme (issue 31): the conditional delete
+    # an admin of no tenant of acme's forces carol's unlock by naming acme: the conditional delete
     unlocked = service.unlock(ADMIN.caller, "game", lock_id("dir/0.bin"), force=True, tenant="acme")
     assert unlocked["lock"]["path"] == "dir/0.bin" and store.get("acme/game", lock_id("dir/0.bin")) is None
 

@@ -175,7 +175,7 @@ def test_post_me_tokens_echoes_unknown_fields_bounded_and_escaped(aws: Aws, monk
 
 
 def test_a_user_past_the_limit_from_before_the_count_is_refused(aws: Aws) -> None:
-    """101 tokens from before the count (the old race): seeded with all of them, checked in batches of 100 keys,
+    """101 tokens from before the count: seeded with all of them, checked in batches of 100 keys,
     refused until fewer than 50 are live."""
     _hold(101, counted=False)
     with pytest.raises(Conflict):

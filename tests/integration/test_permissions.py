@@ -24,7 +24,7 @@ from dfd.core.config import MIB
 from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, snapshot, upload, uploads
 from dfd.identity.s3access import prefix_for
 from dfdlocal.template import Resolver, load_template
-from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route
+from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route, s3_writer
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,8 +151,11 @@ def grants(resolver: Resolver) -> dict[str, set[tuple[str, str]]]:
         role = template["Resources"][f"{function}Role"]["Properties"]
         for policy in (policy["PolicyDocument"] for policy in role["Policies"]):
             for statement in policy["Statement"]:
-                if all(str(action).startswith(("logs:", "xray:")) for action in _listed(statement["Action"])):
-                    continue  # the runtime's (its log group, traces), not requests of the code
+                if all(
+                    str(action).startswith(("logs:", "xray:", "cognito-idp:"))
+                    for action in _listed(statement["Action"])
+                ):
+                    continue  # the runtime's (its log group, traces), not requests of the code; the user pool's
                 statement = resolver.resolve(statement)
                 assert statement["Effect"] == "Allow"
                 actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
@@ -176,6 +179,7 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
             s.uploads_table: "UploadsTable",
             s.events_table: "EventsTable",
             s.tenant_files_table: "TenantFilesTable",
+            deps.lfs_settings().tokens_table: "LfsTokensTable",
             s.history_table: "StatsHistoryTable",
         }[resource]
         table_arn = resolver.get_att(logical, "Arn")
@@ -314,6 +318,7 @@ def exercise_drop_zone(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     deps.reset()
     monkeypatch.setattr(copies, "COPY_MAX", 6 * MIB)
     monkeypatch.setattr(copies, "COPY_PART", 5 * MIB)
+    s3_writer(monkeypatch, ALICE)  # her credentials recorded: the writer check reads the tokens table
     prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
     sizes = {"small.bin": 100, "parts.bin": 6 * MIB + 1, "huge.bin": 16 * MIB + 1}
     for name, size in sizes.items():

@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 
 from dfd.core.config import Settings
 from dfd.core.notifications import ObjectRef
+from dfd.deletes.service import DeleteService
 from dfd.ingest.service import Ingestor, IngestResult, Outcome
+from dfd.uploads.multipart import MultipartService
 from dfd.uploads.service import UploadRequest, UploadService
 from tests.support import ALICE, ApiUser
 from tests.unit.fakes import FakeObjectStore, FakeRepository
@@ -51,6 +53,10 @@ class World:
 
     def service(self) -> UploadService:
         return UploadService(self.settings, self.repo, self.objects, now=lambda: NOW, rng=random.Random(3))
+
+    def deletes(self) -> DeleteService:
+        multipart = MultipartService(self.settings, self.repo, self.objects, now=lambda: NOW)
+        return DeleteService(self.settings, self.repo, multipart, now=lambda: NOW, sleep=self.sleeps.append)
 
     def upload(
         self, data: bytes, name: str = "a.txt", *, checksum: bool = False, user: ApiUser = ALICE, hint: bool = True

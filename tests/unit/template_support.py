@@ -120,6 +120,10 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:PutItem", "UploadsTable.Arn"),
         ("dynamodb:Query", "TenantFilesTable.Arn"),
+        # a drop-zone object's writer (dfd.identity.s3sessions): its owner's sessions and tokens, its user now
+        ("dynamodb:GetItem", "LfsTokensTable.Arn"),
+        ("cognito-idp:AdminGetUser", "UserPool.Arn"),
+        ("cognito-idp:AdminListGroupsForUser", "UserPool.Arn"),
     },
     # the two stream event sources' reads (SAM's AWSLambdaDynamoDBExecutionRole allows them on every stream)
     "PublisherFunction": {

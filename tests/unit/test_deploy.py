@@ -291,7 +291,7 @@ def test_every_file_the_pages_reference_is_published(monkeypatch: pytest.MonkeyP
     deploy.deploy(settings(), guided=False, run=aws.run, outputs=aws.outputs)
     referenced = pages.page_files()
     assert set(aws.synced) == set(referenced) | {"config.js"}
-    # what PAGE_FILES used to leave out: the Dashboard's stylesheet, Swagger UI's, and the spec /docs loads
+    # what the pages load beyond their HTML and scripts: the Dashboard's stylesheet, Swagger UI's, the spec /docs loads
     assert {"vendor/uppy/uppy.css", "vendor/swagger-ui/swagger-ui.css", "openapi.yaml"} <= set(aws.synced)
     assert {"index.html", "admin.html", "docs.html", "js/upload.js", "vendor/uppy/uppy.js"} <= set(aws.synced)
     assert aws.synced["openapi.yaml"] == (deploy.ROOT / "docs" / "openapi.yaml").read_text()

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dfdbench import mkdocs_hook
+from dfdbench import mkdocs_hook, report
 
 ROOT = Path(__file__).resolve().parents[2]
+ISSUE = re.compile(r"[Ii]ssue #?[0-9]+|\(#[0-9]+\)")
 
 
 def build(tmp_path: Path, config: Path) -> subprocess.CompletedProcess[str]:
@@ -144,3 +145,109 @@ def test_the_readme_stays_a_five_minute_read() -> None:
     assert len(readme.encode()) <= 12 * 1024, "README.md over 12 KB: the detail belongs in the site (docs/)"
     for section in ("about", "quickstart"):  # what the site includes from it
         assert f"<!-- --8<-- [start:{section}] -->" in readme and f"<!-- --8<-- [end:{section}] -->" in readme
+
+
+def test_the_target_and_figure_markers_render_the_rows_they_name() -> None:
+    document = {
+        "rows": [
+            {"target": "3", "name": "a row, 256 MiB", "value": 1.5, "unit": "ms", "baseline": 1.0, "ratio": 1.5,
+             "met": True, "goal": "≤ 2x", "details": {"units": {"read_units": 3.0, "share": 0.135}}},
+            {"target": "3", "name": "a row again", "value": 12.25, "unit": "MB/s", "met": False, "goal": "≥ 20"},
+            {"target": "cost", "name": "GET /me", "value": 1.545834, "unit": "$/M", "met": None, "goal": "info"},
+            {"target": "cost", "name": "GET /metadata/{id}", "value": 1.8, "unit": "$/M", "met": None, "goal": ""},
+        ],
+    }  # fmt: skip
+    page = '# P\n\n<!-- bench:target 3 -->\n\nA row takes <!-- bench "a row, 256" --> (<!-- bench "a row," ratio -->),'
+    page += ' <!-- bench "a row, 256" details.units.read_units --> read units'
+    page += ' (<!-- bench "a row, 256" details.units.share% -->); <!-- bench "GET /me" --> per million,'
+    page += ' <!-- bench "a row, 256" number --> over <!-- bench "a row, 256" baseline_number -->.\n'
+    rendered = mkdocs_hook.render(page, document)
+    assert "| a row, 256 MiB | 1.50 ms | 1 ms | 1.50x | ≤ 2x | ✅ |  |" in rendered
+    assert "| a row again | 12.2 MB/s | — | — | ≥ 20 | ❌ |  |" in rendered
+    assert "A row takes 1.50 ms (1.50x), 3 read units (14 %); 1.55 $/M per million, 1.50 over 1." in rendered
+    assert mkdocs_hook.render('`<!-- bench "no such row" -->`', document) == '`<!-- bench "no such row" -->`'
+    for wrong in ('<!-- bench "a row" -->', '<!-- bench "no such row" -->', '<!-- bench "a row, 256" details.x -->'):
+        with pytest.raises(mkdocs_hook.MarkerError):
+            mkdocs_hook.render(wrong, document)
+    with pytest.raises(mkdocs_hook.MarkerError):
+        mkdocs_hook.render("<!-- bench:target 99 -->", document)
+
+
+def test_the_marks_are_drawn_without_an_emoji_font_but_code_keeps_them() -> None:
+    page = "<p>met ✅ missed ❌</p><pre><code>✅ stays</code></pre><td>❌</td>"
+    drawn = mkdocs_hook.glyphs(page)
+    assert "✅" not in drawn.replace("<pre><code>✅ stays</code></pre>", "") and "❌" not in drawn
+    assert drawn.count('<svg class="dfd-mark"') == 3 and 'aria-label="yes"' in drawn and 'aria-label="no"' in drawn
+    assert "<pre><code>✅ stays</code></pre>" in drawn
+
+
+def test_the_built_tables_carry_no_emoji_mark(site: Path) -> None:
+    page = (site / "performance" / "index.html").read_text(encoding="utf-8")
+    article = page[page.index("<article") : page.index("</article>")]
+    outside_code = re.sub(r"<pre\b.*?</pre>", "", article, flags=re.DOTALL)
+    assert "✅" not in outside_code and "❌" not in outside_code
+    assert 'class="dfd-mark"' in article
+
+
+def test_the_cost_rows_of_bench_json_state_the_codes_budgets() -> None:
+    from dfdbench import rows_cost
+
+    document = json.loads((ROOT / "docs" / "bench.json").read_text())
+    priced = {row["name"]: row for row in document["rows"] if row["target"] == "cost"}
+    assert sorted(priced) == sorted(rows_cost.BUDGETS), "every priced path has its budget, and only those"
+    for name, row in priced.items():
+        assert row["goal"] == rows_cost.goal(name, row["details"]), f"{name}: bench/run --only 17 states other budgets"
+
+
+def test_a_bench_run_and_a_build_bring_every_quoting_page_up_to_date(tmp_path: Path) -> None:
+    """A figure changed in (a copy of) docs/bench.json is the figure every page quoting it shows."""
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    document = json.loads((docs / "bench.json").read_text())
+    changed = {"hash-first duplicate (409, no bytes sent)": 7.654321, "GET /me": 3.456789}
+    for row in document["rows"]:
+        if row["name"] in changed:
+            row["value"] = row["details"]["total"] = changed[row["name"]]
+    (docs / "bench.json").write_text(json.dumps(document))
+    config = (ROOT / "mkdocs.yml").read_text()
+    for relative in ("docs_dir: docs", "- README.md", "- bench/dfdbench/"):
+        config = config.replace(relative, relative.replace(" ", f" {ROOT}/", 1).replace(f"{ROOT}/docs", str(docs)))
+    (tmp_path / "mkdocs.yml").write_text(config)
+    result = build(tmp_path, tmp_path / "mkdocs.yml")
+    assert result.returncode == 0, result.stderr[-4000:]
+    for page in ("performance", "design/cost"):
+        text = text_of(tmp_path / "site" / page / "index.html")
+        assert "7.65 $/M" in text and "3.46 $/M" in text, page
+
+
+def test_the_pages_state_what_holds_without_issue_numbers_or_a_lab_notebook() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    numbered = [str(page.relative_to(ROOT)) for page in pages if ISSUE.search(page.read_text(encoding="utf-8"))]
+    assert not numbered, f"issue numbers belong in git log, not in {numbered}"
+    performance = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert len(performance.encode()) <= 25 * 1024, "docs/performance.md is a reference: each target, not each run"
+    months = "January|February|March|April|May|June|July|August|September|October|November|December"
+    assert not re.search(rf"load average|\b\d{{1,2}} ({months}) 20\d\d", performance), "a dated run or a load average"
+    targets = sorted({row["target"] for row in json.loads((ROOT / "docs" / "bench.json").read_text())["rows"]})
+    for target in targets:
+        assert f"<!-- bench:target {target} -->" in performance, f"target {target}: no rendered rows on the page"
+
+
+def test_a_partial_run_updates_its_targets_rows_in_the_published_run_and_keeps_the_others() -> None:
+    row = {"name": "x", "value": 1.0, "unit": "ms", "met": True, "goal": ""}
+    published = {
+        "machine": {"cpus": 2, "python": "3.12.1"},
+        "seconds": 100.0,
+        "rows": [row | {"target": "1"}, row | {"target": "7", "name": "old 7"}, row | {"target": "cost"}],
+        "throughput_points": [{"series": "a", "size": 1, "bytes_per_s": 1.0}],
+    }
+    fresh = [row | {"target": "7", "name": "new 7a"}, row | {"target": "7", "name": "new 7b"}]
+    run = {"only": ["7"], "seconds": 9.0}
+    merged = report.merge(published, fresh, [], run)
+    assert [r["name"] for r in merged["rows"]] == ["x", "new 7a", "new 7b", "x"]
+    assert merged["throughput_points"] == published["throughput_points"] and merged["updates"] == [run]
+    assert mkdocs_hook.summary(merged).endswith(
+        "4 targets met, 0 missed. Rows of 7 from later runs (bench/run --only N --update docs/bench.json)."
+    )
+    again = report.merge(merged, [row | {"target": "cost", "name": "priced"}], [], {"only": ["17"]})
+    assert [r["name"] for r in again["rows"]] == ["x", "new 7a", "new 7b", "priced"] and len(again["updates"]) == 2

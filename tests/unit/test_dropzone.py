@@ -9,12 +9,17 @@ from typing import Any
 
 import pytest
 
+from dfd.core.errors import ObjectArchived, ServiceUnavailable
+from dfd.core.ids import valid_content_type
+from dfd.core.objects import ListedObject
+from dfd.core.records import UploadStatus
 from dfd.identity.s3access import prefix_for
 from dfd.ingest.dropzone import drop_filename, drop_upload_id
 from dfd.ingest.service import Outcome
 from dfd.queries.views import listed_upload_view
-from tests.support import ALICE, BOB
-from tests.unit.ingest_world import BUCKET, World, expect, sha
+from dfd.reconcile.service import Reconciler
+from tests.support import ALICE, BOB, CAROL
+from tests.unit.ingest_world import BUCKET, NOW, World, expect, sha
 
 
 def drop(world: World, data: bytes, name: str = "dir/a.txt", user=ALICE) -> str:  # type: ignore[no-untyped-def]
@@ -137,24 +142,137 @@ def test_keys_outside_a_callers_prefix_are_ignored() -> None:
 
 
 def test_the_upload_id_and_filename() -> None:
-    one = drop_upload_id("b", "s3/t/o/f", "etag", 3)
-    assert one == drop_upload_id("b", "s3/t/o/f", "etag", 3) and len(one) == 32 and int(one[-1], 16) % 2 == 0
-    assert one != drop_upload_id("b", "s3/t/o/f", "etag2", 3)
+    one = drop_upload_id("b", "s3/t/o/f", "etag", 3, "2026-01-01T00:00:00Z")
+    assert one == drop_upload_id("b", "s3/t/o/f", "etag", 3, "2026-01-01T00:00:00Z")
+    assert len(one) == 32 and int(one[-1], 16) % 2 == 0
+    assert one != drop_upload_id("b", "s3/t/o/f", "etag2", 3, "2026-01-01T00:00:00Z")
+    assert one != drop_upload_id("b", "s3/t/o/f", "etag", 3, "2026-01-01T00:00:01Z")  # written again later
     assert drop_filename("a/b/c.txt") == "a/b/c.txt"
     assert drop_filename("a/b\x01c.txt") == "bc.txt"
     assert drop_filename("d/" + "x" * 300) == "file"
 
 
-def test_the_pending_limit_does_not_refuse_bytes_already_there() -> None:
+def test_drop_zone_uploads_are_outside_the_pending_limit_the_tenants_members_share() -> None:
     world = World()
     world.settings = replace(world.settings, tenant_pending_limit=1)
     world.repo.settings = world.settings
     keys = [drop(world, f"file {n}".encode(), f"f{n}.txt") for n in range(3)]
-    targets = [settle(world, key)[1] for key in keys]  # three pending at once
-    assert world.repo.tenant_usage(ALICE.caller.tenant).pending_count == 3
+    targets = [settle(world, key)[1] for key in keys]  # three pending at once, none refused
+    usage = world.repo.tenant_usage(ALICE.caller.tenant)
+    assert usage.pending_count == 0 and usage.pending_bytes == sum(len(f"file {n}") for n in range(3))
+    # another member of the tenant still gets the one pending upload the limit allows
+    expect(world.ingest(world.upload(b"carol's", user=CAROL)), Outcome.STORED)
     for target in targets:
         expect(world.ingest(target), Outcome.STORED)
+    usage = world.repo.tenant_usage(ALICE.caller.tenant)
+    assert usage.pending_count == 0 and usage.pending_bytes == 0
     world.assert_invariants()
+
+
+def test_a_cancelled_or_expired_drop_zone_upload_releases_its_bytes_only() -> None:
+    world = World()
+    world.settings = replace(world.settings, tenant_pending_limit=5)
+    world.repo.settings = world.settings
+    world.ingest(world.upload(b"posted"))  # one pending upload counted, released by its ingest
+    cancelled, _ = settle(world, drop(world, b"cancel me", "c.txt"))
+    expired, _ = settle(world, drop(world, b"expire me", "e.txt"))
+    assert world.deletes().delete(ALICE.caller, cancelled).outcome == "cancelled"
+    upload = world.repo.get_upload(expired)
+    assert upload is not None and world.repo.give_up_upload(upload, UploadStatus.EXPIRED, NOW)
+    usage = world.repo.tenant_usage(ALICE.caller.tenant)
+    assert (usage.pending_count, usage.pending_bytes, usage.used_bytes) == (0, 0, len(b"posted"))
+
+
+def test_a_folder_key_and_the_prefix_itself_are_rejected_and_deleted() -> None:
+    world = World()
+    for name in ("folder-x/", ""):
+        key = drop(world, b"x" * 64, name)
+        result = world.ingest(key)
+        expect(result, Outcome.REJECTED)
+        assert result.deleted and (BUCKET, key) not in world.objects.objects
+        upload = world.repo.get_upload(str(result.upload_id))
+        assert upload is not None and upload.status == "rejected" and upload.failure == "not_a_file"
+        assert upload.tenant == ALICE.caller.tenant and upload.owner == ALICE.caller.owner
+    assert world.repo.tenant_usage(ALICE.caller.tenant).used_bytes == 0 and world.objects.copies == 0
+    # the sweep re-drives such keys (nothing under s3/ is left to stay)
+    prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
+    listed = [ListedObject(prefix + "folder-y/", '"e"'), ListedObject(prefix, '"e"'), ListedObject("s3/x", '"e"')]
+    assert [obj.key for obj in Reconciler.drops(listed)] == [prefix + "folder-y/", prefix]
+
+
+def test_an_archived_object_is_rejected_before_or_after_its_registration() -> None:
+    world = World()
+    key = prefix_for(ALICE.caller.tenant, ALICE.caller.owner) + "cold.bin"
+    world.objects.put(BUCKET, key, b"frozen", storage_class="GLACIER")
+    result = world.ingest(key)
+    expect(result, Outcome.REJECTED)
+    assert result.deleted and (BUCKET, key) not in world.objects.objects
+    upload = world.repo.get_upload(str(result.upload_id))
+    assert upload is not None and upload.failure == "archived_storage_class"
+    # an archive tier the HeadObject did not show: the copy is refused after the registration
+    world.objects.put(BUCKET, key, b"archived tier")
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise ObjectArchived("InvalidObjectState")
+
+    world.objects.copy = refused  # type: ignore[method-assign]
+    result = world.ingest(key)
+    expect(result, Outcome.REJECTED)
+    assert result.deleted and (BUCKET, key) not in world.objects.objects
+    upload = world.repo.get_upload(str(result.upload_id))
+    assert upload is not None and upload.status == "rejected" and upload.failure == "archived_storage_class"
+    assert upload.quota_bytes == 0 and world.repo.tenant_usage(ALICE.caller.tenant).used_bytes == 0
+    world.assert_invariants()
+
+
+def test_an_invalid_content_type_is_kept_as_octet_stream() -> None:
+    world = World()
+    key = prefix_for(ALICE.caller.tenant, ALICE.caller.owner) + "odd.txt"
+    cases = (("not a mime type", "application/octet-stream"), ("x" * 3000, "application/octet-stream"))
+    for sent, kept in (*cases, ("text/csv; charset=utf-8", "text/csv; charset=utf-8")):
+        world.objects.put(BUCKET, key, sent.encode()[:40], content_type=sent)
+        upload_id, target = settle(world, key)
+        upload = world.repo.get_upload(upload_id)
+        assert upload is not None and upload.content_type == kept and valid_content_type(kept)
+        assert world.objects.objects[(BUCKET, target)].content_type == kept  # what a download serves
+
+
+def test_a_new_write_of_the_same_bytes_is_a_new_upload() -> None:
+    world = World()
+    key = drop(world, b"sent twice")
+    etag = world.objects.objects[(BUCKET, key)].etag
+    first, target = settle(world, key)
+    expect(world.ingest(target), Outcome.STORED)
+    assert world.deletes().delete(ALICE.caller, first).outcome == "deleted"
+    # the same file sent again to the same key: S3 gives it the same ETag, a later Last-Modified
+    world.objects.put(BUCKET, key, b"sent twice", content_type="text/plain", etag=etag)
+    second, target = settle(world, key)
+    assert second != first
+    expect(world.ingest(target), Outcome.STORED)
+    upload = world.repo.get_upload(second)
+    assert upload is not None and upload.status == "stored"
+    world.assert_invariants()
+
+
+def test_the_leftover_of_an_expired_drop_zone_upload_is_deleted() -> None:
+    world = World()
+    key = drop(world, b"too late")
+    real_copy = world.objects.copy
+
+    def unavailable(*args: Any, **kwargs: Any) -> None:
+        raise ServiceUnavailable("S3 down")
+
+    world.objects.copy = unavailable  # type: ignore[method-assign]
+    with pytest.raises(ServiceUnavailable):
+        world.ingest(key)
+    world.objects.copy = real_copy  # type: ignore[method-assign]
+    upload_id = next(iter(world.repo.uploads))
+    upload = world.repo.get_upload(upload_id)
+    assert upload is not None and world.repo.give_up_upload(upload, UploadStatus.EXPIRED, NOW)
+    result = world.ingest(key)
+    expect(result, Outcome.SETTLED)
+    assert result.deleted and (BUCKET, key) not in world.objects.objects
+    assert world.repo.tenant_usage(ALICE.caller.tenant).used_bytes == 0
 
 
 def test_a_concurrent_copy_and_an_overwrite_during_the_copy() -> None:

@@ -1,5 +1,5 @@
 """The Git LFS Batch API (dfd.lfs.batch), locks (dfd.lfs.locks) and personal access tokens (dfd.identity.pats) on the
-in-memory ports: every answer the issue lists, per object and for the whole request."""
+in-memory ports: every answer the Batch and locks APIs give, per object and for the whole request."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_verify_ingests_so_the_oid_is_the_tenants_at_once(world: Lfs) -> None:
 
 
 def test_an_object_the_tenant_holds_pushed_again_writes_nothing(world: Lfs) -> None:
-    """issue 32: a re-push — the same branch again, another repository, another user of the tenant — sends nothing
+    """A re-push — the same branch again, another repository, another user of the tenant — sends nothing
     and writes nothing: no upload record (My uploads), no duplicate avoided, no reference, no precheck counted;
     the objects it does not hold beside them are registered as ever."""
     held = [b"level one", b"level two"]
@@ -391,7 +391,7 @@ def test_locks_are_paged() -> None:
         lambda: query(tenant="user:"),
         lambda: query(tenant=""),  # the fuzz seed of 676a301: was the caller's own tenant
         lambda: query(limit=""),
-        lambda: lfsrequest.body_page({"limit": {}}),  # issue 37: was a 200
+        lambda: lfsrequest.body_page({"limit": {}}),  # an object where an integer belongs
         lambda: lfsrequest.body_page({"limit": "5"}),
         lambda: lfsrequest.body_page({"limit": True}),
         lambda: lfsrequest.body_page({"limit": 1.5}),

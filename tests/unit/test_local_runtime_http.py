@@ -1,7 +1,7 @@
 """The local runtime handles HTTP API events concurrently, each with its own request: Powertools' resolvers keep the
 event they resolve in process-wide state (``BaseRouter.current_event`` is a class attribute, the matched route an
-app's own), so two at once in one process read each other's requests — issue 37's fuzzer saw
-``GET /lfs/%F0%BC%89%A5/locks`` and ``{"limit": {}}`` answered 200 with another request's path and body. On Lambda
+app's own), so two at once in one process would read each other's requests — ``GET /lfs/%F0%BC%89%A5/locks`` or
+``{"limit": {}}`` answered 200 with another request's path and body. On Lambda
 one invocation per process never shares it; the runtime makes that state per thread
 (dfdlocal.runtime.isolate_powertools_resolvers)."""
 

@@ -43,7 +43,7 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 # Git LFS's routes speak git-lfs's wire format (docs/api/batch.md, locking.md): bodies in LFS_MEDIA, errors as
 # {"message", "request_id", "documentation_url"} without a dfd error code
 LFS_MEDIA = "application/vnd.git-lfs+json"
-NOT_HTTP_CODES = {"invalid_event", "object_not_found", "object_changed"}
+NOT_HTTP_CODES = {"invalid_event", "object_not_found", "object_changed", "object_archived"}
 # API Gateway's own answers (no function runs): documented as GatewayMessage, never produced by dfd
 GATEWAY = "GatewayMessage"
 # the functions building a response body as a dict literal -> the schema documenting it

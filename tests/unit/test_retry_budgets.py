@@ -44,7 +44,7 @@ def test_a_budget_counts_every_attempt_at_its_timeouts_and_every_pause_at_its_lo
     limits = CallLimits(attempts=3, connect_timeout=0.5, read_timeout=1.0)
     assert limits.worst_seconds() == 3 * 1.5 + (1 + 2)  # botocore's throttling pauses: up to 1 s, then 2 s
     assert retry.Budget("F", limits, 4, "").seconds() == 4 * Backoff.LONGEST + 7.5
-    # the old policy, for scale: adaptive mode's 6 attempts of 60 s timeouts under 8 domain attempts
+    # for scale: adaptive mode's 6 attempts of 60 s timeouts under 8 domain attempts
     assert CallLimits(attempts=6, connect_timeout=60, read_timeout=60).worst_seconds() > 10 * 60
 
 

@@ -23,16 +23,20 @@ from dfd.identity.caller import Caller
 from dfd.identity.credentials import CredentialChecker
 from dfd.identity.jwtverify import JwtVerifier
 from dfd.identity.pats import PatService
+from dfd.identity.ports import DirectoryUser
 from dfd.identity.s3access import prefix_for
 from dfd.identity.s3credentials import (
+    MAX_DURATION,
+    MIN_DURATION,
     IssuedCredentials,
     S3CredentialsService,
     S3CredentialsSettings,
     iso8601,
     session_name,
 )
-from tests.support import ALICE, DAVE, LambdaContext, api_event
-from tests.unit.fakes.lfs import FakeDirectory, FakeTokenStore
+from dfd.identity.s3sessions import MAX_LIVE_SESSIONS, S3SessionLedger
+from tests.support import ALICE, BOB, DAVE, LambdaContext, api_event
+from tests.unit.fakes.lfs import FakeDirectory, FakeS3SessionStore, FakeTokenStore
 from tests.unit.test_lfs_credentials import ACCESS_SCOPE, CLIENT, ISSUER, KEY, access_token, bad_credentials, basic
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/dfd-S3CredentialsRole-ABC"
@@ -86,14 +90,40 @@ def store() -> FakeTokenStore:
 
 
 @pytest.fixture
-def pats(monkeypatch: pytest.MonkeyPatch, sts: RecordingSts, store: FakeTokenStore) -> Iterator[PatService]:
+def directory() -> FakeDirectory:
+    return FakeDirectory()
+
+
+@pytest.fixture
+def sessions() -> FakeS3SessionStore:
+    return FakeS3SessionStore()
+
+
+def service_of(
+    sts: RecordingSts,
+    settings: S3CredentialsSettings = SETTINGS,
+    directory: FakeDirectory | None = None,
+    sessions: FakeS3SessionStore | None = None,
+) -> S3CredentialsService:
+    ledger = S3SessionLedger(sessions or FakeS3SessionStore(), sleep=lambda _: None)
+    return S3CredentialsService(sts, settings, directory or FakeDirectory(), ledger)
+
+
+@pytest.fixture
+def pats(
+    monkeypatch: pytest.MonkeyPatch,
+    sts: RecordingSts,
+    store: FakeTokenStore,
+    directory: FakeDirectory,
+    sessions: FakeS3SessionStore,
+) -> Iterator[PatService]:
     jwks = {"keys": [KEY.as_dict(private=False)]}
     verifier = JwtVerifier(
         issuer=ISSUER, client_id=CLIENT, jwks=lambda: jwks, token_uses=("access",), required_scopes=(ACCESS_SCOPE,)
     )
-    service = PatService(store, FakeDirectory())
+    service = PatService(store, directory)
     monkeypatch.setattr(deps, "credentials", lambda: CredentialChecker(verifier, service))
-    monkeypatch.setattr(deps, "s3_credentials", lambda: S3CredentialsService(sts, SETTINGS))
+    monkeypatch.setattr(deps, "s3_credentials", lambda: service_of(sts, SETTINGS, directory, sessions))
     yield service
 
 
@@ -129,7 +159,7 @@ def test_an_access_token_gets_credentials_for_its_own_prefix(pats: PatService, s
     }
     (call,) = sts.calls
     assert call["role_arn"] == ROLE_ARN and call["duration"] == 3600
-    assert call["session_name"] == f"dfd-{ALICE.sub}"
+    assert call["session_name"].startswith(f"dfd-{ALICE.sub}-")
     write, listing = call["policy"]["Statement"]
     assert write["Resource"] == f"arn:aws:s3:::{BUCKET}/s3/acme/{ALICE.sub}/*"
     assert listing["Condition"] == {"StringLike": {"s3:prefix": f"s3/acme/{ALICE.sub}/*"}}
@@ -161,7 +191,7 @@ def test_bad_credentials_are_401_json_before_sts_is_called(
     assert sts.calls == []
 
 
-@pytest.mark.parametrize("duration", [900, 3600, 43200])
+@pytest.mark.parametrize("duration", [900, 1800, 3600])
 def test_the_duration_is_asked_of_sts(pats: PatService, sts: RecordingSts, duration: int) -> None:
     response = post(f"Bearer {access_token()}", json.dumps({"duration_seconds": duration}))
     assert response["statusCode"] == 201, response
@@ -177,7 +207,8 @@ def test_an_empty_object_asks_for_the_default(pats: PatService, sts: RecordingSt
     "raw",
     [
         '{"duration_seconds": 899}',
-        '{"duration_seconds": 43201}',
+        '{"duration_seconds": 3601}',
+        '{"duration_seconds": 43200}',
         '{"duration_seconds": "3600"}',
         '{"duration_seconds": 3600.0}',
         '{"duration_seconds": true}',
@@ -214,7 +245,7 @@ def test_an_unknown_query_parameter_is_400(pats: PatService, sts: RecordingSts) 
 def test_sts_failures_are_json_errors(
     monkeypatch: pytest.MonkeyPatch, pats: PatService, error: Exception, status: int, code: str
 ) -> None:
-    monkeypatch.setattr(deps, "s3_credentials", lambda: S3CredentialsService(RecordingSts(error), SETTINGS))
+    monkeypatch.setattr(deps, "s3_credentials", lambda: service_of(RecordingSts(error)))
     response = post(f"Bearer {access_token()}")
     assert response["statusCode"] == status
     assert body(response)["error"]["code"] == code
@@ -232,9 +263,11 @@ def test_the_secret_and_token_are_never_logged(
 
 
 # -- the pure parts -------------------------------------------------------------------------------------------
-def test_the_session_name_is_within_sts_s_charset_and_length() -> None:
-    assert session_name(Caller(owner="a" * 128, tenant="acme", is_admin=False)) == "dfd-" + "a" * 60
-    assert session_name(Caller(owner="x y/z~", tenant="acme", is_admin=False)) == "dfd-x-y-z-"
+def test_the_session_name_is_within_sts_s_charset_and_length_and_ends_with_the_record_id() -> None:
+    session_id = "0123456789abcdef"
+    long = session_name(Caller(owner="a" * 128, tenant="acme", is_admin=False), session_id)
+    assert long == "dfd-" + "a" * 43 + "-" + session_id and len(long) == 64
+    assert session_name(Caller(owner="x y/z~", tenant="acme", is_admin=False), session_id) == "dfd-x-y-z--" + session_id
 
 
 def test_the_expiration_is_utc_iso8601() -> None:
@@ -247,7 +280,7 @@ def test_the_expiration_is_utc_iso8601() -> None:
 def test_the_partition_comes_from_the_role() -> None:
     china = S3CredentialsSettings("arn:aws-cn:iam::1:role/r", BUCKET, "cn-north-1", None)
     sts = RecordingSts()
-    answer = S3CredentialsService(sts, china).issue(ALICE.caller, {})
+    answer = service_of(sts, china).issue(ALICE.caller, {})
     assert answer["endpoint_url"] is None
     assert sts.calls[0]["policy"]["Statement"][0]["Resource"].startswith(f"arn:aws-cn:s3:::{BUCKET}/")
 
@@ -255,7 +288,7 @@ def test_the_partition_comes_from_the_role() -> None:
 def test_the_bucket_key_is_in_the_policy_when_there_is_one() -> None:
     sts = RecordingSts()
     settings = S3CredentialsSettings(ROLE_ARN, BUCKET, "eu-west-3", None, kms_key_arn="arn:aws:kms:eu-west-3:1:key/k")
-    S3CredentialsService(sts, settings).issue(ALICE.caller, {})
+    service_of(sts, settings).issue(ALICE.caller, {})
     assert sts.calls[0]["policy"]["Statement"][-1]["Resource"] == "arn:aws:kms:eu-west-3:1:key/k"
 
 
@@ -318,3 +351,97 @@ def test_the_sts_client_is_regional_and_retries_in_standard_mode(monkeypatch: py
         assert aws.s3_endpoint_url() == "http://127.0.0.1:4566"
     finally:
         deps.reset()
+
+
+# -- who may still be issued credentials, and how many --------------------------------------------------------------
+@pytest.mark.parametrize("change", ["deleted", "disabled", "sub of another", "two tenants"])
+def test_a_valid_access_token_of_a_user_no_longer_valid_is_401_and_nothing_is_issued(
+    pats: PatService, sts: RecordingSts, directory: FakeDirectory, sessions: FakeS3SessionStore, change: str
+) -> None:
+    if change in ("deleted", "disabled"):  # the directory answers None to both (dfd.adapters.cognito)
+        del directory.users["alice"]
+    elif change == "sub of another":  # the name was deleted and taken again
+        directory.users["alice"] = DirectoryUser("00000000-0000-4000-8000-0000000000ff", ("tenant-acme",))
+    else:
+        directory.users["alice"] = DirectoryUser(ALICE.sub, ("tenant-acme", "tenant-globex"))
+    response = post(f"Bearer {access_token()}")
+    assert response["statusCode"] == 401, response
+    assert body(response)["error"]["code"] == "unauthorized"
+    assert sts.calls == [] and sessions.records == {}
+
+
+def test_a_moved_user_is_issued_credentials_for_the_tenant_they_are_in_now(
+    pats: PatService, sts: RecordingSts, directory: FakeDirectory, sessions: FakeS3SessionStore
+) -> None:
+    directory.users["alice"] = DirectoryUser(ALICE.sub, ("tenant-globex",))
+    response = post(f"Bearer {access_token()}")  # the token still says tenant-acme
+    assert response["statusCode"] == 201, response
+    assert body(response)["prefix"] == prefix_for("globex", ALICE.sub)
+    assert sts.calls[0]["policy"]["Statement"][0]["Resource"].endswith(f"/s3/globex/{ALICE.sub}/*")
+    (recorded,) = sessions.records[ALICE.sub][0]
+    assert recorded.tenant == "globex"
+
+
+def test_each_issue_is_recorded_with_the_token_it_was_issued_with(
+    pats: PatService, sts: RecordingSts, sessions: FakeS3SessionStore
+) -> None:
+    pat = pats.create(ALICE.caller, {"name": "laptop"})
+    assert post(f"Bearer {pat['token']}")["statusCode"] == 201
+    assert post(f"Bearer {access_token()}", '{"duration_seconds": 900}')["statusCode"] == 201
+    first, second = sessions.records[ALICE.sub][0]
+    assert (first.token_id, second.token_id) == (pat["id"], None)
+    assert (first.tenant, first.username) == ("acme", "alice")
+    assert (second.expires_at - second.issued_at).total_seconds() == 900
+    assert [call["session_name"] for call in sts.calls] == [
+        f"dfd-{ALICE.sub}-{first.session_id}",
+        f"dfd-{ALICE.sub}-{second.session_id}",
+    ]
+
+
+def test_over_the_live_sessions_limit_is_429_with_retry_after_before_sts_is_asked(
+    pats: PatService, sts: RecordingSts
+) -> None:
+    for _ in range(MAX_LIVE_SESSIONS):
+        assert post(f"Bearer {access_token()}", '{"duration_seconds": 900}')["statusCode"] == 201
+    response = post(f"Bearer {access_token()}")
+    assert response["statusCode"] == 429, response
+    assert body(response)["error"]["code"] == "too_many_requests"
+    assert 1 <= int(response["headers"]["Retry-After"]) <= 900
+    assert len(sts.calls) == MAX_LIVE_SESSIONS
+    # another user is not counted with alice
+    bob = access_token(sub=BOB.sub, username="bob", **{"cognito:groups": ["tenant-globex"]})
+    assert post(f"Bearer {bob}")["statusCode"] == 201
+
+
+def test_a_session_sts_refused_is_not_counted(sts: RecordingSts) -> None:
+    sessions = FakeS3SessionStore()
+    refusing = service_of(RecordingSts(UpstreamFailed("STS refused AssumeRole (AccessDenied)")), sessions=sessions)
+    for _ in range(MAX_LIVE_SESSIONS + 1):
+        with pytest.raises(UpstreamFailed):
+            refusing.issue(ALICE.caller, {})
+    assert sessions.records[ALICE.sub][0] == []
+    service_of(sts, sessions=sessions).issue(ALICE.caller, {})
+    assert len(sessions.records[ALICE.sub][0]) == 1
+
+
+def test_many_unknown_fields_are_named_bounded_as_me_tokens_does(pats: PatService, sts: RecordingSts) -> None:
+    fields = {f"field{index:05d}" + "x" * 100: 1 for index in range(10_000)}
+    response = post(f"Bearer {access_token()}", json.dumps(fields))
+    assert response["statusCode"] == 400
+    assert len(response["body"]) < 1000
+    error = body(response)["error"]
+    assert error["code"] == "validation_error" and "10000 unknown field(s): field00000" in error["message"]
+    assert error["details"]["count"] == 10_000 and len(error["details"]["fields"]) == 5
+    assert sts.calls == []
+
+
+def test_the_documents_name_the_limits_the_code_has() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    openapi = (root / "docs" / "openapi.yaml").read_text()
+    tools = (root / "docs" / "uploading" / "s3-tools.md").read_text()
+    assert f"at most {MAX_LIVE_SESSIONS} live sessions" in openapi
+    assert f"holds {MAX_LIVE_SESSIONS} live sessions" in openapi
+    assert f"At most {MAX_LIVE_SESSIONS} live sessions per user" in tools
+    assert f'"duration_seconds": {MIN_DURATION}..{MAX_DURATION}' in tools

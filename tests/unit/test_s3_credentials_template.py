@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from dfd.identity.s3access import LIST_ACTION, OBJECT_ACTIONS, ROOT, prefix_for, session_policy
+from dfd.identity.s3credentials import MAX_DURATION
 from dfdlocal.s3session import DENIED_HEADERS, OWNER_ACL, evaluate
 from dfdlocal.template import read_model
 from tests.unit.template_support import TEMPLATE, _describe, _template
@@ -25,14 +26,14 @@ def _credential_denials(template: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in statements if s["Sid"].startswith("S3Credentials")]
 
 
-def test_the_role_is_assumed_by_tokens_function_only_for_at_most_12_hours(template: dict[str, Any]) -> None:
+def test_the_role_is_assumed_by_tokens_function_only_for_at_most_an_hour(template: dict[str, Any]) -> None:
     role = template["Resources"][ROLE]
     assert role["Type"] == "AWS::IAM::Role" and set(role["Properties"]) == {
         "MaxSessionDuration",
         "AssumeRolePolicyDocument",
         "Policies",
     }
-    assert role["Properties"]["MaxSessionDuration"] == 43200
+    assert role["Properties"]["MaxSessionDuration"] == MAX_DURATION == 3600
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Effect"] == "Allow" and trust["Action"] == "sts:AssumeRole"
     assert {key: _describe(value) for key, value in trust["Principal"].items()} == {"AWS": "TokensFunctionRole.Arn"}

@@ -4,10 +4,19 @@ credentials."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
-from dfd.identity.s3access import MAX_SEGMENT, ROOT, parse_key, prefix_for, segment, session_policy
+from dfd.identity.s3access import (
+    MAX_SEGMENT,
+    MOVABLE_STORAGE_CLASSES,
+    ROOT,
+    parse_key,
+    prefix_for,
+    segment,
+    session_policy,
+)
 
 CALLERS = [
     ("acme", "3f2a9c1e-0000-4000-8000-000000000001"),
@@ -90,6 +99,18 @@ def test_the_session_policy_allows_writes_and_multipart_under_the_prefix_and_lis
                 "Effect": "Allow",
                 "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
                 "Resource": "arn:aws-cn:s3:::files-bucket/s3/acme/u-1/*",
+                "Condition": {
+                    "StringEqualsIfExists": {
+                        "s3:x-amz-storage-class": [
+                            "STANDARD",
+                            "REDUCED_REDUNDANCY",
+                            "STANDARD_IA",
+                            "ONEZONE_IA",
+                            "INTELLIGENT_TIERING",
+                            "GLACIER_IR",
+                        ]
+                    }
+                },
             },
             {
                 "Sid": "ListOwnPrefix",
@@ -115,3 +136,15 @@ def test_with_the_bucket_s_key_the_session_may_use_it() -> None:
     assert statements[2:] == [
         {"Sid": "BucketKey", "Effect": "Allow", "Action": ["kms:GenerateDataKey", "kms:Decrypt"], "Resource": key}
     ]
+
+
+def test_no_storage_class_whose_objects_need_a_restore_may_be_written() -> None:
+    assert not {"GLACIER", "DEEP_ARCHIVE"} & set(MOVABLE_STORAGE_CLASSES)
+    assert "STANDARD" in MOVABLE_STORAGE_CLASSES
+
+
+def test_the_longest_caller_s_session_policy_fits_aws_s_limit() -> None:
+    prefix = prefix_for("t" * 69, "%" * 128)  # longer than any caller's: 128 characters each encoded as 3
+    kms = "arn:aws-us-gov:kms:us-gov-west-1:123456789012:key/" + "0" * 36
+    policy = session_policy("b" * 63, prefix, partition="aws-us-gov", kms_key_arn=kms)
+    assert len(json.dumps(policy, separators=(",", ":"))) <= 2048  # STS's limit on a session policy

@@ -7,7 +7,7 @@ import hashlib
 import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import boto3
 import pytest
@@ -442,3 +442,174 @@ def test_every_answer_to_a_browser_carries_the_bucket_cors_headers() -> None:
     # no Origin: no CORS headers at all
     status, answer_headers, _ = send_full(guard, url, b"abd", signed)
     assert status.startswith("400") and not [h for h in answer_headers if h[0].startswith("Access-Control")]
+
+
+# --------------------------------------------------------------------------------------------------------
+# What every S3 request must be, whoever signed it (S3RequestChecks)
+# --------------------------------------------------------------------------------------------------------
+SIGNED_FOR_S3 = {"Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request, x"}
+
+
+def checked(
+    method: str,
+    path: str,
+    query: str = "",
+    headers: dict[str, str] | None = None,
+    raw_uri: str | None = None,
+    uploads: dict[str, tuple[str, str]] | None = None,
+) -> tuple[int, bytes, list[str]]:
+    """(status, body, what reached the app) of one request through S3RequestChecks; ``uploads``: upload id ->
+    (bucket, key) of the uploads in progress."""
+    from werkzeug.test import Client
+
+    from dfdlocal.s3auth import S3RequestChecks
+
+    seen: list[str] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append(environ["PATH_INFO"])
+        start_response("200 OK", [])
+        return [b""]
+
+    known = uploads or {}
+    guard = S3RequestChecks(app, lambda bucket, key, upload: known.get(upload) == (bucket, key))
+    sent = quote(path) + (f"?{query}" if query else "")  # the request line's target, as a server passes it on
+    overrides = {"RAW_URI": sent if raw_uri is None else raw_uri}
+    response = Client(guard).open(
+        path,
+        method=method,
+        query_string=query,
+        headers=SIGNED_FOR_S3 if headers is None else headers,
+        environ_overrides=overrides,
+    )
+    return response.status_code, response.get_data(), seen
+
+
+def test_an_upload_id_belongs_to_its_key_whoever_signs() -> None:
+    uploads = {"bob-1": ("b", "s3/t/bob/f")}
+    for method, query in (
+        ("PUT", "partNumber=1&uploadId=bob-1"),
+        ("GET", "uploadId=bob-1"),
+        ("POST", "uploadId=bob-1"),
+        ("DELETE", "uploadId=bob-1"),
+    ):
+        status, body, seen = checked(method, "/b/s3/t/alice/f", query, uploads=uploads)
+        assert (status, seen) == (404, []) and b"<Code>NoSuchUpload</Code>" in body, method
+        assert checked(method, "/b/s3/t/bob/f", query, uploads=uploads)[0] == 200
+    presigned = "X-Amz-Credential=testing%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=x&uploadId=bob-1"
+    assert checked("PUT", "/b/uploads/f", presigned + "&partNumber=1", headers={}, uploads=uploads)[0] == 404
+    assert checked("PUT", "/b/s3/t/bob/f", presigned + "&partNumber=1", headers={}, uploads=uploads)[0] == 200
+
+
+def test_a_key_longer_than_s3_s_is_refused() -> None:
+    status, body, seen = checked("PUT", "/b/" + "é" * 513)  # 1,026 bytes
+    assert (status, seen) == (400, []) and b"<Code>KeyTooLongError</Code>" in body
+    assert checked("PUT", "/b/" + "é" * 512)[0] == 200
+
+
+@pytest.mark.parametrize(
+    "raw_uri", ["//b/s3/t/u/f", "/b/s3/t/u/f#?uploadId=x", "http://other/b/s3/t/u/f", "*", "/b/s3/t/u/%C3"]
+)
+def test_a_target_moto_would_read_otherwise_is_refused(raw_uri: str) -> None:
+    status, body, seen = checked("PUT", "/b/s3/t/u/f", raw_uri=raw_uri)
+    assert (status, seen) == (400, []) and b"<Code>InvalidURI</Code>" in body
+
+
+def test_a_repeated_query_parameter_is_refused_for_everyone() -> None:
+    status, body, seen = checked("GET", "/b", "list-type=2&prefix=a&prefix=b")
+    assert (status, seen) == (400, []) and b"<ArgumentName>prefix</ArgumentName>" in body
+    assert checked("GET", "/b", "list-type=2&prefix=a")[0] == 200
+
+
+def test_requests_for_other_services_pass() -> None:
+    other = {"Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/sqs/aws4_request, x"}
+    assert checked("POST", "/", "a=1&a=2", headers=other)[0] == 200
+    assert checked("GET", "/b", "prefix=a&prefix=b", headers={})[0] == 200  # unsigned: the emulator's own API
+
+
+FORMS = ["application/x-www-form-urlencoded", "Multipart/Form-Data; boundary=x"]
+
+
+def _served(method: str, path: str, query: str, body: bytes, content_type: str) -> dict[str, Any]:
+    """What moto's request reads of one S3 request through S3RequestChecks and an app of
+    :func:`opaque_object_bodies` (a Flask app, as moto's are): its Content-Type, form, body and query."""
+    from flask import Flask, request
+    from werkzeug.test import Client
+
+    from dfdlocal.s3auth import S3RequestChecks, opaque_object_bodies
+
+    def create_app(service: str) -> Flask:
+        app = Flask(service)
+
+        @app.route("/<path:target>", methods=["GET", "PUT", "POST", "DELETE"])
+        def serve(target: str) -> dict[str, Any]:
+            form = request.form.to_dict()
+            return {"type": request.headers.get("Content-Type"), "form": form, "body": request.get_data().hex()}
+
+        return app
+
+    served = opaque_object_bodies(create_app)("s3")
+    guard = S3RequestChecks(served, lambda bucket, key, upload: (bucket, key, upload) == ("b", "k", "u-1"))
+    headers = {**SIGNED_FOR_S3, "Content-Type": content_type}
+    target = path + (f"?{query}" if query else "")
+    response = Client(guard).open(
+        path, method=method, query_string=query, data=body, headers=headers, environ_overrides={"RAW_URI": target}
+    )
+    assert response.status_code == 200, response.get_data()
+    answer: dict[str, Any] = response.get_json()
+    return answer
+
+
+@pytest.mark.parametrize("content_type", FORMS)
+def test_an_object_request_s_form_body_reaches_moto_as_bytes_with_its_declared_type(content_type: str) -> None:
+    body = b"key=x&uploadId=bob-1&partNumber=1&evil\xff"
+    for method, query in (
+        ("PUT", ""),  # PutObject; CopyObject (REPLACE takes the Content-Type)
+        ("POST", "uploads"),  # CreateMultipartUpload: the object's Content-Type
+        ("PUT", "partNumber=1&uploadId=u-1"),
+        ("POST", "uploadId=u-1"),
+        ("DELETE", "uploadId=u-1"),
+    ):
+        served = _served(method, "/b/k", query, body, content_type)
+        assert served == {"type": content_type, "form": {}, "body": body.hex()}, (method, query)
+    served = _served("PUT", "/b", "", body, content_type)  # a bucket call
+    assert served == {"type": content_type, "form": {}, "body": body.hex()}
+
+
+def test_a_post_to_a_bucket_stays_a_form_upload() -> None:
+    served = _served("POST", "/b", "", b"key=k&acl=private", "application/x-www-form-urlencoded")
+    assert served["form"] == {"key": "k", "acl": "private"}
+
+
+@pytest.mark.parametrize("content_type", FORMS)
+def test_the_checks_hold_a_form_type_out_of_the_request_moto_routes(content_type: str) -> None:
+    from werkzeug.test import Client
+
+    from dfdlocal.s3auth import HELD_CONTENT_TYPE, S3RequestChecks
+
+    types: list[tuple[str | None, str | None]] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        types.append((environ.get("CONTENT_TYPE"), environ.get(HELD_CONTENT_TYPE)))
+        start_response("200 OK", [])
+        return [b""]
+
+    guard = S3RequestChecks(app, lambda bucket, key, upload: False)
+    form = {**SIGNED_FOR_S3, "Content-Type": content_type}
+    for method, path in (("PUT", "/b/k"), ("GET", "/b/k"), ("PUT", "/b"), ("POST", "/b")):
+        Client(guard).open(path, method=method, data=b"key=1", headers=form, environ_overrides={"RAW_URI": path})
+    held = (None, content_type)
+    assert types == [held, held, held, (content_type, None)]
+    Client(guard).put("/b/k", data=b"x", headers={**SIGNED_FOR_S3, "Content-Type": "text/plain"})
+    assert types[-1] == ("text/plain", None)
+
+
+def test_a_presigned_url_with_a_repeated_parameter_is_refused() -> None:
+    url = presign(ContentLength=3)
+    app = Recorder()
+    guard = PresignedS3Guard(app, SECRETS)
+    for repeated in ("X-Amz-Signature=0", "X-Amz-Credential=x", "uploadId=x&uploadId=y"):
+        status, _, body = send_full(guard, f"{url}&{repeated}", b"abc", {})
+        assert status == "400 Bad Request" and b"<Code>InvalidArgument</Code>" in body, repeated
+    assert not app.seen
+    assert send_full(guard, url, b"abc", {})[0] == "200 OK"

@@ -8,6 +8,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,6 +163,62 @@ def test_a_large_value_s_etag_is_known_before_it_moves_to_its_file(
     assert known == [md5(large).hexdigest()] * 2  # the put and the copy, each known before its move
     _wait_for_spills()
     assert backend.get_object(backend.bucket, "copied").etag == key.etag == f'"{md5(large).hexdigest()}"'
+
+
+@pytest.mark.parametrize("size", [MIB, 5 * MIB])  # in memory; over the buffer, moving to its file
+@pytest.mark.parametrize("change", ["overwrite", "delete", "copy over"])
+def test_a_reader_holding_a_key_replaced_or_deleted_under_it_reads_its_bytes(
+    backend: Any, size: int, change: str
+) -> None:
+    """A GetObject (or a CopyObject's source) resolves its key, then reads its bytes: a write meanwhile leaves
+    it the bytes it resolved (moto's own dispose closes the key's file: a 500, ``seek of closed file``)."""
+    old, new = os.urandom(size), os.urandom(size)
+    backend.put_object(backend.bucket, "k", old)
+    held = backend.get_object(backend.bucket, "k")
+    if change == "overwrite":
+        backend.put_object(backend.bucket, "k", new)
+    elif change == "delete":
+        backend.delete_object(backend.bucket, "k")
+    else:
+        backend.put_object(backend.bucket, "other", new)
+        backend.copy_object(backend.get_object(backend.bucket, "other"), backend.bucket, "k")
+    assert held.disposed
+    assert held.value == old
+    backend.copy_object(held, backend.bucket, "copy of the held")
+    assert backend.get_object(backend.bucket, "copy of the held").value == old
+    _wait_for_spills()
+    assert held.value == old
+
+
+def test_a_key_no_one_holds_is_freed_and_its_file_closed(backend: Any) -> None:
+    """moto keeps every key it creates (FakeKey.instances_tracked): here a key's bytes are freed when the key is."""
+    import gc
+    import weakref
+
+    backend.put_object(backend.bucket, "k", os.urandom(5 * MIB))
+    _wait_for_spills()
+    replaced = backend.get_object(backend.bucket, "k")
+    buffer, alive = replaced._value_buffer, weakref.ref(replaced)
+    backend.put_object(backend.bucket, "k", b"new")
+    del replaced
+    gc.collect()
+    assert alive() is None
+    assert buffer.closed
+
+
+def test_a_large_key_read_back_from_its_file_at_a_start_moves_to_a_file_again(backend: Any, tmp_path: Path) -> None:
+    from dfdlocal import persist
+
+    large = os.urandom(5 * MIB)
+    backend.put_object(backend.bucket, "big", large)
+    _wait_for_spills()
+    persist.PersistS3(lambda environ, start: [], tmp_path).sync_key(backend.get_bucket(backend.bucket), "big")
+    backend.delete_object(backend.bucket, "big")
+    assert persist.restore_s3(tmp_path).objects == 1
+    _wait_for_spills()
+    restored = backend.get_object(backend.bucket, "big")
+    assert restored._value_buffer._rolled  # not held in memory for the rest of the run
+    assert restored.value == large
 
 
 def test_moto_s_module_listing_is_taken_once(monkeypatch: pytest.MonkeyPatch) -> None:

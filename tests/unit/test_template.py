@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dfd.core.records import UploadRecord
+from dfd.ingest import dropzone
 from tests.unit.template_support import (
     LOG_DELIVERY,
     PERMISSIONS,
@@ -45,6 +46,10 @@ ROUTES = {
     ("GET", "/uploads"): "UploadsFunction",
     ("POST", "/lfs/{repo}/objects/batch"): "LfsFunction",
     ("POST", "/lfs/{repo}/verify/{id}"): "LfsFunction",
+    ("POST", "/lfs/{repo}/uploads/{id}/parts"): "LfsFunction",
+    ("GET", "/lfs/{repo}/uploads/{id}/parts"): "LfsFunction",
+    ("POST", "/lfs/{repo}/uploads/{id}/complete"): "LfsFunction",
+    ("DELETE", "/lfs/{repo}/uploads/{id}"): "LfsFunction",
     ("POST", "/lfs/{repo}/locks"): "LfsFunction",
     ("GET", "/lfs/{repo}/locks"): "LfsFunction",
     ("POST", "/lfs/{repo}/locks/verify"): "LfsFunction",
@@ -469,9 +474,12 @@ def test_bucket(template: dict[str, Any]) -> None:
     (condition, _, default) = encryption["Fn::If"]
     assert condition == "HasKmsKey"
     assert default == {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
-    rule, reports = props["LifecycleConfiguration"]["Rules"]
+    rule, drops, reports = props["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": {"Ref": "AbortIncompleteMultipartDays"}}
+    # what stays in the drop zone expires, well after a drop-zone upload may expire and the daily sweeps after it
+    assert drops == {"Id": "ExpireDropZone", "Status": "Enabled", "Prefix": "s3/", "ExpirationInDays": 7}
+    assert drops["ExpirationInDays"] * 86400 >= dropzone.PENDING_SECONDS + 2 * 86400
     # the inventory reports (the reconcile reads the newest) expire, outside the upload prefix
     assert reports == {
         "Id": "ExpireInventoryReports", "Status": "Enabled", "Prefix": "inventory/", "ExpirationInDays": 3

@@ -99,6 +99,15 @@ class ObjectChanged(DfdError):
     code = "object_changed"
 
 
+class ObjectArchived(DfdError):
+    """The object's storage class keeps its bytes unreadable until restored (GLACIER, DEEP_ARCHIVE, an
+    INTELLIGENT_TIERING archive tier: S3's InvalidObjectState, ObjectNotInActiveTierError): no read or copy of it
+    can succeed."""
+
+    status = 409
+    code = "object_archived"
+
+
 class TransactionRetryable(ServiceUnavailable):
     """A transaction was cancelled by a conflict or throttling and may be retried."""
 

@@ -126,8 +126,19 @@ def clean_filename(raw: str) -> str:
     return name
 
 
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+
+
 def valid_content_type(value: str) -> bool:
+    """The one rule for a content type dfd keeps and serves back (POST /upload's `content_type`, a drop-zone
+    object's Content-Type): a MIME type like ``text/plain``, optional parameters, at most 255 characters."""
     return len(value) <= 255 and _CONTENT_TYPE_RE.fullmatch(value) is not None
+
+
+def stored_content_type(value: str | None) -> str:
+    """The content type kept for an object whose writer set `value` without dfd checking it first (the drop
+    zone): `value` when :func:`valid_content_type` accepts it, else DEFAULT_CONTENT_TYPE."""
+    return value if value is not None and valid_content_type(value) else DEFAULT_CONTENT_TYPE
 
 
 def filename_from_key(key: str) -> str:

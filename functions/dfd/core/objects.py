@@ -20,6 +20,12 @@ class ObjectInfo:
     content_type: str | None
     checksum_sha256: str | None  # hex; only a verified FULL_OBJECT SHA-256
     tenant_hint: str | None = None  # the uploader's tenant from the object's metadata (dfd.core.ids.tenant_metadata)
+    # from a HeadObject: its storage class (None: STANDARD), whether it is archived (ArchiveStatus, an
+    # INTELLIGENT_TIERING archive tier: unreadable until restored), and when it was written (ISO 8601, S3's
+    # Last-Modified: one write of a key, to the second)
+    storage_class: str | None = None
+    archived: bool = False
+    last_modified: str | None = None
 
 
 class OpenedObject:

@@ -78,6 +78,9 @@ class FileRecord:
     reap_etag: str | None = None
     reap_after: str | None = None  # in the reaper's index (set by a delete) from then on
     tombstone_shard: str | None = None  # the reaper's index key: None when not in it
+    # the nonce of the commit that created this record, written once with it: a record reaped and created again
+    # is another incarnation (its events' ids differ: dfd.events.outcomes). None: the item holds none
+    incarnation: str | None = None
 
     @property
     def duplicates(self) -> int:
@@ -128,6 +131,9 @@ class UploadRecord:
     owner: str | None = None  # None: an object put straight into the bucket (admins only)
     tenant: str | None = None
     quota_bytes: int = 0  # bytes held against its tenant's quota while pending
+    # while pending, not among its tenant's pending uploads (a drop-zone object: its bytes are there already, only
+    # they count against the quota); what releases its quota_bytes releases no pending upload either
+    pending_uncounted: bool = False
     failed_at: str | None = None
     expired_at: str | None = None  # the reconcile marked it expired
     failure: str | None = None
@@ -142,6 +148,10 @@ class UploadRecord:
     # how its object came in; None: registered (POST /upload, /lfs, the drop zone) before dfd kept it, the item does
     # not say which (dfd.uploads.codec.upload_record)
     via: UploadVia | None = None
+    # written once with the record where its id can name another record later (a drop-zone object's id derives
+    # from its version; an object put at an upload key with no registration): that record is another incarnation
+    # (its events' ids differ: dfd.events.outcomes). None: a random id's record, or an item that holds none
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

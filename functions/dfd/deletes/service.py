@@ -119,5 +119,10 @@ class DeleteService:
             return True
         # a pending upload's bytes counted against its tenant's quota are released in the same write
         return self._repo.cancel_upload(
-            record.upload_id, record.status, self._now(), tenant=record.tenant, quota_bytes=record.quota_bytes
+            record.upload_id,
+            record.status,
+            self._now(),
+            tenant=record.tenant,
+            quota_bytes=record.quota_bytes,
+            counted=not record.pending_uncounted,
         )

@@ -4,10 +4,14 @@ A change is the record before and after one committed write, as a DynamoDB strea
 dfd.handlers.publisher): whatever path wrote it — the API, the ingest, the reconcile workflow, the reaper — the
 outcome follows from the state alone, and a write that changed no state (a replay) publishes nothing.
 
-Each outcome is reached at most once per record: an upload is processed once, deleted once, expired or failed
-once; a content's generation is stored once and removed once. Its `event_id` is derived from exactly that (the
-record's key and the transition), so every retry or replay of one change carries the same id and consumers can
-deduplicate on it.
+Each outcome is reached at most once per incarnation of a record: an upload is processed once, deleted once,
+expired or failed once; a content's generation is stored once and removed once. A record's key can name another
+record later — a content reaped and stored again (its generations restart), a drop-zone upload whose id derives from
+its object version re-sent after the first record's TTL — so a record carries its incarnation, written once in the
+write that creates it (FileRecord.incarnation, UploadRecord.incarnation). Its `event_id` is derived from exactly
+that (the record's key, its incarnation and the transition), so every retry or replay of one change carries the
+same id, another incarnation's transition another id, and consumers can deduplicate on it. A record without an
+incarnation keeps the ids key and transition alone give (those its transitions were published with).
 """
 
 from __future__ import annotations
@@ -75,8 +79,13 @@ class OutcomeEvent:
 
 
 def event_id(*parts: str) -> str:
-    """The same parts, the same id: a uuid5 of the record's key and its transition."""
+    """The same parts, the same id: a uuid5 of the record's key, its incarnation and its transition."""
     return str(uuid.uuid5(EVENT_NAMESPACE, "/".join(parts)))
+
+
+def _incarnation(marker: str | None) -> tuple[str, ...]:
+    """The part naming a record's incarnation: none for a record without one (its published ids stay)."""
+    return () if marker is None else (f"i:{marker}",)
 
 
 def upload_events(old: UploadRecord | None, new: UploadRecord | None, *, committed_at: str) -> list[OutcomeEvent]:
@@ -108,7 +117,7 @@ def upload_events(old: UploadRecord | None, new: UploadRecord | None, *, committ
 def _upload_event(kind: DetailType, upload: UploadRecord, transition: str, at: str) -> OutcomeEvent:
     return OutcomeEvent(
         detail_type=kind,
-        event_id=event_id("upload", upload.upload_id, transition),
+        event_id=event_id("upload", upload.upload_id, *_incarnation(upload.incarnation), transition),
         occurred_at=at,
         sha256=upload.hash or upload.sha256,
         size=upload.size,
@@ -135,7 +144,7 @@ def file_events(old: FileRecord | None, new: FileRecord | None, *, committed_at:
 def _file_event(kind: DetailType, file: FileRecord, transition: str, at: str) -> OutcomeEvent:
     return OutcomeEvent(
         detail_type=kind,
-        event_id=event_id("file", file.hash, str(file.generation), transition),
+        event_id=event_id("file", file.hash, *_incarnation(file.incarnation), str(file.generation), transition),
         occurred_at=at,
         sha256=file.hash,
         size=file.size,

@@ -1,4 +1,6 @@
-"""LfsFunction: the Git LFS Batch and Locking APIs at /lfs/{repo}/... (dfd.lfs.batch, dfd.lfs.locks).
+"""LfsFunction: the Git LFS Batch and Locking APIs at /lfs/{repo}/... (dfd.lfs.batch, dfd.lfs.locks), and the
+parts of the multipart uploads a ``dfd-multipart`` batch registers (/lfs/{repo}/uploads/{id}/...: presign, list,
+complete, abort; dfd.uploads.multipart, the owner's only, as at /uploads/{id}/...).
 
 These routes have no API Gateway authorizer. Every request's path parameters are checked first (dfd.lfs.request:
 404 for a malformed one), then its credentials (dfd.identity.credentials), before anything is read; a refusal of those
@@ -25,6 +27,8 @@ from dfd.lfs import request as lfsrequest
 from dfd.lfs.batch import MEDIA_TYPE
 from dfd.lfs.locks import LockError
 from dfd.lfs.request import LfsError
+from dfd.uploads.multipart import COMPLETING
+from dfd.uploads.multipart import RETRY_AFTER_SECONDS as MULTIPART_RETRY_AFTER
 
 if TYPE_CHECKING:
     from dfd.identity.caller import Caller
@@ -122,9 +126,11 @@ def batch(repo: str) -> Response[str]:
     name = lfsrequest.repo_name(_path("repo", repo))
     caller = _caller()
     api_url = deps.lfs_settings().api_url_for(app.current_event.request_context.api_id)
-    answer = deps.lfs_service().batch(caller, name, _body(), api_url)
+    authorization = app.current_event.headers.get("authorization")
+    answer = deps.lfs_service().batch(caller, name, _body(), api_url, authorization)
     uploads = sum(1 for obj in answer["objects"] if "upload" in obj.get("actions", {}))
-    logger.info("lfs batch", extra={"objects": len(answer["objects"]), "to_upload": uploads, "tenant": caller.tenant})
+    extra = {"objects": len(answer["objects"]), "to_upload": uploads, "tenant": caller.tenant}
+    logger.info("lfs batch", extra={**extra, "transfer": answer["transfer"]})
     return lfs_response(200, answer)
 
 
@@ -135,6 +141,46 @@ def verify(repo: str, id: str) -> Response[str]:
     caller = _caller()
     deps.lfs_service().verify(caller, upload_id, _body())
     return lfs_response(200, {})
+
+
+def _upload_id(repo: str, id: str) -> str:
+    lfsrequest.repo_name(_path("repo", repo))
+    return lfsrequest.upload_id(_path("id", id))
+
+
+@app.post("/lfs/<repo>/uploads/<id>/parts")
+def presign_parts(repo: str, id: str) -> Response[str]:
+    upload_id = _upload_id(repo, id)
+    caller = _caller()
+    answer = deps.lfs_service().multipart.presign_parts(caller, upload_id, _body())
+    logger.info("lfs parts presigned", extra={"upload_id": upload_id, "parts": len(answer["parts"])})
+    return lfs_response(200, answer)
+
+
+@app.get("/lfs/<repo>/uploads/<id>/parts")
+def list_parts(repo: str, id: str) -> Response[str]:
+    upload_id = _upload_id(repo, id)
+    caller = _caller()
+    return lfs_response(200, deps.lfs_service().multipart.list_parts(caller, upload_id))
+
+
+@app.post("/lfs/<repo>/uploads/<id>/complete")
+def complete(repo: str, id: str) -> Response[str]:
+    """202 once S3 assembled the object (then git-lfs's verify ingests it), or "completing" with Retry-After."""
+    upload_id = _upload_id(repo, id)
+    caller = _caller()
+    answer = deps.lfs_service().multipart.complete(caller, upload_id, _body())
+    logger.info("lfs multipart completed", extra={"upload_id": upload_id, "status": answer["status"]})
+    retry = {"Retry-After": str(MULTIPART_RETRY_AFTER)} if answer["status"] == COMPLETING else None
+    return lfs_response(202, answer, retry)
+
+
+@app.delete("/lfs/<repo>/uploads/<id>")
+def abort(repo: str, id: str) -> Response[str]:
+    """The agent's abort of the upload a batch registered when it resumed an earlier one in its place."""
+    upload_id = _upload_id(repo, id)
+    caller = _caller()
+    return lfs_response(200, deps.lfs_service().multipart.abort(caller, upload_id))
 
 
 @app.post("/lfs/<repo>/locks")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.data_classes.api_gateway_proxy_event import APIGatewayProxyEventV2
@@ -57,6 +57,8 @@ class Caller:
     is_admin: bool
     username: str | None = None
     groups: tuple[str, ...] = ()
+    # the personal access token the caller authenticated with, if it did: how, not who (not compared)
+    token_id: str | None = field(default=None, compare=False)
 
     @property
     def has_personal_tenant(self) -> bool:

@@ -5,15 +5,17 @@
   service refuses it from its expiry on).
 * a user's count: ``token_id`` = ``count#<sub>`` -> ``held``, the set of the user's token ids, and ``seeded`` (the
   set was filled from the owner index once).
+* a user's S3 sessions: ``token_id`` = ``s3sessions#<sub>`` (below).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dfd.core import clock
-from dfd.identity.ports import PersonalToken
+from dfd.identity.ports import PersonalToken, S3Session
 
 if TYPE_CHECKING:
     from dfd.core.codec import Item
@@ -54,3 +56,47 @@ def count(item: Mapping[str, Any] | None) -> tuple[bool, set[str]]:
     """(seeded, the counted token ids) of a user's count item (None: no item)."""
     found = item or {}
     return bool(found.get("seeded")), {str(token_id) for token_id in found.get("held", ())}
+
+
+# a user's S3 sessions (dfd.identity.s3sessions): ``token_id`` = ``s3sessions#<sub>`` -> ``sessions`` (a list of
+# maps), ``version`` (each write conditioned on the one it read) and ``ttl`` (a day after the last one's record
+# may be dropped). It has no owner and no created_at: OwnerIndex never lists it.
+def sessions_key(owner: str) -> Item:
+    return {"token_id": f"s3sessions#{owner}"}
+
+
+def sessions_item(owner: str, sessions: list[S3Session], version: int, keep_until: datetime) -> Item:
+    return {
+        **sessions_key(owner),
+        "sessions": [
+            {
+                "id": session.session_id,
+                "tenant": session.tenant,
+                "username": session.username,
+                "token": session.token_id or "",
+                "issued": clock.epoch(session.issued_at),
+                "expires": clock.epoch(session.expires_at),
+            }
+            for session in sessions
+        ],
+        "version": version,
+        "ttl": clock.epoch(clock.plus(keep_until, days=TTL_GRACE_DAYS)),
+    }
+
+
+def sessions(item: Mapping[str, Any] | None) -> tuple[list[S3Session], int]:
+    """(the sessions, the version) of a user's sessions item (None: no item, version 0)."""
+    if not item:
+        return [], 0
+    found = [
+        S3Session(
+            session_id=str(raw["id"]),
+            tenant=str(raw["tenant"]),
+            username=str(raw["username"]),
+            token_id=str(raw["token"]) or None,
+            issued_at=datetime.fromtimestamp(int(raw["issued"]), UTC),
+            expires_at=datetime.fromtimestamp(int(raw["expires"]), UTC),
+        )
+        for raw in item.get("sessions", ())
+    ]
+    return found, int(item.get("version", 0))

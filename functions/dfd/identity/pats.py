@@ -1,4 +1,4 @@
-"""Personal access tokens: credentials git users can keep for months, for the /lfs routes only.
+"""Personal access tokens: credentials a user can keep for months, for the /lfs routes and POST /me/s3-credentials.
 
 ``POST /me/tokens`` makes one for the caller: ``dfd_pat_<id>_<secret>`` — the prefix lets secret scanners find
 leaked ones, the id (16 hex digits) finds its record with one GetItem, the secret is 256 random bits. The token
@@ -7,7 +7,8 @@ The record keeps whose token it is (the user's ``sub`` and username); each use a
 Cognito pool, dfd.adapters.cognito) for the user's CURRENT groups, so a token acts as its user as the user is now
 (tenant, admin) and stops working when the user is deleted or disabled — a change of groups applies within the
 directory's short cache. ``DELETE /me/tokens/{id}`` deletes the record: the next request with the token is
-refused (the record is read at every use, never cached).
+refused (the record is read at every use, never cached), and the objects the S3 credentials issued with it write
+from then on are rejected (dfd.identity.s3sessions).
 
 A user holds at most ``MAX_TOKENS_PER_USER`` live tokens: the store counts a token and writes it in ONE conditional
 step (TokenStore.add), so concurrent creates cannot pass the limit together; a delete uncounts it in the same
@@ -23,6 +24,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -135,4 +137,4 @@ class PatService:
         if user is None or user.sub != record.owner:  # deleted, disabled, or the name is someone else's now
             return None
         claims: dict[str, Any] = {"sub": record.owner, "username": record.username, "cognito:groups": list(user.groups)}
-        return caller_from_claims(claims)
+        return replace(caller_from_claims(claims), token_id=record.token_id)

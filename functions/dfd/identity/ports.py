@@ -60,3 +60,26 @@ class TokenStore(Protocol):
         """Deletes the owner's token and uncounts it, in one step; False when there is no such token of this
         owner."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class S3Session:
+    """One issue of prefix-scoped S3 credentials (dfd.identity.s3sessions): whose, for which tenant, with what."""
+
+    session_id: str  # 16 hex digits, the end of the session's RoleSessionName
+    tenant: str  # the tenant whose prefix the session may write
+    username: str  # the user's name in the user pool (what the directory is asked with)
+    token_id: str | None  # the personal access token it was issued with; None for an access token
+    issued_at: datetime
+    expires_at: datetime
+
+
+class S3SessionStore(Protocol):
+    def sessions(self, owner: str) -> tuple[list[S3Session], int]:
+        """The owner's recorded sessions and the record's version (0: none yet), read consistently."""
+        ...
+
+    def replace(self, owner: str, sessions: list[S3Session], version: int) -> bool:
+        """Writes the owner's sessions as version ``version + 1`` in ONE conditional step: False, writing nothing,
+        when the record is no longer at ``version`` (a concurrent issue wrote it)."""
+        ...

@@ -31,6 +31,17 @@ MAX_SEGMENT = 400  # encoded; a tenant (<= 69 chars) and a sub (<= 128) stay far
 OBJECT_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
 # `aws s3 sync` lists its destination to compare it with the source: listing is allowed, inside the prefix only
 LIST_ACTION = "s3:ListBucket"
+# The storage classes a write may name (x-amz-storage-class; none is STANDARD): those whose objects the drop zone's
+# move reads at once with CopyObject. GLACIER and DEEP_ARCHIVE (and any class S3 adds) are refused up front: their
+# objects need a restore before any copy.
+MOVABLE_STORAGE_CLASSES = (
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER_IR",
+)
 
 
 def segment(value: str) -> str:
@@ -87,9 +98,10 @@ def parse_key(key: str) -> tuple[str, str, str] | None:
 
 
 def session_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn: str = "") -> dict[str, Any]:
-    """The session policy of one caller's credentials: write and multipart calls on ``<bucket>/<prefix>*``,
-    and listing of the bucket with an ``s3:prefix`` inside the prefix; with the bucket's customer-managed
-    key (``kms_key_arn``), the use S3 makes of it for these writes (the role allows it through S3 only)."""
+    """The session policy of one caller's credentials: write and multipart calls on ``<bucket>/<prefix>*`` (a
+    write in one of :data:`MOVABLE_STORAGE_CLASSES` or naming none), and listing of the bucket with an
+    ``s3:prefix`` inside the prefix; with the bucket's customer-managed key (``kms_key_arn``), the use S3 makes
+    of it for these writes (the role allows it through S3 only)."""
     parsed = parse_key(prefix + "x")
     if parsed is None or prefix_for(parsed[0], parsed[1]) != prefix:
         raise ValueError(f"not a caller's prefix: {prefix!r}")
@@ -100,6 +112,7 @@ def session_policy(bucket: str, prefix: str, partition: str = "aws", kms_key_arn
             "Effect": "Allow",
             "Action": list(OBJECT_ACTIONS),
             "Resource": f"{bucket_arn}/{prefix}*",
+            "Condition": {"StringEqualsIfExists": {"s3:x-amz-storage-class": list(MOVABLE_STORAGE_CLASSES)}},
         },
         {
             "Sid": "ListOwnPrefix",

@@ -8,26 +8,43 @@ every SDK) writes there with its own multipart and retries, and a key there name
 ``prefix``, ``region`` and ``endpoint_url`` (the S3 endpoint to use; ``None`` on AWS, where the SDKs find it
 themselves).
 
+Issuance asks the user directory for the caller as the user is NOW (dfd.identity.s3sessions.tenant_now): a user
+deleted, disabled or in no usable tenant gets 401 whatever token it holds, and the prefix is the tenant's the user
+is in now. Each issue is recorded (dfd.identity.s3sessions: the ingest admits a drop-zone object only while a
+session that may have written it is valid) and counted: at most MAX_LIVE_SESSIONS live per user, else 429.
+The RoleSessionName ends with the session's record id, so CloudTrail's and S3's logs name the issue.
+
 The secret key and session token are in the answer only: never logged, never stored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dfd.core.errors import ValidationFailed
+from dfd.core import clock
+from dfd.core.errors import DfdError, Unauthorized, ValidationFailed
+from dfd.core.text import refuse_unknown
+from dfd.identity.ports import S3Session
 from dfd.identity.s3access import prefix_for, session_policy
+from dfd.identity.s3sessions import S3SessionLedger, tenant_now
 
 if TYPE_CHECKING:
     from dfd.identity.caller import Caller
+    from dfd.identity.ports import UserDirectory
 
+# An hour, the longest too: the lifetime is how long a leaked set keeps listing its prefix and writing bytes (which
+# the ingest then rejects) before nothing but the role-wide revocation stops it. Tools never notice: the AWS CLI
+# and the SDKs run credential_process again 15 minutes before the Expiration, so they hold each set 45 minutes.
 DEFAULT_DURATION = 3600
 MIN_DURATION = 900  # STS's minimum for AssumeRole
-MAX_DURATION = 43200  # S3CredentialsRole's MaxSessionDuration (template.yaml): STS refuses more
+MAX_DURATION = 3600  # S3CredentialsRole's MaxSessionDuration (template.yaml): STS refuses more
 BODY_FIELDS = frozenset({"duration_seconds"})
 SESSION_NAME_MAX = 64  # RoleSessionName: 2..64 characters of [\w+=,.@-]
 _SESSION_NAME_OTHER = re.compile(r"[^\w+=,.@-]", re.ASCII)
@@ -65,25 +82,24 @@ class S3CredentialsSettings:
 
 
 def duration_of(body: Any) -> int:
-    """The session's duration from the body ``{"duration_seconds": 900..43200}`` (``{}`` when the request has
+    """The session's duration from the body ``{"duration_seconds": 900..3600}`` (``{}`` when the request has
     none); ValidationFailed (400) for anything else: another type, an unknown field, a number outside the range."""
-    if not isinstance(body, dict):
-        raise ValidationFailed('the body must be a JSON object: {"duration_seconds": 900..43200}')
-    unknown = sorted(str(name)[:64] for name in set(body) - BODY_FIELDS)
-    if unknown:
+    if not isinstance(body, Mapping):
         raise ValidationFailed(
-            f"unknown field(s): {', '.join(unknown)}; the body takes duration_seconds only",
-            details={"fields": unknown},
+            f'the body must be a JSON object: {{"duration_seconds": {MIN_DURATION}..{MAX_DURATION}}}'
         )
+    refuse_unknown(body, BODY_FIELDS)  # named bounded and printable, as /me/tokens does (dfd.core.text)
     value = body.get("duration_seconds", DEFAULT_DURATION)
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_DURATION <= value <= MAX_DURATION:
         raise ValidationFailed(f"duration_seconds must be an integer from {MIN_DURATION} to {MAX_DURATION}")
     return value
 
 
-def session_name(caller: Caller) -> str:
-    """The RoleSessionName (CloudTrail names the session by it): ``dfd-`` and the caller's id, in STS's charset."""
-    return _SESSION_NAME_OTHER.sub("-", f"dfd-{caller.owner}")[:SESSION_NAME_MAX]
+def session_name(caller: Caller, session_id: str) -> str:
+    """The RoleSessionName (CloudTrail names the session by it): ``dfd-``, the caller's id (cut to fit) and the
+    session's record id, in STS's charset."""
+    owner = _SESSION_NAME_OTHER.sub("-", caller.owner)[: SESSION_NAME_MAX - len(session_id) - 5]
+    return f"dfd-{owner}-{session_id}"
 
 
 def iso8601(moment: datetime) -> str:
@@ -92,19 +108,52 @@ def iso8601(moment: datetime) -> str:
 
 
 class S3CredentialsService:
-    def __init__(self, sts: Sts, settings: S3CredentialsSettings) -> None:
+    def __init__(
+        self,
+        sts: Sts,
+        settings: S3CredentialsSettings,
+        directory: UserDirectory,
+        ledger: S3SessionLedger,
+        *,
+        now: Callable[[], datetime] = clock.now,
+    ) -> None:
         self._sts = sts
         self._settings = settings
+        self._directory = directory
+        self._ledger = ledger
+        self._now = now
 
     def issue(self, caller: Caller, body: Any) -> dict[str, Any]:
         """The caller's credentials (a new session of the role, scoped to its prefix) and where to write."""
         duration = duration_of(body)
-        settings = self._settings
-        prefix = prefix_for(caller.tenant, caller.owner)
-        policy = session_policy(settings.bucket, prefix, settings.partition, kms_key_arn=settings.kms_key_arn)
-        issued = self._sts.assume_role(
-            settings.role_arn, session_name(caller), json.dumps(policy, separators=(",", ":")), duration
+        username = caller.username
+        tenant = tenant_now(self._directory, caller.owner, username) if username else None
+        if username is None or tenant is None:
+            raise Unauthorized("the caller is no longer an enabled user of a tenant: sign in again")
+        now = self._now()
+        session = S3Session(
+            session_id=secrets.token_hex(8),
+            tenant=tenant,
+            username=username,
+            token_id=caller.token_id,
+            issued_at=now,
+            expires_at=clock.plus(now, seconds=duration),
         )
+        self._ledger.add(caller.owner, session)  # 429 over the limit, before STS is asked
+        settings = self._settings
+        prefix = prefix_for(tenant, caller.owner)
+        policy = session_policy(settings.bucket, prefix, settings.partition, kms_key_arn=settings.kms_key_arn)
+        try:
+            issued = self._sts.assume_role(
+                settings.role_arn,
+                session_name(caller, session.session_id),
+                json.dumps(policy, separators=(",", ":")),
+                duration,
+            )
+        except Exception:
+            with contextlib.suppress(DfdError):  # the STS error is the answer; an unremoved record only counts
+                self._ledger.remove(caller.owner, session.session_id)  # handed out to no one: counts for nothing
+            raise
         return {
             "Version": 1,
             "AccessKeyId": issued.access_key_id,

@@ -80,8 +80,9 @@ def tenant_ref_key(tenant: str, digest: str) -> Item:
     return {"tenant": tenant, "hash": digest}
 
 
-def new_file_item(version: ObjectVersion, filename: str, content_type: str, stamp: str) -> Item:
-    """New content: this object is its stored copy, one live reference, generation 1 (one store)."""
+def new_file_item(version: ObjectVersion, filename: str, content_type: str, stamp: str, *, incarnation: str) -> Item:
+    """New content: this object is its stored copy, one live reference, generation 1 (one store); `incarnation`:
+    the nonce of the commit creating it (FileRecord.incarnation)."""
     return {
         "hash": version.hash,
         "size": version.size,
@@ -97,6 +98,7 @@ def new_file_item(version: ObjectVersion, filename: str, content_type: str, stam
         "live_refs": 1,
         "generation": 1,
         "stores": 1,
+        "incarnation": incarnation,
     }
 
 
@@ -154,12 +156,13 @@ def processed_upload(
     }
 
 
-def upload_defaults(filename: str, content_type: str, stamp: str, *, registered: bool) -> Item:
+def upload_defaults(filename: str, content_type: str, stamp: str, *, registered: bool, commit: str) -> Item:
     """What an ingest's commit sets on the upload it processes only where the item holds none: its filename, content
     type and creation time — and, for an object put straight at an upload key with no registration (not
-    `registered`: the commit creates its item), how it came in (`via`; a registration wrote its own)."""
+    `registered`: the commit creates its item), how it came in (`via`; a registration wrote its own) and its
+    incarnation (the commit's nonce: UploadRecord.incarnation)."""
     defaults: Item = {"filename": filename, "content_type": content_type, "created_at": stamp}
-    return defaults if registered else defaults | {"via": UploadVia.BUCKET.value}
+    return defaults if registered else defaults | {"via": UploadVia.BUCKET.value, "incarnation": commit}
 
 
 def ingested_upload_item(
@@ -171,7 +174,7 @@ def ingested_upload_item(
     claim = {CLAIM_HASH: version.hash, "claimed_at": stamp} if outcome == UploadStatus.STORED else {}
     return (
         upload_key(version.upload_id)
-        | upload_defaults(filename, content_type, stamp, registered=False)
+        | upload_defaults(filename, content_type, stamp, registered=False, commit="seeded")
         | processed_upload(version, outcome, outcome, stamp, "seeded")
         | claim
     )

@@ -1,6 +1,6 @@
 """The contents aggregate's port: what the ingest reads and commits through the repository
-(dfd.adapters.dynamo.contents and .reads), and the payloads — one consistent read, the object version it hashed,
-the uploader's tenant's share."""
+(dfd.adapters.dynamo.contents, .adoption and .reads), and the payloads — one consistent read, the object version it
+hashed, the uploader's tenant's share."""
 
 from __future__ import annotations
 
@@ -57,15 +57,19 @@ class TenantShare:
     # the bytes the upload holds against its tenant's quota while pending (its record's `quota_bytes`): the commit
     # releases them (0: nothing pending to release: released by the reconcile already)
     pending_bytes: int = 0
+    # those pending bytes' upload is among the tenant's pending uploads (not a drop-zone one): released with them
+    pending_counted: bool = True
 
     def __post_init__(self) -> None:
         if self.held and not self.counted:
             raise ValueError("a held reference exists: it is counted")
 
     @classmethod
-    def of(cls, tenant: str, ref: TenantRef | None, pending_bytes: int = 0) -> TenantShare:
+    def of(
+        cls, tenant: str, ref: TenantRef | None, pending_bytes: int = 0, *, pending_counted: bool = True
+    ) -> TenantShare:
         """The share as the tenant's reference item read says (None: absent)."""
-        return cls(tenant, held=holds(ref), counted=counts_stored(ref), pending_bytes=pending_bytes)
+        return cls(tenant, holds(ref), counts_stored(ref), pending_bytes, pending_counted)
 
 
 class DropStore(UploadReads, Protocol):
@@ -73,7 +77,13 @@ class DropStore(UploadReads, Protocol):
 
     def register_upload(self, upload: NewUpload, now: datetime, *, pending_limit: bool = True) -> None:
         """Register the upload pending, counted against its tenant's quota (dfd.uploads.ports.UploadStore);
-        without `pending_limit`, its count of pending uploads is not limited (the bytes are)."""
+        without `pending_limit` it is neither limited by nor counted among the tenant's pending uploads (its
+        record is `pending_uncounted`): only its bytes are."""
+        ...
+
+    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
+        """The pending upload becomes `rejected` for `reason`, its quota bytes (as read) released in the same
+        write; False when it is no longer pending or no longer holds them."""
         ...
 
     def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:

@@ -74,8 +74,7 @@ class Outcome(StrEnum):
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
     # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
     MOVED = "moved"  # copied to its upload key (whose own event is ingested as any upload's), then deleted
-    SETTLED = "settled"  # its upload was processed (or deleted) before: the leftover object deleted
-    KEPT = "kept"  # its upload expired or failed before the copy: left in place for operators
+    SETTLED = "settled"  # its upload ended before (processed, deleted, expired, failed): the leftover object deleted
 
 
 @dataclass
@@ -121,6 +120,7 @@ class Ingestor:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         after_commit: Callable[[IngestResult], None] | None = None,
+        writers: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -130,7 +130,7 @@ class Ingestor:
         self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
-        self._drops = DropZone(settings, repo, objects, now=now)
+        self._drops = DropZone(settings, repo, objects, now=now, writers=writers)
 
     # ------------------------------------------------------------------ entry point
     def ingest(self, ref: ObjectRef) -> IngestResult:
@@ -221,6 +221,7 @@ class Ingestor:
         if tenant is not None and tenant == info.tenant_hint:
             ref_known, ref = True, state.tenant_ref
         pending = upload.quota_bytes if upload is not None else 0  # held against the quota: the commit releases it
+        counted = upload is None or not upload.pending_uncounted  # and with them, one of its pending uploads
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result.attempts = attempt
             if known is not None and known.s3_key == info.key:
@@ -238,9 +239,9 @@ class Ingestor:
             share = None
             if tenant is not None:  # assumed: new content → no reference yet; a duplicate → the tenant holds it
                 share = (
-                    TenantShare.of(tenant, ref, pending)
+                    TenantShare.of(tenant, ref, pending, pending_counted=counted)
                     if ref_known
-                    else TenantShare(tenant, duplicate, duplicate, pending)
+                    else TenantShare(tenant, duplicate, duplicate, pending, counted)
                 )
             if resurrect:
                 assert known is not None

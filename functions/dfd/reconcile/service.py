@@ -324,10 +324,11 @@ class Reconciler:
 
     @staticmethod
     def drops(objects: Iterable[ListedObject]) -> list[ListedObject]:
-        """The listed drop-zone objects to re-drive: every one under a caller's prefix. The drop zone keeps nothing
-        (dfd.ingest.dropzone): an object still there is in flight, or left by an ingest that stopped between
-        two steps — its event again finishes it (and changes nothing more when it was finished)."""
-        return [obj for obj in objects if not obj.key.endswith("/") and parse_key(obj.key) is not None]
+        """The listed drop-zone objects to re-drive: every one under a caller's prefix, folder markers and the
+        prefix itself included (the ingest rejects those). The drop zone keeps nothing (dfd.ingest.dropzone): an
+        object still there is in flight, or left by an ingest that stopped between two steps — its event again
+        finishes it (and changes nothing more when it was finished)."""
+        return [obj for obj in objects if parse_key(obj.key + "x") is not None]  # dfd.ingest.dropzone.drop_key
 
     def orphans(self, objects: Iterable[ListedObject]) -> list[ListedObject]:
         """The listed objects to re-drive: those never ingested (no event record) that no upload owns as pending,

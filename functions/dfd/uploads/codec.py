@@ -80,7 +80,7 @@ def pending_upload_item(
         "tenant": upload.tenant,
         "quota_bytes": upload.size,
         "via": upload.via.value,
-    }
+    } | _incarnation(upload)
     if multipart is not None:  # its `s3_upload_id` and `part_checksums` come with the first parts call
         item |= {
             "multipart": True,
@@ -111,7 +111,11 @@ def rejected_upload_item(upload: NewUpload, reason: str, now: datetime, *, ttl: 
         "owner": upload.owner,
         "tenant": upload.tenant,
         "via": upload.via.value,
-    }
+    } | _incarnation(upload)
+
+
+def _incarnation(upload: NewUpload) -> Item:
+    return {} if upload.incarnation is None else {"incarnation": upload.incarnation}
 
 
 def precheck_upload_item(upload: PrecheckDuplicate, stamp: str) -> Item:

@@ -30,6 +30,8 @@ class NewUpload:
     owner: str  # the caller's sub (dfd.identity.caller.Caller.owner)
     tenant: str  # the caller's tenant (dfd.identity.caller.Caller.tenant)
     via: UploadVia = UploadVia.PRESIGNED  # how its object comes in (dfd.core.records.UploadVia)
+    # written with the record when its id is not random (UploadRecord.incarnation): a drop-zone object's
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,19 @@ class UploadCancels(Protocol):
     """A pending or failed upload ends without an object."""
 
     def cancel_upload(
-        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self,
+        upload_id: str,
+        status: UploadStatus,
+        now: datetime,
+        *,
+        tenant: str | None = None,
+        quota_bytes: int = 0,
+        counted: bool = True,
     ) -> bool:
         """An upload that holds no reference (pending, expired, failed) becomes `deleted` with `deleted_at`,
         conditioned on its status still being `status`; False when it is not. A pending one releases its
-        `quota_bytes` as end_pending_upload does."""
+        `quota_bytes` as end_pending_upload does, and one of its tenant's pending uploads when it was `counted`
+        among them (its record is not `pending_uncounted`)."""
         ...
 
 

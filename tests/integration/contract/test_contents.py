@@ -1,5 +1,6 @@
 """The contents aggregate's contract (dfd.ingest.ports, the precheck of dfd.uploads.ports;
-dfd.adapters.dynamo.contents): the ingest's commits, their replays and races, the precheck's duplicate, adoption.
+dfd.adapters.dynamo.contents, .precheck, .adoption): the ingest's commits, their replays and races, the precheck's
+duplicate, adoption.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.integration.contract.support import (
     Repository,
     _now,
     commit,
+    new_upload,
     refused,
     registered,
     version,
@@ -218,3 +220,25 @@ def test_a_commit_keeps_how_a_registered_upload_came_in_and_names_a_direct_put_b
     commit(repo, "stored", direct, None)
     created = repo.get_upload(f"{2:032x}")
     assert created is not None and created.owner is None and created.via == UploadVia.BUCKET
+
+
+def test_an_upload_item_a_commit_creates_carries_its_incarnation_and_a_registered_one_its_own(
+    repo: Repository,
+) -> None:
+    """An object put straight at an upload key: the commit creating its item writes the incarnation (a replay
+    keeps it); a registration's incarnation (a drop-zone object's) or its absence (a random id's) stays."""
+    _, v = registered(repo, 1)
+    commit(repo, "stored", v, TenantShare("acme", False, False, 100))
+    kept = repo.get_upload(v.upload_id or "")
+    assert kept is not None and kept.incarnation is None
+    direct = version(2, digest=OTHER, upload_id=f"{2:032x}")
+    commit(repo, "stored", direct, None)
+    created = repo.get_upload(f"{2:032x}")
+    assert created is not None and created.incarnation
+    refused(EventRecorded, lambda: commit(repo, "stored", direct, None))
+    assert repo.get_upload(f"{2:032x}") == created
+    dropped = dataclasses.replace(new_upload(3), via=UploadVia.S3, incarnation="drop-3")
+    repo.register_upload(dropped, _now(), pending_limit=False)
+    commit(repo, "duplicate", version(3, digest=OTHER, upload_id=f"{3:032x}"), TenantShare("acme", False, False, 100))
+    processed = repo.get_upload(f"{3:032x}")
+    assert processed is not None and processed.status.processed and processed.incarnation == "drop-3"

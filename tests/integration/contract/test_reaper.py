@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from dfd.core import clock
 from dfd.core.conflicts import (
+    EventRecorded,
     LeaseLost,
 )
 from dfd.core.records import ContentState, TenantUsage, UploadStatus
@@ -104,3 +105,23 @@ def test_the_lease(repo: Repository) -> None:
     repo.release_lease("run-2", swept_at=_now())
     assert not repo.take_lease("run-3", _now(), until).sweep_due
     assert repo.take_lease("run-4", until + timedelta(seconds=1), until + timedelta(minutes=5)).holder == "run-4"
+
+
+def test_a_content_reaped_and_committed_again_is_another_incarnation(repo: Repository) -> None:
+    """The record's incarnation is written once by the commit creating it (a replay keeps it); the record the
+    reaper deleted and a later commit created anew carries another, so its events' ids differ."""
+    _, v1 = registered(repo, 1)
+    commit(repo, "stored", v1, TenantShare("acme", False, False, 100))
+    first = repo.get_file(DIGEST, consistent=True)
+    assert first is not None and first.incarnation
+    refused(EventRecorded, lambda: commit(repo, "stored", v1, None))
+    assert repo.get_file(DIGEST, consistent=True) == first
+    repo.commit_delete(UploadDeletion(f"{1:032x}", UploadStatus.STORED, DIGEST, "acme"), counter_shard=0, now=_now())
+    grace_over = _now() + timedelta(seconds=repo_settings(repo).delete_grace_seconds)
+    (file,) = due(repo.due_contents, repo, grace_over)
+    assert repo.reap_content(file, counter_shard=0)
+    _, v2 = registered(repo, 2)
+    commit(repo, "stored", v2, TenantShare("acme", held=False, counted=True, pending_bytes=100))
+    second = repo.get_file(DIGEST, consistent=True)
+    assert second is not None and second.generation == first.generation == 1
+    assert second.incarnation and second.incarnation != first.incarnation

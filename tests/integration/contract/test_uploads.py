@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from dfd.core import clock
 from dfd.core.conflicts import (
+    CommitRefused,
     MultipartAttached,
     QuotaRefused,
 )
@@ -124,16 +125,58 @@ def test_a_rejected_upload_is_recorded_once_and_counted_nowhere(repo: Repository
     registered(repo, 2, size=10)
     pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now())
     assert pending.status == UploadStatus.PENDING  # an upload registered first is not rejected
+    marked = dataclasses.replace(new_upload(3, size=700), incarnation="drop-3")
+    assert repo.record_rejected_upload(marked, "too_large", _now()).incarnation == "drop-3"
+    assert record.incarnation is None  # none given: none written
 
 
-def test_a_drop_zone_registration_is_not_held_to_the_pending_limit(repo: Repository) -> None:
-    for index in range(1, PENDING_LIMIT + 1):
+def test_an_upload_id_registered_again_is_refused_and_counts_nothing(repo: Repository) -> None:
+    """Two deliveries of one drop-zone object register the same id (derived from its version): the second one's
+    put of a new item is refused (the drop zone reads the record the first wrote), nothing counted twice."""
+    upload = dataclasses.replace(new_upload(1, size=10), via=UploadVia.S3, incarnation="first")
+    repo.register_upload(upload, _now(), pending_limit=False)
+    usage = repo.tenant_usage("acme")
+    again = dataclasses.replace(upload, incarnation="second")
+    refused(CommitRefused, lambda: repo.register_upload(again, _now() + timedelta(seconds=1), pending_limit=False))
+    assert repo.tenant_usage("acme") == usage and usage.pending_count == 1
+    record = repo.get_upload(upload.upload_id)
+    assert record is not None and record.incarnation == "first"
+
+
+def test_a_drop_zone_registration_is_neither_held_to_the_pending_limit_nor_counted_in_it(repo: Repository) -> None:
+    repo.register_upload(new_upload(91, size=10), _now(), pending_limit=False)  # its bytes are there already
+    record = repo.get_upload(new_upload(91).upload_id)
+    assert record is not None and record.pending_uncounted and record.quota_bytes == 10
+    assert repo.tenant_usage("acme") == TenantUsage(pending_bytes=10, used_bytes=10)
+    for index in range(1, PENDING_LIMIT + 1):  # the limit is the other uploads' still
         registered(repo, index, size=10)
     refused(QuotaRefused, lambda: repo.register_upload(new_upload(90, size=10), _now()))
-    repo.register_upload(new_upload(91, size=10), _now(), pending_limit=False)  # its bytes are there already
-    assert repo.tenant_usage("acme").pending_count == PENDING_LIMIT + 1
-    over = refused(QuotaRefused, lambda: repo.register_upload(new_upload(92, size=QUOTA), _now(), pending_limit=False))
+    repo.register_upload(new_upload(92, size=10), _now(), pending_limit=False)
+    assert repo.tenant_usage("acme").pending_count == PENDING_LIMIT
+    over = refused(QuotaRefused, lambda: repo.register_upload(new_upload(93, size=QUOTA), _now(), pending_limit=False))
     assert over is not None  # the bytes quota still holds
+    # what ends one releases its bytes only
+    first, second = repo.get_upload(new_upload(91).upload_id), repo.get_upload(new_upload(92).upload_id)
+    assert first is not None and second is not None
+    assert repo.give_up_upload(first, UploadStatus.EXPIRED, _now())
+    assert repo.cancel_upload(
+        second.upload_id, UploadStatus.PENDING, _now(), tenant="acme", quota_bytes=10, counted=False
+    )
+    assert repo.tenant_usage("acme") == TenantUsage(
+        pending_count=PENDING_LIMIT, pending_bytes=10 * PENDING_LIMIT, used_bytes=10 * PENDING_LIMIT
+    )
+
+
+def test_a_pending_drop_zone_upload_is_rejected_once_its_bytes_released(repo: Repository) -> None:
+    repo.register_upload(new_upload(1, size=40), _now(), pending_limit=False)
+    record = repo.get_upload(new_upload(1).upload_id)
+    assert record is not None
+    assert repo.reject_pending_upload(record, "archived_storage_class", _now())
+    assert not repo.reject_pending_upload(record, "archived_storage_class", _now())  # once
+    rejected = repo.get_upload(record.upload_id)
+    assert rejected is not None and rejected.status == UploadStatus.REJECTED and rejected.quota_bytes == 0
+    assert (rejected.failure, rejected.failed_at) == ("archived_storage_class", clock.iso(_now()))
+    assert repo.tenant_usage("acme") == TenantUsage()
 
 
 def test_how_each_upload_came_in_is_kept_and_read_by_every_reader(repo: Repository) -> None:

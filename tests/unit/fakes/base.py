@@ -151,7 +151,7 @@ class FakeTables:
             return
         stored = 0 if tenant.counted else version.size  # the adapter's _add_usage_moves: a reference item created
         if tenant.pending_bytes:
-            self._move(tenant.tenant, pending_count=-1, pending_bytes=-tenant.pending_bytes)
+            self._move(tenant.tenant, pending_count=-int(tenant.pending_counted), pending_bytes=-tenant.pending_bytes)
         self._move(tenant.tenant, stored_bytes=stored, used_bytes=stored - tenant.pending_bytes)
         ref = self.tenant_refs.setdefault(
             (tenant.tenant, version.hash), dict(ingest_codec.tenant_ref_key(tenant.tenant, version.hash))
@@ -184,8 +184,10 @@ class FakeTables:
             return
         upload = self.uploads.setdefault(version.upload_id, dict(uploads_codec.upload_key(version.upload_id)))
         self.nonces += 1
-        upload.update(ingest_codec.processed_upload(version, status, outcome, stamp, f"{self.nonces:016x}"))
-        for name, value in ingest_codec.upload_defaults(filename, content_type, stamp, registered=registered).items():
+        commit = f"{self.nonces:016x}"
+        upload.update(ingest_codec.processed_upload(version, status, outcome, stamp, commit))
+        defaults = ingest_codec.upload_defaults(filename, content_type, stamp, registered=registered, commit=commit)
+        for name, value in defaults.items():
             upload.setdefault(name, value)
         for name in ("pending_shard", "ttl", "quota_bytes"):
             upload.pop(name, None)

@@ -1,5 +1,5 @@
-"""The contents aggregate (dfd.adapters.dynamo.contents): the ingest's commits, the precheck's duplicate, adoption,
-resurrection."""
+"""The contents aggregate (dfd.adapters.dynamo.contents, .precheck, .adoption): the ingest's commits, the
+precheck's duplicate, adoption, resurrection."""
 
 from __future__ import annotations
 
@@ -51,7 +51,10 @@ class FakeContents(FakeTables):
         refused = FileAppeared(ingest_codec.file_record(copy.deepcopy(file))) if file is not None else None
         self._begin_commit(version, counter_shard, claims=True, file=refused, tenant=tenant)
         stamp = clock.iso(now)
-        self.files[version.hash] = ingest_codec.new_file_item(version, filename, content_type, stamp)
+        self.nonces += 1
+        self.files[version.hash] = ingest_codec.new_file_item(
+            version, filename, content_type, stamp, incarnation=f"{self.nonces:016x}"
+        )
         self._commit(version, "stored", UploadStatus.STORED, filename, content_type, now, tenant)
         self._count(counter_shard, total_uploads=1, total_files=1, total_bytes_stored=version.size)
 

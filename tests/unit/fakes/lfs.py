@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dfd.identity.ports import DirectoryUser, PersonalToken
+from dfd.identity.ports import DirectoryUser, PersonalToken, S3Session
 from dfd.lfs.ports import Lock, LockExists
 from tests.support import USERS
 
@@ -73,3 +73,27 @@ class FakeDirectory:
 
     def user(self, username: str) -> DirectoryUser | None:
         return self.users.get(username)
+
+
+@dataclass
+class FakeS3SessionStore:
+    """A user's S3 sessions record (dfd.identity.ports.S3SessionStore) in memory; `conflicts` makes the next
+    replaces lose to a concurrent one."""
+
+    records: dict[str, tuple[list[S3Session], int]] = field(default_factory=dict)
+    conflicts: int = 0
+
+    def sessions(self, owner: str) -> tuple[list[S3Session], int]:
+        sessions, version = self.records.get(owner, ([], 0))
+        return list(sessions), version
+
+    def replace(self, owner: str, sessions: list[S3Session], version: int) -> bool:
+        if self.conflicts:
+            self.conflicts -= 1
+            current, at = self.records.get(owner, ([], 0))
+            self.records[owner] = (current, at + 1)
+            return False
+        if self.records.get(owner, ([], 0))[1] != version:
+            return False
+        self.records[owner] = (list(sessions), version + 1)
+        return True

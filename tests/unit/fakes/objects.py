@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dfd.core.errors import MultipartGone, ObjectChanged, ObjectNotFound
+from dfd.core.errors import MultipartGone, ObjectArchived, ObjectChanged, ObjectNotFound
 from dfd.core.ids import tenant_from_metadata
 from dfd.core.objects import ListedObject, ObjectInfo, OpenedObject, PartInfo, Sink
 
@@ -21,6 +21,8 @@ class FakeObject:
     content_type: str | None
     checksum_sha256: str | None
     metadata: dict[str, str] = field(default_factory=dict)
+    storage_class: str | None = None  # None: STANDARD
+    last_modified: str | None = None  # S3's Last-Modified: here, one per put
 
 
 @dataclass
@@ -44,11 +46,17 @@ class FakeObjectStore:
         checksum: bool = False,
         content_type: str | None = "application/octet-stream",
         metadata: dict[str, str] | None = None,
+        etag: str | None = None,
+        storage_class: str | None = None,
     ) -> FakeObject:
+        """Put an object; its ETag is unique to this put unless given (S3's ETag of the same bytes: `etag`)."""
         self._puts += 1
-        etag = '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
+        etag = etag or '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
         digest = hashlib.sha256(data).hexdigest() if checksum else None
-        self.objects[(bucket, key)] = FakeObject(data, etag, None, content_type, digest, dict(metadata or {}))
+        written = f"2026-01-01T00:00:00.{self._puts:06d}Z"
+        self.objects[(bucket, key)] = FakeObject(
+            data, etag, None, content_type, digest, dict(metadata or {}), storage_class, written
+        )
         return self.objects[(bucket, key)]
 
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
@@ -64,6 +72,8 @@ class FakeObjectStore:
             found.content_type,
             found.checksum_sha256,
             tenant_from_metadata(found.metadata),
+            storage_class=found.storage_class,
+            last_modified=found.last_modified,
         )
         body = None if expect_checksum else io.BytesIO(found.data)
         return OpenedObject(info, body)
@@ -125,6 +135,8 @@ class FakeObjectStore:
             raise ObjectNotFound(f"s3 object {source_key} does not exist")
         if found.etag != etag or (bucket, target_key) in self.objects:  # CopySourceIfMatch, IfNoneMatch "*"
             raise ObjectChanged(f"s3 object {source_key} changed, or {target_key} exists")
+        if found.storage_class in ("GLACIER", "DEEP_ARCHIVE"):  # S3's InvalidObjectState
+            raise ObjectArchived(f"s3 object {source_key} is archived")
         self.copies += 1
         self.put(bucket, target_key, found.data, content_type=content_type, metadata=metadata)
 

@@ -90,7 +90,7 @@ class FakeReaper(FakeTables):
         record = self.uploads.get(upload.upload_id)
         if record is None or record.get("status") != UploadStatus.PENDING:
             return False
-        if not self._released(record, upload.tenant, upload.quota_bytes):
+        if not self._released(record, upload.tenant, upload.quota_bytes, not upload.pending_uncounted):
             return False
         record.update({"status": status.value, f"{status.value}_at": clock.iso(now)})
         if failure:

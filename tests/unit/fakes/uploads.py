@@ -8,6 +8,7 @@ from datetime import datetime
 from dfd.core import clock
 from dfd.core import codec as core_codec
 from dfd.core.conflicts import (
+    CommitRefused,
     MultipartAttached,
     QuotaRefused,
 )
@@ -25,14 +26,15 @@ class FakeUploads(FakeTables):
     def register_upload(
         self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None, pending_limit: bool = True
     ) -> None:
-        assert upload.upload_id not in self.uploads, "upload ids are unique"
+        if upload.upload_id in self.uploads:  # the adapter's put of a new item, refused: registered before
+            raise CommitRefused(None, f"upload {upload.upload_id} is registered already")
         usage = core_codec.tenant_usage(self.usage.get(upload.tenant))
         bytes_limit, limit_pending = self.settings.tenant_quota_bytes, self.settings.tenant_pending_limit
         if (pending_limit and limit_pending and usage.pending_count >= limit_pending) or (
             bytes_limit and usage.used_bytes + upload.size > bytes_limit
         ):
             raise QuotaRefused(_parsed(core_codec.tenant_usage, self.usage.get(upload.tenant)))
-        self._move(upload.tenant, pending_count=1, pending_bytes=upload.size, used_bytes=upload.size)
+        self._move(upload.tenant, pending_count=int(pending_limit), pending_bytes=upload.size, used_bytes=upload.size)
         self.uploads[upload.upload_id] = uploads_codec.pending_upload_item(
             upload,
             now,
@@ -41,6 +43,18 @@ class FakeUploads(FakeTables):
             ttl=clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days)),
             multipart=multipart,
         )
+        if not pending_limit:
+            self.uploads[upload.upload_id]["pending_uncounted"] = True
+
+    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
+        record = self.uploads.get(upload.upload_id)
+        if record is None or record.get("status") != UploadStatus.PENDING:
+            return False
+        if not self._released(record, upload.tenant, upload.quota_bytes, not upload.pending_uncounted):
+            return False
+        record.update(status=UploadStatus.REJECTED.value, failed_at=clock.iso(now), failure=reason)
+        record.pop("pending_shard", None)
+        return True
 
     def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
         if upload.upload_id not in self.uploads:
@@ -83,24 +97,32 @@ class FakeUploads(FakeTables):
         return True
 
     def cancel_upload(
-        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self,
+        upload_id: str,
+        status: UploadStatus,
+        now: datetime,
+        *,
+        tenant: str | None = None,
+        quota_bytes: int = 0,
+        counted: bool = True,
     ) -> bool:
         record = self.uploads.get(upload_id)
         if record is None or record.get("status") != status:
             return False
-        if not self._released(record, tenant, quota_bytes):
+        if not self._released(record, tenant, quota_bytes, counted):
             return False
         record.update(status=UploadStatus.DELETED.value, deleted_at=clock.iso(now))
         record.pop("pending_shard", None)
         return True
 
-    def _released(self, record: Item, tenant: str | None, quota_bytes: int) -> bool:
+    def _released(self, record: Item, tenant: str | None, quota_bytes: int, counted: bool = True) -> bool:
         """The adapter's _end_upload: with a tenant and quota bytes, the record must still hold exactly those
-        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together."""
+        (False: the condition fails, nothing changes); they leave it and the tenant's pending usage together (and
+        one pending upload, `counted`)."""
         if tenant is None or quota_bytes <= 0:
             return True
         if record.get("quota_bytes") != quota_bytes:
             return False
         del record["quota_bytes"]
-        self._move(tenant, pending_count=-1, pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
+        self._move(tenant, pending_count=-int(counted), pending_bytes=-quota_bytes, used_bytes=-quota_bytes)
         return True

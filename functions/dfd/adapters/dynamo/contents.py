@@ -1,5 +1,6 @@
-"""The contents aggregate: the ingest's commits (new content, duplicate, resurrection — one skeleton), the
-precheck's duplicate, a lost copy's adoption, and an event recorded on its own.
+"""The contents aggregate: the ingest's commits (new content, duplicate, resurrection — one skeleton) and an event
+recorded on its own. The precheck's duplicate is in :mod:`.precheck`, a lost copy's adoption in :mod:`.adoption`,
+the reference items they share in :mod:`.references`.
 
 Every commit is ONE transaction keyed on the event and the content: the event record (its identity: a lost
 response, retried, finds it exactly as written) — the upload finished, which carries it, or for an object with
@@ -16,18 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters import limits
 from dfd.adapters.dynamo.base import (
     Plan,
     Refusal,
     Request,
-    Store,
     already_put,
     condition_failed,
     to_attr,
     to_item,
     translate,
 )
+from dfd.adapters.dynamo.references import References
 from dfd.core import clock
 from dfd.core import codec as core_codec
 from dfd.core.conflicts import (
@@ -39,7 +39,6 @@ from dfd.core.conflicts import (
     FileVanished,
     KeyClaimed,
     PendingReleased,
-    PrecheckLimited,
     ReapPending,
     TenantRefChanged,
     UploadTaken,
@@ -47,14 +46,11 @@ from dfd.core.conflicts import (
 from dfd.core.ids import key_claim
 from dfd.core.records import FileRecord, UploadRecord, UploadStatus
 from dfd.ingest import codec as ingest_codec
-from dfd.ingest.ports import ObjectVersion, TenantShare
 from dfd.uploads import codec as uploads_codec
 
 if TYPE_CHECKING:
-    from dfd.uploads.ports import PrecheckDuplicate
+    from dfd.ingest.ports import ObjectVersion, TenantShare
 
-# A file record that takes a new reference or gives one up: it has live references (not tombstoned). `:zero` is 0.
-REFERENCED = "live_refs > :zero"
 _DELETED = UploadStatus.DELETED.value
 
 
@@ -70,7 +66,7 @@ class _Made:
     tenant: TenantShare | None
 
 
-class Contents(Store):
+class Contents(References):
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         item = to_item(self._event_item(version, outcome, now))
         try:
@@ -100,9 +96,8 @@ class Contents(Store):
         tenant: TenantShare | None = None,
     ) -> None:
         stamp = clock.iso(now)
-        file = self._put_new(
-            self._s.files_table, ingest_codec.new_file_item(version, filename, content_type, stamp), "hash"
-        )
+        created = ingest_codec.new_file_item(version, filename, content_type, stamp, incarnation=secrets.token_hex(8))
+        file = self._put_new(self._s.files_table, created, "hash")
         deltas = {"total_uploads": 1, "total_files": 1, "total_bytes_stored": version.size}
         made = _Made(version, filename, content_type, counter_shard, now, tenant)
         self._commit(made, "stored", (file, FileAppeared), claims=True, status=UploadStatus.STORED, deltas=deltas)
@@ -237,107 +232,6 @@ class Contents(Store):
         ttl = clock.epoch(clock.plus(now, days=self._s.event_ttl_days))
         return ingest_codec.event_item(version, outcome, now, ttl)
 
-    # ---------------------------------------------------------------- the precheck (dfd.uploads.service)
-    def commit_precheck_duplicate(self, upload: PrecheckDuplicate, *, counter_shard: int, now: datetime) -> None:
-        stamp = clock.iso(now)
-        plan = Plan(identity="upload")
-        plan.add(
-            "upload",
-            self._put_new(self._s.uploads_table, uploads_codec.precheck_upload_item(upload, stamp), "upload_id"),
-        )
-        plan.add("file", self._count_duplicate_file_item(upload.hash, None, stamp), FileVanished)
-        # the reference exists (the tenant holds the content): +1 upload and last_upload_at, nothing else
-        held = TenantShare(upload.tenant, held=True, counted=True)
-        plan.add("tenant", self._tenant_ref_item(held, upload.hash, {}, stamp), TenantRefChanged)
-        deltas = {"total_uploads": 1, "duplicates_avoided": 1, "total_s3_size_saved": upload.size}
-        plan.add("counters", self._add_counters_item(counter_shard, deltas))
-        if upload.bound is not None:  # counted against the tenant's precheck bound (dfd.adapters.limits)
-            plan.add(
-                "bound",
-                limits.precheck_bound_update(self._s.counters_table, upload.tenant, upload.bound),
-                PrecheckLimited,
-            )
-        self._run(plan)
-
-    # ---------------------------------------------------------------- adoption (dfd.ingest.service)
-    def adopt_copy(
-        self, version: ObjectVersion, lost: FileRecord, now: datetime, *, upload_deleted: bool = False
-    ) -> None:
-        stamp = clock.iso(now)
-        names = {"#h": "hash", "#k": "s3_key", "#e": "etag", "#b": "bucket", "#at": "adopted_at", "#st": "state"}
-        values: dict[str, Any] = {
-            ":key": to_attr(version.key),
-            ":etag": to_attr(version.etag),
-            ":bucket": to_attr(version.bucket),
-            ":now": to_attr(stamp),
-            ":lost": to_attr(lost.s3_key or ""),
-        }
-        condition = "attribute_exists(#h) AND #k = :lost"
-        if lost.etag:
-            values[":lost_etag"] = to_attr(lost.etag)
-            condition += " AND #e = :lost_etag"
-        plan = Plan()
-        plan.add(
-            "file",
-            {
-                "Update": {
-                    "TableName": self._s.files_table,
-                    "Key": to_item(ingest_codec.file_key(version.hash)),
-                    "UpdateExpression": "SET #k = :key, #e = :etag, #b = :bucket, #at = :now REMOVE #st, lost_at",
-                    "ConditionExpression": condition,
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
-            FileChanged,
-        )
-        plan.add("lost_claim", self._drop_claim_item(lost.bucket or version.bucket, lost.s3_key or "", version.hash))
-        if version.upload_id is None:
-            plan.add("claim", self._put_claim_item(version.bucket, version.key, version.hash, stamp), KeyClaimed)
-        else:  # the upload item carries the claim
-            self._add_adopting_upload(plan, version, stamp, upload_deleted=upload_deleted)
-        self._run(plan)
-
-    def _add_adopting_upload(self, plan: Plan, version: ObjectVersion, stamp: str, *, upload_deleted: bool) -> None:
-        """The adopted copy's upload item: its key claimed (never over another content's claim) and, unless the
-        upload was deleted (terminal), stored — while the version that processed it is still this one."""
-        assert version.upload_id is not None
-        update = "SET #c = :h, claimed_at = :now"
-        condition = "attribute_exists(upload_id) AND attribute_not_exists(#c)"
-        names = {"#c": ingest_codec.CLAIM_HASH}
-        values: dict[str, Any] = {":h": to_attr(version.hash), ":now": to_attr(stamp)}
-        if not upload_deleted:  # a deleted upload stays deleted
-            update += ", #s = :stored"
-            condition += " AND #ek = :ek AND #s <> :deleted"
-            names |= {"#s": "status", "#ek": "event_key"}
-            values |= {
-                ":stored": to_attr(UploadStatus.STORED.value),
-                ":ek": to_attr(version.event_key),
-                ":deleted": to_attr(_DELETED),
-            }
-        request = {
-            "Update": {
-                "TableName": self._s.uploads_table,
-                "Key": to_item(uploads_codec.upload_key(version.upload_id)),
-                "UpdateExpression": update,
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-
-        def claimed(item: core_codec.Item | None) -> CommitRefused | None:
-            claim = ingest_codec.upload_claim(item)
-            return KeyClaimed(claim) if claim is not None else None
-
-        def taken(item: core_codec.Item | None) -> CommitRefused:
-            return UploadTaken(uploads_codec.upload_record(item) if item is not None else None)
-
-        plan.add("claim", request, claimed, parse=lambda item: item)
-        plan.alias("upload", "claim", taken, parse=lambda item: item)
-
     # ---------------------------------------------------------------- the commits' items
     def _add_finish_upload(
         self,
@@ -373,7 +267,9 @@ class Contents(Store):
             parts.append(f"#f{i} = :f{i}")
         # an upload with no tenant has no registration: an object put straight at an upload key (this commit
         # creates its item)
-        defaults = ingest_codec.upload_defaults(filename, content_type, stamp, registered=tenant is not None)
+        defaults = ingest_codec.upload_defaults(
+            filename, content_type, stamp, registered=tenant is not None, commit=commit
+        )
         for i, (name, value) in enumerate(defaults.items()):
             names[f"#d{i}"] = name
             values[f":d{i}"] = to_attr(value)
@@ -410,42 +306,6 @@ class Contents(Store):
         plan.alias("claim", "event", claimed, parse=lambda item: item)
         plan.alias("upload", "event", refused)
 
-    def _tenant_ref_item(self, tenant: TenantShare, digest: str, first: core_codec.Item, stamp: str) -> Request:
-        """+1 upload on the tenant's reference to the content, conditioned on the item being exactly as the caller
-        read (or assumed) it: absent (`attribute_not_exists`), at 0 (exists, count <= 0: awaiting the reaper, still
-        counted in the tenant's `stored_bytes`) or held (count above 0) — so a race (a reference created, taken over
-        or reaped meanwhile) is a TenantRefChanged and a new decision, never a size counted twice or not at all. A
-        new reference (absent or at 0) takes `first` (the tenant's first filename, its `size`, dates...) anew; a held
-        one keeps its own. Either leaves the reaper's index (a count above 0 is not the reaper's)."""
-        names: dict[str, str] = {"#h": "hash", "#n": "upload_count", "#last": "last_upload_at"}
-        values: dict[str, Any] = {":one": to_attr(1), ":now": to_attr(stamp)}
-        parts = ["#last = :now"]
-        for i, (name, value) in enumerate(first.items()):
-            if value is None:
-                continue
-            names[f"#d{i}"] = name
-            values[f":d{i}"] = to_attr(value)
-            parts.append(f"#d{i} = :d{i}" if not tenant.held else f"#d{i} = if_not_exists(#d{i}, :d{i})")
-        if tenant.held:
-            condition = "attribute_exists(#h) AND #n > :zero"
-        elif tenant.counted:
-            condition = "attribute_exists(#h) AND #n <= :zero"
-        else:
-            condition = "attribute_not_exists(#h)"
-        if ":zero" in condition:  # DynamoDB refuses a value no expression uses (ValidationException)
-            values[":zero"] = to_attr(0)
-        return {
-            "Update": {
-                "TableName": self._s.tenant_files_table,
-                "Key": to_item(ingest_codec.tenant_ref_key(tenant.tenant, digest)),
-                "UpdateExpression": "SET " + ", ".join(parts) + " ADD #n :one REMOVE reap_shard, reap_after",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-
     def _add_usage_moves(self, plan: Plan, tenant: TenantShare, version: ObjectVersion) -> None:
         """An ingest's commit on the uploader's usage item: the pending upload's bytes leave `pending` and, when
         the commit creates the tenant's reference item, its size joins `stored` (stored_bytes = the sizes of the
@@ -455,7 +315,7 @@ class Contents(Store):
         stored = 0 if tenant.counted else version.size
         deltas = {"stored_bytes": stored, "used_bytes": stored - tenant.pending_bytes}
         if tenant.pending_bytes:
-            deltas |= {"pending_count": -1, "pending_bytes": -tenant.pending_bytes}
+            deltas |= {"pending_count": -1 if tenant.pending_counted else 0, "pending_bytes": -tenant.pending_bytes}
         deltas = {name: delta for name, delta in deltas.items() if delta}
         if deltas:
             plan.add("usage", self._add_usage_item(tenant.tenant, deltas))
@@ -467,40 +327,6 @@ class Contents(Store):
                 "TableName": self._s.events_table,
                 "Key": to_item(ingest_codec.event_key(claim)),
                 "ConditionExpression": "attribute_not_exists(event_key)",
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-
-    def _count_duplicate_file_item(
-        self, digest: str, key: str | None, stamp: str, *, lost_too: bool = False
-    ) -> Request:
-        """+1 upload (and +1 live reference) on an existing file record — never the record
-        whose object IS this key; only LIVE content: a live count above 0 (at 0 the content is tombstoned and is
-        resurrected instead). `lost_too` (the ingest's duplicate): also a content the reconcile marked lost — the
-        ingest then adopts this upload's copy; the precheck never counts one (it answers 409 only for content
-        whose copy exists)."""
-        condition = "attribute_exists(#h) AND " + REFERENCED
-        values: dict[str, Any] = {
-            ":one": to_attr(1),
-            ":now": to_attr(stamp),
-            ":zero": to_attr(0),
-        }
-        names = {"#h": "hash"}
-        if not lost_too:
-            condition += " AND (attribute_not_exists(#state) OR #state <> :lost)"
-            values[":lost"] = to_attr(ingest_codec.LOST)
-            names["#state"] = "state"
-        if key is not None:
-            condition += " AND s3_key <> :key"
-            values[":key"] = to_attr(key)
-        return {
-            "Update": {
-                "TableName": self._s.files_table,
-                "Key": to_item(ingest_codec.file_key(digest)),
-                "UpdateExpression": "ADD upload_count :one, live_refs :one SET last_upload_at = :now",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dfd.adapters.dynamo.base import Plan, Store, to_attr, to_item
-from dfd.adapters.dynamo.contents import REFERENCED
+from dfd.adapters.dynamo.references import REFERENCED
 from dfd.core import clock
 from dfd.core.conflicts import DeleteRaced, ReferenceMissing
 from dfd.core.records import UploadStatus

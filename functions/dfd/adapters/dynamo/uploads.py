@@ -31,7 +31,8 @@ class Uploads(Store):
         set the count goes to the gate (shard 0), conditioned on the limits less what the tenant's other shards
         hold (read first, in the same consistent Query as the gate; nobody writes them while a limit is set): the
         quota check (docs/design.md, "Quotas"). `multipart`: how the upload is cut. Without `pending_limit` the
-        count of pending uploads is not limited (a drop-zone object: its bytes are there already), only the bytes."""
+        upload is neither limited by nor counted among the tenant's pending uploads (a drop-zone object: its bytes
+        are there already; its record says so, `pending_uncounted`), only its bytes are."""
         s = self._s
         shard = usage.write_shard(upload.tenant, s, self._rng)
         others = TenantUsage()  # what the tenant's other shards hold
@@ -51,6 +52,8 @@ class Uploads(Store):
             ttl=clock.epoch(clock.plus(now, days=s.upload_ttl_days)),
             multipart=multipart,
         )
+        if not pending_limit:
+            item["pending_uncounted"] = True
         plan = Plan(identity="upload")  # a lost response, retried: recognised by the record it put
         plan.add("upload", self._put_new(s.uploads_table, item, "upload_id"))
         plan.add("usage", self._count_pending_item(shard, upload.size, others, pending_limit), QuotaRefused)
@@ -97,7 +100,7 @@ class Uploads(Store):
         if s.tenant_quota_bytes:
             conditions.append("(attribute_not_exists(#used) OR #used <= :room)")
             values[":room"] = to_attr(s.tenant_quota_bytes - others.used_bytes - size)
-        deltas = {"pending_count": 1, "pending_bytes": size, "used_bytes": size}
+        deltas = {"pending_count": 1 if pending_limit else 0, "pending_bytes": size, "used_bytes": size}
         if not conditions:
             return self._add_usage_item(
                 shard.tenant, deltas, shard=shard, ReturnValuesOnConditionCheckFailure="ALL_OLD"
@@ -112,10 +115,11 @@ class Uploads(Store):
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
-    def _release_pending_item(self, tenant: str, quota_bytes: int) -> Request:
-        """-1 pending upload of `quota_bytes` on the tenant's usage item (never conditioned)."""
-        deltas = {"pending_count": -1, "pending_bytes": -quota_bytes, "used_bytes": -quota_bytes}
-        return self._add_usage_item(tenant, deltas)
+    def _release_pending_item(self, tenant: str, quota_bytes: int, counted: bool = True) -> Request:
+        """-1 pending upload (`counted`: it was among them) of `quota_bytes` on the tenant's usage item (never
+        conditioned)."""
+        deltas = {"pending_count": -1 if counted else 0, "pending_bytes": -quota_bytes, "used_bytes": -quota_bytes}
+        return self._add_usage_item(tenant, {name: delta for name, delta in deltas.items() if delta})
 
     # ---------------------------------------------------------------- the reconcile's pending pass
     # (dfd.reconcile.service)
@@ -176,6 +180,23 @@ class Uploads(Store):
             upload.tenant,
             upload.quota_bytes,
             values=request_values,
+            counted=not upload.pending_uncounted,
+        )
+
+    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
+        """A pending drop-zone upload whose object cannot be copied becomes `rejected` for `reason` (`failed_at`,
+        `failure`, as record_rejected_upload writes one), releasing its quota bytes as read; False when it is no
+        longer pending or no longer holds those bytes."""
+        return self._end_upload(
+            upload.upload_id,
+            "SET #status = :status, failed_at = :now, failure = :why",
+            UploadStatus.PENDING,
+            UploadStatus.REJECTED,
+            now,
+            upload.tenant,
+            upload.quota_bytes,
+            values={":why": to_attr(reason)},
+            counted=not upload.pending_uncounted,
         )
 
     # ---------------------------------------------------------------- multipart (dfd.uploads.multipart)
@@ -224,11 +245,20 @@ class Uploads(Store):
         return self._end_upload(upload_id, update, UploadStatus.PENDING, status, now, tenant, quota_bytes)
 
     def cancel_upload(
-        self, upload_id: str, status: UploadStatus, now: datetime, *, tenant: str | None = None, quota_bytes: int = 0
+        self,
+        upload_id: str,
+        status: UploadStatus,
+        now: datetime,
+        *,
+        tenant: str | None = None,
+        quota_bytes: int = 0,
+        counted: bool = True,
     ) -> bool:
         """status `deleted` + `deleted_at`, out of the pending index, only while the status is still `status`."""
         update = "SET #status = :status, deleted_at = :now"
-        return self._end_upload(upload_id, update, status, UploadStatus.DELETED, now, tenant, quota_bytes)
+        return self._end_upload(
+            upload_id, update, status, UploadStatus.DELETED, now, tenant, quota_bytes, counted=counted
+        )
 
     def _end_upload(
         self,
@@ -241,11 +271,13 @@ class Uploads(Store):
         quota_bytes: int,
         *,
         values: dict[str, Any] | None = None,
+        counted: bool = True,
     ) -> bool:
         """An upload that holds no reference ends (`update`, conditioned on its status still `read`, out of the
         pending index). One still counted against its tenant's quota (`tenant`, `quota_bytes` > 0: as read from its
-        record) releases those bytes in the same transaction, conditioned on the record still holding them (as
-        the reconcile's expire does); False when a condition fails (the caller reads again)."""
+        record) releases those bytes in the same transaction (and, `counted`, one of its pending uploads: not when
+        its record is `pending_uncounted`), conditioned on the record still holding them (as the reconcile's expire
+        does); False when a condition fails (the caller reads again)."""
         request: dict[str, Any] = {
             "TableName": self._s.uploads_table,
             "Key": to_item(uploads_codec.upload_key(upload_id)),
@@ -265,7 +297,7 @@ class Uploads(Store):
             request["ExpressionAttributeValues"][":quota"] = to_attr(quota_bytes)
             plan = Plan()
             plan.add("upload", {"Update": request})
-            plan.add("usage", self._release_pending_item(tenant, quota_bytes))
+            plan.add("usage", self._release_pending_item(tenant, quota_bytes, counted))
             try:
                 self._run(plan)
             except CommitRefused:

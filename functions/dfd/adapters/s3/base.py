@@ -15,6 +15,7 @@ from dfd.core.config import PARALLEL_PART_SIZE, PARALLEL_THRESHOLD, PARALLEL_WOR
 from dfd.core.errors import (
     DfdError,
     MultipartGone,
+    ObjectArchived,
     ObjectChanged,
     ObjectNotFound,
     PartsRejected,
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _CHANGED = {"PreconditionFailed", "412"}
 _NO_UPLOAD = {"NoSuchUpload"}
+# an archived object: GetObject answers InvalidObjectState, CopyObject ObjectNotInActiveTierError (S3's error codes)
+_ARCHIVED = {"InvalidObjectState", "ObjectNotInActiveTierError"}
 _PARTS_REJECTED = {"InvalidPart", "InvalidPartOrder", "EntityTooSmall"}
 # ConditionalRequestConflict (409): a conditional write (IfNoneMatch, IfMatch) raced another on its key; S3 asks
 # for a retry (API reference, PutObject / CopyObject / CompleteMultipartUpload, IfNoneMatch)
@@ -53,6 +56,8 @@ def translate(error: ClientError | BotoCoreError, action: str, key: str) -> DfdE
         return ObjectNotFound(f"s3 object {key} does not exist")
     if code in _CHANGED:
         return ObjectChanged(f"s3 object {key} changed while it was read")
+    if code in _ARCHIVED:
+        return ObjectArchived(f"s3 object {key} is archived ({code}): its bytes cannot be read or copied")
     if code in _RETRYABLE:
         return ServiceUnavailable(f"S3 {action} {key} is throttled or unavailable ({code})")
     return DfdError(f"S3 {action} {key} failed ({code})", code="storage_error")

@@ -34,7 +34,7 @@ class Copies(Store):
         """Copy the version `etag` of `source_key` to `target_key` in the same bucket, with `content_type` and
         `metadata` in place of the source's, IfNoneMatch "*". Raises ObjectChanged when a precondition failed (the
         source moved on, or an object is at the target already: the caller tells which), ObjectNotFound when the
-        source is gone."""
+        source is gone, ObjectArchived when its storage class keeps it from being copied (an archive)."""
         source = {"Bucket": bucket, "Key": source_key}
         try:
             if size is None or size <= COPY_MAX:

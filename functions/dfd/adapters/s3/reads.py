@@ -21,11 +21,13 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.s3.base import Store, release, translate
+from dfd.core import clock
 from dfd.core.errors import ObjectChanged
 from dfd.core.hashing import b64_to_hex
 from dfd.core.ids import tenant_from_metadata
@@ -52,6 +54,9 @@ def _info(bucket: str, key: str, response: dict[str, Any]) -> ObjectInfo:
         content_type=response.get("ContentType"),
         checksum_sha256=verified,
         tenant_hint=tenant_from_metadata(response.get("Metadata")),
+        storage_class=response.get("StorageClass"),
+        archived=bool(response.get("ArchiveStatus")),
+        last_modified=clock.iso(modified) if isinstance(modified := response.get("LastModified"), datetime) else None,
     )
 
 

@@ -1,0 +1,1 @@
+"""The deterministic simulation of the exactly-once core (docs/design/simulation.md)."""
