@@ -577,7 +577,7 @@ def history_rows(bench: Bench) -> list[Row]:
         rows.append(
             Row(
                 "6",
-                f"GET /admin/stats/history, {label} ({points[name]} points)",
+                f"history call, {label} ({points[name]} points, GET /admin/stats/history)",
                 value,
                 "ms",
                 baseline,
