@@ -531,4 +531,62 @@ def stats(bench: Bench) -> list[Row]:
             f"DynamoDB requests per call: {hashes_large['dynamodb_requests']} ({', '.join(hashes_large['operations'])})"
             + "; moto's Scan walks the table, DynamoDB reads one page",
         ),
+        *history_rows(bench),
     ]
+
+
+def history_rows(bench: Bench) -> list[Row]:
+    """GET /admin/stats/history over 400 days at 1-day steps and over 1 day at 5-minute steps, each against 1 hour
+    at 5-minute steps, in the same run: a call reads one series with one Query, its time grows with the points."""
+    from dfd import deps
+    from dfd.handlers import admin_stats
+    from dfd.history.service import take_snapshot
+
+    requests = bench.options.runs(40, 15)
+    context: Any = LambdaContext()
+    end = datetime(2026, 11, 1, tzinfo=UTC)
+    repo = deps.repository()
+    for day in range(401):  # the daily points of 400 days, and the baseline's before the first
+        take_snapshot(repo, end - timedelta(days=day, seconds=1))
+    for tick in range(290):  # the last day's 5-minute points
+        take_snapshot(repo, end - timedelta(seconds=300 * tick + 1))
+    stop = int(end.timestamp())
+    cases = {
+        "hour": {"from": str(stop - 3600), "to": str(stop), "step": "300"},
+        "day": {"from": str(stop - 86400), "to": str(stop), "step": "300"},
+        "400 days": {"from": str(stop - 400 * 86400), "to": str(stop), "step": "86400"},
+    }
+    ms: dict[str, float] = {}
+    points: dict[str, int] = {}
+    for rounds in range(2):  # the baseline measured before and after, so drift weighs on both sides
+        for name, query in cases.items():
+            event = api_event("GET", "/admin/stats/history", query)
+            for _ in range(3):
+                admin_stats.handler(event, context)  # warm
+            latencies = []
+            for _ in range(requests):
+                seconds, response = timed(partial(admin_stats.handler, event, context))
+                assert response["statusCode"] == 200, response
+                latencies.append(seconds)
+            points[name] = len(json.loads(response["body"])["points"])
+            ms[f"{name} {rounds}"] = median(latencies) * 1000
+    baseline = (ms["hour 0"] + ms["hour 1"]) / 2
+    rows = []
+    for name, label in (("400 days", "400 days at 1-day steps"), ("day", "1 day at 5-minute steps")):
+        value = (ms[f"{name} 0"] + ms[f"{name} 1"]) / 2
+        rows.append(
+            Row(
+                "6",
+                f"history call, {label} ({points[name]} points, GET /admin/stats/history)",
+                value,
+                "ms",
+                baseline,
+                f"1 hour at 5-minute steps ({points['hour']} points), same run",
+                value / baseline,
+                "≤ 3x",
+                value / baseline <= 3,
+                "one Query of one series (the totals projected); moto's Query is slower than DynamoDB's",
+                {"ms": ms, "points": points},
+            )
+        )
+    return rows

@@ -48,7 +48,7 @@ HIGH, LOW = "high", "low"
 # billed duration per invocation (stated, not measured: the emulator's times are not AWS's): an API function's
 # request; the ingest per record, plus its hashing at one core's SHA-256 over S3's ~100 MB/s per connection; the
 # publisher per batch
-DURATION_MS = {"api": 40.0, "ingest": 40.0, "publisher": 30.0, "reconcile": 200.0}
+DURATION_MS = {"api": 40.0, "ingest": 40.0, "publisher": 30.0, "reconcile": 200.0, "snapshot": 40.0}
 PLATFORM_LOG_BYTES = 360  # Lambda's START, END and REPORT lines of one invocation (system log level INFO)
 # typical values of the access log's $context variables (what a browser's POST /upload gives; "-" when empty)
 ACCESS_LOG_VALUES = {
@@ -261,6 +261,7 @@ class Context:
 
 
 USER = {"sub": "00000000-0000-4000-8000-00000000a11c", "username": "alice", "groups": "[tenant-acme]"}
+ADMIN_USER = {"sub": "00000000-0000-4000-8000-00000000ad31", "username": "admin", "groups": "[admins]"}
 
 
 def claims(user: dict[str, str] = USER) -> dict[str, str]:
@@ -279,12 +280,13 @@ def claims(user: dict[str, str] = USER) -> dict[str, str]:
 
 def api_event(
     method: str, path: str, *, body: Any = None, route: str | None = None, headers: dict[str, str] | None = None,
-    params: dict[str, str] | None = None, authorized: bool = True,
+    params: dict[str, str] | None = None, authorized: bool = True, query: dict[str, str] | None = None,
+    user: dict[str, str] = USER,
 ) -> dict[str, Any]:  # fmt: skip
-    """An API Gateway HTTP API (v2) event, authorized as the JWT authorizer passes it."""
+    """An API Gateway HTTP API (v2) event, authorized as the JWT authorizer passes it (as `user`)."""
     return http_api_event(
-        method, path, route=route, params=params, body=body, headers=headers,
-        claims=claims() if authorized else None, request_id=uuid.uuid4().hex,
+        method, path, route=route, params=params, query=query, body=body, headers=headers,
+        claims=claims(user) if authorized else None, request_id=uuid.uuid4().hex,
     )  # fmt: skip
 
 
@@ -472,6 +474,31 @@ def read_paths(d: Driver, upload_id: str) -> list[PathRun]:
     url = answer.get("url") or answer.get("download_url")
     assert url and requests.get(url, timeout=60).status_code == 200
     run.client["GetObject"] += 1
+    runs.append(run)
+    return runs
+
+
+SNAPSHOT = "snapshot of the counters (SnapshotFunction, one run; 8,640 a month)"
+HISTORY_DAY = "history call: a day at 5 minutes (289 points, GET /admin/stats/history)"
+
+
+def history_paths(d: Driver) -> list[PathRun]:
+    """One snapshot as its schedule takes it, then a day of them (written outside the meter) read back by one
+    history call."""
+    from dfd import deps
+    from dfd.history.service import take_snapshot
+
+    run = d.begin(SNAPSHOT)
+    handler = _handler("dfd.handlers.snapshot")
+    d.step("snapshot", "dfd.handlers.snapshot", lambda: handler({"source": "aws.events"}, Context()))
+    runs = [run]
+    end = datetime(2026, 11, 2, tzinfo=UTC)
+    for n in range(289):
+        take_snapshot(deps.repository(), end - timedelta(seconds=300 * n))
+    run = d.begin(HISTORY_DAY)
+    query = {"from": str(int(end.timestamp()) - 86400), "to": str(int(end.timestamp()) + 1), "step": "300"}
+    status, answer = d.api("dfd.handlers.admin_stats", "GET", "/admin/stats/history", query=query, user=ADMIN_USER)
+    assert status == 200 and len(answer["points"]) == 289, (status, len(answer.get("points", [])))
     runs.append(run)
     return runs
 
@@ -687,6 +714,11 @@ BUDGETS: dict[str, dict[str, float]] = {
     LFS_HELD: {"dollars": 2.1, "write_units": 0, "read_units": 3},
     "LFS: one object pulled (batch, GET)": {"dollars": 2.35, "write_units": 0, "read_units": 2},
     "new 1 GiB multipart upload": {"dollars": 784, "write_units": 24, "read_units": 5, "events": 2},
+    # one eventually consistent BatchGetItem of the 100 shards, one BatchWriteItem of three items (the 5-minute
+    # point carries the shards read, 4 units once the counters have grown): $0.08 a month at 8,640 runs
+    SNAPSHOT: {"dollars": 9.35, "write_units": 4, "read_units": 50},
+    # one Query of 289 points, the totals projected
+    HISTORY_DAY: {"dollars": 7.5, "write_units": 0, "read_units": 48.5},
     # its counts only: its Lambda and Step Functions shares follow moto's wall time (the invocations a time budget
     # allows), so its dollars are a target (TARGETS), not a budget; no HeadObject per content (the report lists them)
     SWEEP: {"read_units": 1.1, "write_units": 0.01, "s3_reads": 0.001},
@@ -731,6 +763,8 @@ def measure(bench: Bench) -> dict[str, dict[str, Any]]:
         for run in delete_and_reap(d, bench, 3 if bench.options.quick else 10):
             out[run.name] = price(d, run, HIGH)
         for run in lfs_paths(d):
+            out[run.name] = price(d, run, HIGH)
+        for run in history_paths(d):
             out[run.name] = price(d, run, HIGH)
         out["new 1 GiB multipart upload"] = price(d, multipart(d, 2), HIGH)
         return out

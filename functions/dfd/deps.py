@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from dfd.adapters.cognito import CognitoDirectory
     from dfd.adapters.dynamo import Repository
     from dfd.deletes.service import DeleteService
+    from dfd.history.service import History
+    from dfd.history.tenants import Tenants
     from dfd.identity.credentials import CredentialChecker, LfsSettings
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
@@ -46,6 +48,20 @@ def queries() -> Queries:
     from dfd.queries.service import Queries
 
     return Queries(settings(), repository(), ObjectStore(aws.s3()), progress=hashing_progress())
+
+
+@cache
+def history() -> History:
+    from dfd.history.service import History
+
+    return History(repository())
+
+
+@cache
+def tenants() -> Tenants:
+    from dfd.history.tenants import Tenants
+
+    return Tenants(settings(), repository())
 
 
 @cache
@@ -241,6 +257,8 @@ def reset() -> None:
     for factory in (
         repository,
         queries,
+        history,
+        tenants,
         upload_service,
         multipart_service,
         delete_service,

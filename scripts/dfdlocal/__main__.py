@@ -286,6 +286,8 @@ def banner(stack: LocalStack, reset: bool) -> str:
             lines.append(f"  {stream_poller.description}: batches of {batch}, PutEvents (source dfd)")
         lines.append("  scripts/events --follow   (prints them live: Upload Stored, File Stored, ...)")
     lines += ["", "Reconcile workflow  " + (stack.reconcile.describe() if stack.reconcile else "not wired yet")]
+    for timer in stack.schedules:
+        lines.append("Schedule            " + timer.describe())
     for logical_id, machine in model.state_machines.items():
         definition = machine.properties.get("DefinitionUri", "an inline definition")
         lines.append(f"  {logical_id} ({machine.name}): {definition}, executed by the emulator")

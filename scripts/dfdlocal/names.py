@@ -27,6 +27,7 @@ TABLES = {
     "TenantFilesTable": "TenantFiles",
     "LfsTokensTable": "LfsTokens",
     "LfsLocksTable": "LfsLocks",
+    "StatsHistoryTable": "StatsHistory",
 }
 # the functions' environment variable -> the table's logical id
 TABLE_VARIABLES = {
@@ -37,6 +38,7 @@ TABLE_VARIABLES = {
     "TENANT_FILES_TABLE": "TenantFilesTable",
     "LFS_TOKENS_TABLE": "LfsTokensTable",
     "LFS_LOCKS_TABLE": "LfsLocksTable",
+    "STATS_HISTORY_TABLE": "StatsHistoryTable",
 }
 BUCKET = "dfd-file-service"  # the bucket the functions know as S3_BUCKET
 NAME_PREFIX = "dfd-"  # other buckets, queues and state machines: dfd-<kebab-case logical id stem>

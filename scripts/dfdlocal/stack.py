@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -64,11 +65,18 @@ from dfdlocal.names import (
 from dfdlocal.poller import SqsPoller
 from dfdlocal.reconcile import ReconcileSchedule, free_orphaned_lease, start_reconcile_schedule
 from dfdlocal.runtime import Runtime
+from dfdlocal.schedules import ScheduleTimer
+from dfdlocal.schedules import interval_from_env as schedule_interval
 from dfdlocal.streams import StreamPoller, patch_moto_streams, route_events
 from dfdlocal.template import COGNITO_TYPES, LocalModel, TemplateError, read_model
 from dfdlocal.webheaders import page_headers
 
 log = logging.getLogger("dfdlocal")
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
 
 # Which option moves which port (for the port-in-use message).
 PORT_OPTIONS = {
@@ -232,6 +240,7 @@ class LocalStack:
         self.runtime: Runtime | None = None
         self.pollers: list[SqsPoller] = []
         self.stream_pollers: list[StreamPoller] = []
+        self.schedules: list[ScheduleTimer] = []
         self.events_queue: tuple[str, str] | None = None  # the local queue every bus event goes to: (name, URL)
         self.reconcile: ReconcileSchedule | None = None
         self.import_errors: dict[str, str] = {}
@@ -439,6 +448,11 @@ class LocalStack:
             stream_poller.start()
             self.stream_pollers.append(stream_poller)
 
+        for schedule in model.schedule_sources:
+            timer = ScheduleTimer(schedule, runtime.invoke, _utc_now, schedule_interval(schedule))
+            timer.start()
+            self.schedules.append(timer)
+
         counters = self.environment.get("DDB_COUNTERS_TABLE")
         if data is not None and counters:
             freed = free_orphaned_lease(self.client("dynamodb"), counters)
@@ -568,6 +582,9 @@ class LocalStack:
         for stream_poller in self.stream_pollers:
             stream_poller.stop()
         self.stream_pollers = []
+        for timer in self.schedules:
+            timer.stop()
+        self.schedules = []
         if self.reconcile is not None:
             self.reconcile.stop()
             self.reconcile = None

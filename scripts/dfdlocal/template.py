@@ -180,6 +180,28 @@ class SqsSource:
 
 
 @dataclass(frozen=True)
+class ScheduleSource:
+    """A Schedule event of a function: EventBridge invokes it every `rate_seconds`."""
+
+    function: str
+    event_name: str
+    rate_seconds: int
+    enabled: bool = True
+
+
+_RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
+_RATE_UNITS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def rate_seconds(expression: str) -> int:
+    """The period of a `rate(N unit)` schedule expression (TemplateError for anything else: cron is not emulated)."""
+    match = _RATE.fullmatch(expression.strip())
+    if not match or int(match.group(1)) < 1:
+        raise TemplateError(f"schedule {expression!r}: only rate(N minutes|hours|days) is emulated")
+    return int(match.group(1)) * _RATE_UNITS[match.group(2).removesuffix("s")]
+
+
+@dataclass(frozen=True)
 class StreamSource:
     """A DynamoDB stream event source mapping of a function."""
 
@@ -232,6 +254,7 @@ class LocalModel:
     auth: dict[str, ApiAuth] = field(default_factory=dict)  # per HttpApi logical id
     sqs_sources: list[SqsSource] = field(default_factory=list)
     stream_sources: list[StreamSource] = field(default_factory=list)
+    schedule_sources: list[ScheduleSource] = field(default_factory=list)
     event_buses: dict[str, str] = field(default_factory=dict)  # logical id -> local name
     state_machines: dict[str, StateMachineDef] = field(default_factory=dict)
     roles: dict[str, RoleDef] = field(default_factory=dict)  # the roles the code assumes (not the functions')
@@ -764,6 +787,16 @@ def _read_function(
                     maximum_retry_attempts=int(values.get("MaximumRetryAttempts", -1)),
                     on_failure_queue=_logical_id_of(failure) if failure is not None else None,
                     starting_position=str(values.get("StartingPosition", "TRIM_HORIZON")),
+                    enabled=str(values.get("Enabled", "true")).lower() != "false",
+                )
+            )
+        elif kind == "Schedule":
+            values = resolver.evaluate(logical_id, where, props)
+            model.schedule_sources.append(
+                ScheduleSource(
+                    function=logical_id,
+                    event_name=event_name,
+                    rate_seconds=rate_seconds(str(values.get("Schedule", ""))),
                     enabled=str(values.get("Enabled", "true")).lower() != "false",
                 )
             )

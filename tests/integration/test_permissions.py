@@ -21,7 +21,7 @@ import pytest
 from dfd import deps
 from dfd.adapters import aws as dfd_aws
 from dfd.core.config import MIB
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, upload, uploads
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, snapshot, upload, uploads
 from dfd.identity.s3access import prefix_for
 from dfdlocal.template import Resolver, load_template
 from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route, s3_writer
@@ -38,6 +38,7 @@ MODULES = {
     "ingest": "IngestFunction",
     "multipart": "UploadPartsFunction",
     "uploads": "UploadsFunction",
+    "snapshot": "SnapshotFunction",
 }
 INGEST_THREADS = ("dfd-record", "dfd-range", "dfd-copy")  # the ingest's record, ranged-read and part-copy workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
@@ -90,8 +91,8 @@ class Recorder:
         name = model.name
         found: list[tuple[str, str]] = []
         if service == "dynamodb":
-            if name == "BatchGetItem":
-                found = [("dynamodb:BatchGetItem", table) for table in params["RequestItems"]]
+            if name in ("BatchGetItem", "BatchWriteItem"):
+                found = [(f"dynamodb:{name}", table) for table in params["RequestItems"]]
             elif name == "TransactWriteItems":
                 for item in params["TransactItems"]:
                     ((kind, body),) = item.items()
@@ -179,6 +180,7 @@ def arn(aws: Aws, resolver: Resolver, service_resource: tuple[str, str]) -> str:
             s.events_table: "EventsTable",
             s.tenant_files_table: "TenantFilesTable",
             deps.lfs_settings().tokens_table: "LfsTokensTable",
+            s.history_table: "StatsHistoryTable",
         }[resource]
         table_arn = resolver.get_att(logical, "Arn")
         return f"{table_arn}/index/{index}" if index else table_arn
@@ -245,6 +247,9 @@ def exercise_every_path(aws: Aws) -> None:
             assert call(metadata.handler, api_event("GET", f"/metadata/{ident}", user=user))[0] == 200
             assert call(download.handler, api_event("GET", f"/download/{ident}", user=user))[0] == 200
     assert call(admin_stats.handler, api_event("GET", "/admin/stats"))[0] == 200
+    assert snapshot.handler({"source": "aws.events", "detail-type": "Scheduled Event"}, LambdaContext())["totals"]
+    assert call(admin_stats.handler, api_event("GET", "/admin/stats/history"))[0] == 200
+    assert call(admin_stats.handler, api_event("GET", "/admin/tenants"))[0] == 200
     exercise_multipart()
     status, page = call(admin_hashes.handler, api_event("GET", "/admin/hashes", query={"limit": "1"}))
     assert status == 200 and page["last_evaluated_key"]

@@ -362,6 +362,7 @@ def test_cli_creates_the_state_machine_when_absent_and_prints_the_summary(
         "refs_reaped": 0,
         "orphans": None,
         "drift": None,
+        "snapshot": None,
         "now": now,
         "executions": 1,
     }

@@ -20,6 +20,8 @@ ROUTES = (
     (metadata.handler, "GET", "/metadata/" + "a" * 64),
     (download.handler, "GET", "/download/" + "a" * 64),
     (admin_stats.handler, "GET", "/admin/stats"),
+    (admin_stats.handler, "GET", "/admin/stats/history"),
+    (admin_stats.handler, "GET", "/admin/tenants"),
     (admin_hashes.handler, "GET", "/admin/hashes"),
 )
 

@@ -75,7 +75,18 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:AbortMultipartUpload", OBJECTS),
         ("dynamodb:Query", "${UploadsTable.Arn}/index/OwnerIndex"),
     },
-    "AdminStatsFunction": {*runtime("AdminStatsFunction"), ("dynamodb:BatchGetItem", "CountersTable.Arn")},
+    "AdminStatsFunction": {
+        *runtime("AdminStatsFunction"),
+        ("dynamodb:BatchGetItem", "CountersTable.Arn"),
+        ("dynamodb:Query", "StatsHistoryTable.Arn"),  # GET /admin/stats/history
+        ("dynamodb:Scan", "TenantFilesTable.Arn"),  # GET /admin/tenants
+    },
+    # the counters' history: one read of the shards, one write of the snapshot (dfd.history.service)
+    "SnapshotFunction": {
+        *runtime("SnapshotFunction"),
+        ("dynamodb:BatchGetItem", "CountersTable.Arn"),
+        ("dynamodb:BatchWriteItem", "StatsHistoryTable.Arn"),
+    },
     "MeFunction": {*runtime("MeFunction"), ("dynamodb:Query", "TenantFilesTable.Arn")},
     "AdminHashesFunction": {*runtime("AdminHashesFunction"), ("dynamodb:Scan", "FilesTable.Arn")},
     "IngestFunction": {
@@ -161,6 +172,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:ListBucket", "FilesBucket.Arn"),
         ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.reconcile.inventory)
         ("sqs:SendMessage", "IngestQueue.Arn"),
+        ("dynamodb:Query", "StatsHistoryTable.Arn"),  # the audit's check of the latest snapshot
     },
 }
 

@@ -36,6 +36,8 @@ ROUTES = {
     ("GET", "/download/{id}"): "DownloadFunction",
     ("GET", "/me"): "MeFunction",
     ("GET", "/admin/stats"): "AdminStatsFunction",
+    ("GET", "/admin/stats/history"): "AdminStatsFunction",
+    ("GET", "/admin/tenants"): "AdminStatsFunction",
     ("GET", "/admin/hashes"): "AdminHashesFunction",
     ("POST", "/uploads/{id}/parts"): "UploadPartsFunction",
     ("GET", "/uploads/{id}/parts"): "UploadPartsFunction",
@@ -71,6 +73,7 @@ HANDLERS = {
     "IngestFunction": "dfd.handlers.ingest.handler",
     "PublisherFunction": "dfd.handlers.publisher.handler",
     "ReconcileFunction": "dfd.handlers.reconcile.handler",
+    "SnapshotFunction": "dfd.handlers.snapshot.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 

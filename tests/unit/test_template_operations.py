@@ -132,7 +132,7 @@ def test_every_stream_consumer_has_an_iterator_age_alarm(template: dict[str, Any
 @pytest.mark.parametrize("metric", ["Errors", "Throttles"])
 def test_every_function_has_errors_and_throttles_alarms(template: dict[str, Any], metric: str) -> None:
     functions = _of_type(template, *FUNCTION_TYPES)
-    assert len(functions) == 13
+    assert len(functions) == 14
     missing = [f for f in functions if not _alarms_on(template, "AWS/Lambda", metric, "FunctionName", f"Ref({f})")]
     assert not missing, f"functions without a {metric} alarm: {missing}"
 
@@ -256,6 +256,24 @@ def test_dashboard_shows_ingests_duplicates_latency_and_queue_age(dashboard: tup
         assert widget["properties"].get("region", "us-east-1") == "us-east-1"  # ${AWS::Region}, the local one
 
 
+def test_dashboard_shows_the_dedup_ratio_by_metric_math_over_a_week(
+    dashboard: tuple[Any, list[dict[str, Any]]],
+) -> None:
+    _, widgets = dashboard
+    (widget,) = [w for w in widgets if "Dedup over the last 7 days" in w["properties"].get("title", "")]
+    props = widget["properties"]
+    assert props["period"] == 3600 and props["start"] == "-P7D"
+    ids = {row[-1]["id"]: row for row in props["metrics"]}
+    expression = ids["ratio"][0]["expression"]
+    for metric, metric_id in (
+        ("Ingest_stored", "stored"),
+        ("Ingest_duplicate", "after"),
+        ("DuplicatesAvoidedPrecheck", "before"),
+    ):
+        assert ids[metric_id][1] == metric and f"FILL({metric_id}, 0)" in expression
+    assert ids["saved"][1] == "BytesSaved"
+
+
 def test_dashboard_lists_every_alarm_of_every_stack(
     template: dict[str, Any], dashboard: tuple[Any, list[dict[str, Any]]]
 ) -> None:
@@ -285,7 +303,7 @@ def test_every_function_has_its_own_role_naming_its_own_log_group(template: dict
     every queue or stream), for Tracing AWSXrayWriteOnlyAccess: every function has its role written out instead."""
     assert not {"Role", "Policies"} & set(template["Globals"]["Function"])
     functions = _of_type(template, *FUNCTION_TYPES)
-    assert len(functions) == 13
+    assert len(functions) == 14
     for logical_id, resource in functions.items():
         props = resource["Properties"]
         assert _describe(props.get("Role")) == f"{logical_id}Role.Arn", logical_id

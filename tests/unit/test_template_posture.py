@@ -36,8 +36,9 @@ FUNCTIONS = [
     "LfsFunction",
     "TokensFunction",
     "ReconcileFunction",
+    "SnapshotFunction",
 ]
-TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable"]
+TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable", "StatsHistoryTable"]
 QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ", "EventsExampleQueue", "EventsExampleDLQ", "EventsWebhookDLQ"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
 KEY_OR_NOTHING = {"Fn::If": ["HasKmsKey", {"Ref": "KmsKeyArn"}, NO_VALUE]}

@@ -59,6 +59,8 @@ class Settings:
     tenant_files_table: str  # the tenant view: one reference per (tenant, content)
     bucket: str
     upload_prefix: str = "uploads/"
+    # the counters' history (dfd.history; "": not configured, only the functions that read or write it have it)
+    history_table: str = ""
     # where S3 Inventory writes the daily reports of the upload prefix (the reconcile's lost-copy check reads the
     # newest; "": none, a HeadObject per content)
     inventory_prefix: str = ""
@@ -135,6 +137,8 @@ class Settings:
         }
         if prefix := env.get("UPLOAD_PREFIX", "").strip():
             values["upload_prefix"] = prefix
+        if history := env.get("STATS_HISTORY_TABLE", "").strip():
+            values["history_table"] = history
         if inventory := env.get("INVENTORY_PREFIX", "").strip():
             values["inventory_prefix"] = inventory
         if origins := [origin.strip() for origin in env.get("ALLOWED_ORIGINS", "").split(",") if origin.strip()]:

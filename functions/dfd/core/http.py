@@ -35,6 +35,39 @@ def json_response(status: int, body: Any) -> Response[str]:
     )
 
 
+CSV = "text/csv"
+
+
+def csv_response(body: str) -> Response[str]:
+    return Response(
+        status_code=200,
+        content_type=f"{CSV}; charset=utf-8",
+        body=body,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def wants_csv(app: APIGatewayHttpResolver) -> bool:
+    """The request's Accept header prefers text/csv to JSON (absent or anything else: JSON)."""
+    raw = app.current_event.headers.get("accept") or ""
+    weights: dict[str, float] = {}
+    for part in raw[:1024].split(","):
+        kind, *params = (piece.strip() for piece in part.split(";"))
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        weights[kind.lower()] = max(weight, weights.get(kind.lower(), 0.0))
+    json_weight = max(
+        weights.get(content_types.APPLICATION_JSON, 0.0), weights.get("application/*", 0.0), weights.get("*/*", 0.0)
+    )
+    return weights.get(CSV, 0.0) > 0 and weights[CSV] >= json_weight
+
+
 def error_response(error: DfdError) -> Response[str]:
     response = json_response(error.status, error.to_body())
     if isinstance(error.details, dict) and "retry_after" in error.details:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from dfd.core.reads import StatsReads
+from dfd.history.ports import SnapshotReads
 
 if TYPE_CHECKING:
     from dfd.core.records import EventRecord, FileRecord, KeyClaim, Lease, TenantRef, UploadRecord, UploadStatus
@@ -45,7 +46,7 @@ class LeaseStore(Protocol):
         ...
 
 
-class ReconcileStore(StatsReads, LeaseStore, Protocol):
+class ReconcileStore(StatsReads, SnapshotReads, LeaseStore, Protocol):
     """What dfd.reconcile.service reads and writes."""
 
     def get_events(self, event_keys: Collection[str]) -> dict[str, EventRecord]:

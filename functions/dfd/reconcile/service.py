@@ -26,6 +26,7 @@ from dfd.core import clock
 from dfd.core.ids import event_key, upload_id_from_key, version_token
 from dfd.core.notifications import notification_body
 from dfd.core.records import FileRecord, TenantRef, UploadRecord, UploadStatus
+from dfd.history.service import snapshot_mismatches
 from dfd.identity.s3access import ROOT as DROP_ROOT
 from dfd.identity.s3access import parse_key
 from dfd.reconcile import inventory
@@ -101,6 +102,8 @@ class Tally:
     recount: dict[str, int] = field(default_factory=dict)  # the files phase's Recount so far
     before: dict[str, int] | None = None  # the counters read before the recount started
     inventory: str | None = None  # the inventory report's manifest the files phase reads ("": none)
+    # what the latest snapshot of the counters' history got wrong (at most 20; None: no snapshot checked)
+    snapshot: list[str] | None = None
 
 
 @dataclass
@@ -143,6 +146,7 @@ def summary(state: State) -> dict[str, Any]:
         "refs_reaped": tally.refs_reaped,
         "orphans": tally.orphans if swept else None,
         "drift": state.drift if swept else None,
+        "snapshot": tally.snapshot if swept else None,
         "now": state.run.now,
         "executions": state.generation + 1,
     }
@@ -402,7 +406,22 @@ class Reconciler:
                 emit("CounterDriftDetected", 1, "Count")
                 emit("CounterDriftFiles", state.drift["files"], "Count")
                 emit("CounterDriftBytes", state.drift["bytes"], "Bytes")
+            tally.snapshot = self._check_snapshot(emit)
         self._advance(state, following, sharded=False)
+
+    def _check_snapshot(self, emit: Emit) -> list[str] | None:
+        """The latest snapshot of the counters' history against the counters it was taken from
+        (dfd.history.service.snapshot_mismatches): what it got wrong, the first 20 (empty: exact; None: no
+        history table, or no snapshot yet). The run's summary reports it; SnapshotMismatch counts it."""
+        if not self._s.history_table:
+            return None
+        snapshot = self._repo.latest_snapshot()
+        if snapshot is None:
+            return None
+        wrong = snapshot_mismatches(snapshot, self._repo.counter_shards(consistent=True))
+        if wrong:
+            emit("SnapshotMismatch", len(wrong), "Count")
+        return wrong[:20]
 
     def _check_copy(self, file: FileRecord, now: datetime, report: inventory.Report | None = None) -> bool:
         """A live content's stored object must be there with its ETag; True when it was not and is now marked

@@ -51,6 +51,8 @@ class FakeTables:
         self.usage: dict[str, dict[str, int]] = {}  # tenant -> its usage item (the adapter's shards summed in one)
         self.prechecks: dict[str, dict[str, int]] = {}  # tenant -> its precheck bound's item (precheck#<tenant>)
         self.lease: Item = {}  # the reconcile's lease item (lease#reconcile)
+        self.snapshot_items: dict[tuple[str, int], Item] = {}  # (series, at) -> a snapshot's item (dfd.history.codec)
+        self.snapshot_writes = 0
         self.faults: list[Exception] = []
         self.after_state: Callable[[], None] | None = None
         self.after_tenant_file: Callable[[], None] | None = None
