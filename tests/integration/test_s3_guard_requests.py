@@ -147,6 +147,29 @@ def test_the_upload_id_of_a_presigned_part_url_completes_nothing_elsewhere(stack
     assert len(own.list_parts(Bucket=BUCKET, Key=key, UploadId=upload_id)["Parts"]) == 1
 
 
+def test_prefix_credentials_complete_no_upload_at_an_upload_key(stack: Emulator) -> None:
+    """The UploadId of the caller's own presigned part URL, at that URL's own key ``uploads/<id>``: the session
+    grants no write there, so CompleteMultipartUpload (s3:PutObject on the key) is refused and nothing lands."""
+    own = stack.client("s3")
+    key = "uploads/fedcba9876543210fedcba9876543210"
+    upload_id = own.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    signer = boto3.client("s3", endpoint_url=stack.endpoint, config=Config(signature_version="s3v4"))
+    url = signer.generate_presigned_url(
+        "upload_part", Params={"Bucket": BUCKET, "Key": key, "UploadId": upload_id, "PartNumber": 1}
+    )
+    etag = requests.put(url, data=b"part one", timeout=10).headers["ETag"]
+    alice = s3(stack, issue(stack))
+    refused(
+        lambda: alice.complete_multipart_upload(
+            Bucket=BUCKET, Key=key, UploadId=upload_id, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+        ),
+        403,
+        "AccessDenied",
+    )
+    assert _keys(stack) == []
+    assert len(own.list_parts(Bucket=BUCKET, Key=key, UploadId=upload_id)["Parts"]) == 1
+
+
 def _virtual(credentials: dict[str, Any], stack: Emulator, path: str, body: bytes) -> requests.Response:
     """A PUT signed for, and sent with, the virtual-hosted Host ``<bucket>.localhost:<port>``."""
     host = f"{BUCKET}.localhost:{urlsplit(stack.endpoint).port}"
