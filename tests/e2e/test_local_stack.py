@@ -63,6 +63,7 @@ def test_tables_match_template(stack: RunningStack, template: dict[str, Any]) ->
         stack.tenant_files_table,
         stack.description["tables"]["LfsTokensTable"],
         stack.description["tables"]["LfsLocksTable"],
+        stack.description["tables"]["StatsHistoryTable"],
     } == set(names.TABLES.values())
     for logical_id, props in tables.items():
         name = stack.description["tables"][logical_id]

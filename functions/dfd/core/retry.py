@@ -141,6 +141,7 @@ BUDGETS = (
     Budget("MeFunction", API_CALLS, PARTIAL_PAUSES, "a batched read"),
     Budget("DownloadFunction", API_CALLS, PARTIAL_PAUSES, "a batched read"),
     Budget("AdminStatsFunction", API_CALLS, PARTIAL_PAUSES, "the counter shards' batched read"),
+    Budget("SnapshotFunction", API_CALLS, PARTIAL_PAUSES, "the shards' batched read, the snapshot's batched write"),
     Budget("AdminHashesFunction", API_CALLS, PARTIAL_PAUSES, "a batched read"),
     Budget("IngestFunction", OBJECT_READS, _INGEST, "one record's ingest (the batch's records run side by side)"),
     Budget("PublisherFunction", API_CALLS, PARTIAL_PAUSES, "PutEvents' refused entries"),
