@@ -176,7 +176,8 @@ docs-serve: $(STAMP)
 ## Regenerates the site's screenshots (docs/screenshots) from the browser test, without the coverage floor.
 screenshots: $(STAMP)
 	DFD_SCREENSHOTS=docs/screenshots $(BIN)/pytest -p no:cacheprovider -q \
-		tests/e2e/test_browser.py::test_upload_dedup_download_and_dashboard
+		tests/e2e/test_browser.py::test_upload_dedup_download_and_dashboard \
+		tests/e2e/test_browser_history.py::test_the_chart_draws_the_api_s_points_for_each_range
 
 AWS_VENV := .venv-aws
 
