@@ -192,6 +192,7 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
         month = drawn(page)
         assert month["step"] == 3600 and month["to"] - month["from"] == 30 * 86400
         assert_drawn_is_api(stack, month)
+        assert not watch.errors, watch.errors  # no uncaught error, no script or style the page's CSP refuses
 
 
 def test_a_range_without_snapshots_says_so(
@@ -208,6 +209,23 @@ def test_a_range_without_snapshots_says_so(
         expect(page.get_by_test_id("history-chart").locator("canvas")).to_have_count(0)
         choose_custom(page, "2019-06-03", "2019-06-01")
         expect(page.get_by_test_id("history-error")).to_contain_text("must not be after")
+        assert not watch.errors, watch.errors
+
+
+def test_the_dashboard_follows_a_dark_colour_scheme(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        page.emulate_media(color_scheme="dark")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        drawn(page)
+        card = page.get_by_test_id("history").evaluate("node => getComputedStyle(node).backgroundColor")
+        assert card == "rgb(27, 31, 36)", card
+        page.emulate_media(color_scheme="light")
+        card = page.get_by_test_id("history").evaluate("node => getComputedStyle(node).backgroundColor")
+        assert card == "rgb(255, 255, 255)", card
+        assert not watch.errors, watch.errors
 
 
 def tenants_shown(page: Page, number: int) -> list[str]:
@@ -263,3 +281,4 @@ def test_a_thousand_tenants_page_and_sort(
         page.reload()
         expect(page.locator("#tenants-th-uploads")).to_have_attribute("aria-sort", "descending")
         assert tenants_shown(page, 1) == by_uploads
+        assert not watch.errors, watch.errors
