@@ -176,6 +176,7 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
         section_screenshot(page, "admin-history.png")
         page.set_viewport_size({"width": 390, "height": 900})
         chart_fits(page.locator("#history-chart canvas"), 390)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing off-screen on a phone
         section_screenshot(page, "admin-history-390.png")
         page.set_viewport_size({"width": 1280, "height": 900})
 
