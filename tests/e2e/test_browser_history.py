@@ -173,6 +173,11 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
 
         page.get_by_label("Series", exact=True).select_option("bytes")
         expect(page.get_by_test_id("history-sum-bytes_saved")).to_be_visible()
+        page.locator("#history-chart .u-over").hover()  # the legend shows the figures at the cursor, exactly
+        saved = page.locator("#history-chart .u-legend .u-series").nth(1).locator(".u-value")
+        expect(saved).to_have_text(re.compile(r"\(([0-9,]+) B\)$"))
+        exact = int(re.sub(r"[^0-9]", "", (saved.inner_text().rsplit("(", 1)[1])))
+        assert exact in past["series"]["bytes_saved"], saved.inner_text()
         section_screenshot(page, "admin-history.png")
         page.set_viewport_size({"width": 390, "height": 900})
         chart_fits(page.locator("#history-chart canvas"), 390)
