@@ -745,7 +745,6 @@
     table.request++;
     table.loading = false;
     table.announce = false;
-    if (D.historyView) D.historyView.stop();
   }
 
   /**
@@ -796,7 +795,6 @@
     renderChart();
     statsLoop();
     loadPage();
-    if (D.historyView) D.historyView.begin();
   }
 
   function resetTable() {
