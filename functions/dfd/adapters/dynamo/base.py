@@ -122,6 +122,16 @@ def request_token() -> str:
     return secrets.token_hex(16)
 
 
+def get_item(client: Any, table: str, key: Item, *, consistent: bool = True) -> Item | None:
+    """One GetItem of `key` in `table` (strongly consistent unless `consistent` is False): the item, or None."""
+    try:
+        response = client.get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
+    except (ClientError, BotoCoreError) as error:
+        raise translate(error, "GetItem") from error
+    raw = response.get("Item")
+    return from_item(raw) if raw else None
+
+
 def transact(client: Any, items: list[Request]) -> None:
     """One TransactWriteItems with a ClientRequestToken of its own (:func:`request_token`); a
     cancellation by failed conditions raises :class:`CancelledTransaction` (:func:`translate`)."""
@@ -230,12 +240,7 @@ class Store:
 
     # ---------------------------------------------------------------- reads
     def _get(self, table: str, key: Item, *, consistent: bool = False) -> Item | None:
-        try:
-            response = self._db.get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return from_item(raw) if raw else None
+        return get_item(self._db, table, key, consistent=consistent)
 
     def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
         """BatchGetItem with UnprocessedKeys retried (PARTIAL_ATTEMPTS calls at most, with dfd.core.retry's backoff)."""
