@@ -122,6 +122,18 @@ def request_token() -> str:
     return secrets.token_hex(16)
 
 
+def conditional_write(call: Callable[[], object], action: str) -> bool:
+    """Make the conditional write `call` (a PutItem, UpdateItem or DeleteItem, named by `action`): False when its
+    condition refused it; any other failure is :func:`translate`'s domain error."""
+    try:
+        call()
+    except (ClientError, BotoCoreError) as error:
+        if condition_failed(error):
+            return False
+        raise translate(error, action) from error
+    return True
+
+
 def get_item(client: Any, table: str, key: Item, *, consistent: bool = True) -> Item | None:
     """One GetItem of `key` in `table` (strongly consistent unless `consistent` is False): the item, or None."""
     try:

@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.dynamo import from_item, to_item, translate
-from dfd.adapters.dynamo.base import condition_failed, get_item
+from dfd.adapters.dynamo.base import condition_failed, conditional_write, get_item
 from dfd.core import clock
 from dfd.lfs import codec as lfs_codec
 from dfd.lfs.ports import Lock, LockExists
@@ -60,18 +60,13 @@ class DynamoLockStore:
         return locks, None
 
     def delete(self, lock: Lock) -> bool:
-        try:
-            self._db.delete_item(
+        return conditional_write(
+            lambda: self._db.delete_item(
                 TableName=self._table,
                 Key=to_item(lfs_codec.lock_key(lock.repo_key, lock.lock_id)),
                 ConditionExpression="#o = :o AND locked_at = :t",
                 ExpressionAttributeNames={"#o": "owner"},
                 ExpressionAttributeValues=to_item({":o": lock.owner, ":t": clock.iso(lock.locked_at)}),
-            )
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "DeleteItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "DeleteItem") from error
-        return True
+            ),
+            "DeleteItem",
+        )

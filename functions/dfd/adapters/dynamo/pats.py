@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.dynamo import from_item, to_item, translate
-from dfd.adapters.dynamo.base import CancelledTransaction, Plan, condition_failed, get_item, transact
+from dfd.adapters.dynamo.base import CancelledTransaction, Plan, conditional_write, get_item, transact
 from dfd.core.errors import ServiceUnavailable
 from dfd.identity import codec as identity_codec
 
@@ -134,15 +134,7 @@ class DynamoTokenStore:
         }
         if condition is not None:
             request["ConditionExpression"] = condition
-        try:
-            self._db.update_item(**request)
-        except ClientError as error:
-            if condition is not None and condition_failed(error):
-                return False
-            raise translate(error, "UpdateItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "UpdateItem") from error
-        return True
+        return conditional_write(lambda: self._db.update_item(**request), "UpdateItem")
 
     def _live(self, token_ids: set[str], now: datetime) -> set[str]:
         """Those of `token_ids` whose record exists unexpired at `now` (consistent BatchGetItems of 100 keys: one

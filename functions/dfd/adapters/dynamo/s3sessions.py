@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from dfd.adapters.dynamo import to_item, translate
-from dfd.adapters.dynamo.base import condition_failed, get_item
+from dfd.adapters.dynamo import to_item
+from dfd.adapters.dynamo.base import conditional_write, get_item
 from dfd.core import clock
 from dfd.identity import codec as identity_codec
 from dfd.identity.s3sessions import KEEP_SECONDS
@@ -38,12 +36,4 @@ class DynamoS3SessionStore:
         }
         if version:
             request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
-        try:
-            self._db.put_item(**request)
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "PutItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "PutItem") from error
-        return True
+        return conditional_write(lambda: self._db.put_item(**request), "PutItem")
