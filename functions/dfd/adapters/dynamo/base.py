@@ -1,5 +1,6 @@
-"""What every aggregate module of the DynamoDB adapter shares: attribute values, ClientError -> domain errors,
-and the transaction plan.
+"""What every aggregate module of the DynamoDB adapter and the stores of the other tables share: attribute values,
+ClientError -> domain errors, one GetItem (:func:`get_item`), one conditional write (:func:`conditional_write`) and
+the transaction plan.
 
 A write builds its items and, for a transaction, a :class:`Plan` that names the role of every item. DynamoDB
 reports cancellation reasons by position; :meth:`Plan.refusal` turns them into the typed conflict of the role
