@@ -1,0 +1,290 @@
+"""The admin dashboard's history chart and tenants table in headless Chromium over the local stack: the points the
+chart draws are the API's for each range (a simulated past written into the history table, the stack's own recent
+snapshots), a range without snapshots shows so, the chosen range survives a reload, and 1,000 tenants (their
+references written directly) page and sort as /admin/tenants does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from playwright.sync_api import Browser, Locator, Page, expect
+
+from dfd.adapters.dynamo.codec import to_item
+from dfd.history.codec import snapshot_items
+from dfd.history.ports import SNAPSHOT_FIELDS, Snapshot
+from tests.e2e.browser_auth import open_signed_in
+from tests.e2e.browser_support import browser_session
+from tests.e2e.e2e_helpers import ROOT, RunningStack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+PAST = int(datetime(2021, 3, 1, tzinfo=UTC).timestamp())  # the simulated days: 2021-03-01 to 2021-03-03
+HOURS = 72
+TENANTS = 1000
+LOADED_MS = 20_000
+
+
+def history_table(stack: RunningStack) -> str:
+    return str(stack.description["tables"]["StatsHistoryTable"])
+
+
+def past_snapshots() -> list[Snapshot]:
+    """A snapshot every hour of three days: each hour 5 + h % 7 uploads, every third of them a duplicate."""
+    snaps: list[Snapshot] = []
+    totals = dict.fromkeys(SNAPSHOT_FIELDS, 0)
+    for hour in range(HOURS):
+        uploads = 5 + hour % 7
+        duplicates = uploads // 3
+        totals["total_uploads"] += uploads
+        totals["duplicates_avoided"] += duplicates
+        totals["total_files"] += uploads - duplicates
+        totals["total_bytes_stored"] += 1000 * (uploads - duplicates)
+        totals["total_s3_size_saved"] += 1000 * duplicates
+        totals["deleted_uploads"] += hour % 2
+        snaps.append(Snapshot(taken_at=PAST + hour * 3600 + 60, totals=dict(totals), read={}))
+    return snaps
+
+
+@pytest.fixture(scope="module")
+def simulated_past(stack: RunningStack) -> Iterator[None]:
+    """Three days of 2021 in the history table, removed afterwards."""
+    ddb = stack.client("dynamodb")
+    # their expiry a day ahead: the local stack deletes expired items as DynamoDB's TTL does
+    expires = int(datetime.now(UTC).timestamp()) + 86400
+    items = [item | {"ttl": expires} for snap in past_snapshots() for item in snapshot_items(snap)]
+    for item in items:
+        ddb.put_item(TableName=history_table(stack), Item=to_item(item))
+    yield
+    for item in items:
+        ddb.delete_item(TableName=history_table(stack), Key=to_item({"series": item["series"], "at": item["at"]}))
+
+
+@pytest.fixture(scope="module")
+def many_tenants(stack: RunningStack) -> Iterator[list[str]]:
+    """1,000 tenants, each holding one content (tenant i: i % 9 + 1 uploads of 100 * i bytes), removed afterwards."""
+    ddb = stack.client("dynamodb")
+    names = [f"zz-load-{index:04d}" for index in range(TENANTS)]
+    rows = [
+        {"tenant": name, "hash": f"{index:064x}", "upload_count": index % 9 + 1, "size": 100 * index}
+        for index, name in enumerate(names)
+    ]
+    for start in range(0, len(rows), 25):
+        batch = [{"PutRequest": {"Item": to_item(row)}} for row in rows[start : start + 25]]
+        put_batch(ddb, stack.tenant_files_table, batch)
+    yield names
+    for start in range(0, len(rows), 25):
+        batch = [
+            {"DeleteRequest": {"Key": to_item({"tenant": row["tenant"], "hash": row["hash"]})}}
+            for row in rows[start : start + 25]
+        ]
+        put_batch(ddb, stack.tenant_files_table, batch)
+
+
+def put_batch(ddb: Any, table: str, requests_: list[dict[str, Any]]) -> None:
+    pending: dict[str, Any] = {table: requests_}
+    while pending:
+        pending = ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def api_history(stack: RunningStack, shown: dict[str, Any]) -> dict[str, Any]:
+    query = {"from": shown["from"], "to": shown["to"], "step": shown["step"]}
+    answer = requests.get(f"{stack.api_url}/admin/stats/history", params=query, headers=stack.auth("admin"), timeout=10)
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def drawn(page: Page, state: str = "(ready|empty)") -> dict[str, Any]:
+    chart = page.get_by_test_id("history-chart")
+    expect(chart).to_have_attribute("data-state", re.compile(f"^{state}$"), timeout=LOADED_MS)
+    data: dict[str, Any] = json.loads(chart.get_attribute("data-points") or "null")
+    return data
+
+
+def assert_drawn_is_api(stack: RunningStack, shown: dict[str, Any]) -> dict[str, Any]:
+    """The chart's points are the API's answer for the same range and step: each interval figure, null where the
+    API's point has no interval."""
+    body = api_history(stack, shown)
+    assert [point["at"] for point in body["points"]] == shown["at"]
+    for key, values in shown["series"].items():
+        assert values == [(point["interval"] or {}).get(key) for point in body["points"]], key
+    return body
+
+
+def chart_fits(canvas: Locator, width: int) -> None:
+    """The chart follows the window's width (redrawn shortly after a resize)."""
+    for _ in range(100):
+        box = canvas.bounding_box()
+        if box and box["width"] <= width:
+            return
+        canvas.page.wait_for_timeout(100)
+    raise AssertionError(f"the chart is wider than the {width} px window: {canvas.bounding_box()}")
+
+
+def section_screenshot(page: Page, name: str) -> None:
+    """With DFD_SCREENSHOTS=<folder>, save the history and tenants sections as the docs' screenshot `name`."""
+    folder = os.environ.get("DFD_SCREENSHOTS")
+    if not folder:
+        return
+    target = Path(folder) if Path(folder).is_absolute() else ROOT / folder
+    target.mkdir(parents=True, exist_ok=True)
+    expect(page.get_by_test_id("tenants-table")).to_have_attribute("data-page", "1", timeout=LOADED_MS)
+    top = page.get_by_test_id("history").bounding_box()
+    bottom = page.get_by_test_id("tenants-table").bounding_box()
+    assert top and bottom
+    width = page.viewport_size["width"] if page.viewport_size else 1280
+    clip = {"x": 0, "y": top["y"] - 8, "width": width, "height": min(bottom["y"] + 260, top["y"] + 1400) - top["y"]}
+    page.screenshot(path=str(target / name), clip=clip, full_page=True)
+
+
+def choose_custom(page: Page, first: str, last: str) -> None:
+    page.get_by_label("Range", exact=True).select_option("custom")
+    page.get_by_label("From (UTC day)").fill(first)
+    page.get_by_label("To (UTC day, included)").fill(last)
+    page.get_by_test_id("history-apply").click()
+
+
+def test_the_chart_draws_the_api_s_points_for_each_range(
+    browser: Browser, stack: RunningStack, simulated_past: None, request: pytest.FixtureRequest
+) -> None:
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        day = drawn(page)
+        assert day["step"] == 300 and day["to"] - day["from"] == 86400
+        assert_drawn_is_api(stack, day)
+
+        choose_custom(page, "2021-03-01", "2021-03-03")
+        past = drawn(page, "ready")
+        assert (past["from"], past["to"], past["step"]) == (PAST, PAST + 3 * 86400, 3600)
+        body = assert_drawn_is_api(stack, past)
+        assert len(past["at"]) == HOURS and body["points"][1]["interval"]["uploads"] == 6
+        expect(page.get_by_test_id("history-chart").locator("canvas")).to_have_count(1)
+        uploads = sum(v for v in past["series"]["uploads"] if v is not None)
+        expect(page.get_by_test_id("history-sum-uploads")).to_have_attribute("data-value", str(uploads))
+
+        page.get_by_label("Series", exact=True).select_option("bytes")
+        expect(page.get_by_test_id("history-sum-bytes_saved")).to_be_visible()
+        page.locator("#history-chart .u-over").hover()  # the legend shows the figures at the cursor, exactly
+        saved = page.locator("#history-chart .u-legend .u-series").nth(1).locator(".u-value")
+        expect(saved).to_have_text(re.compile(r"\(([0-9,]+) B\)$"))
+        exact = int(re.sub(r"[^0-9]", "", (saved.inner_text().rsplit("(", 1)[1])))
+        assert exact in past["series"]["bytes_saved"], saved.inner_text()
+        section_screenshot(page, "admin-history.png")
+        page.set_viewport_size({"width": 390, "height": 900})
+        chart_fits(page.locator("#history-chart canvas"), 390)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing off-screen on a phone
+        section_screenshot(page, "admin-history-390.png")
+        page.set_viewport_size({"width": 1280, "height": 900})
+
+        page.reload()
+        expect(page.get_by_label("Range", exact=True)).to_have_value("custom")
+        expect(page.get_by_label("Series", exact=True)).to_have_value("bytes")
+        assert drawn(page, "ready")["at"] == past["at"]
+
+        page.get_by_label("Range", exact=True).select_option("7d")
+        week = drawn(page)
+        assert week["step"] == 3600 and week["to"] - week["from"] == 7 * 86400
+        assert_drawn_is_api(stack, week)
+        page.get_by_label("Range", exact=True).select_option("30d")
+        month = drawn(page)
+        assert month["step"] == 3600 and month["to"] - month["from"] == 30 * 86400
+        assert_drawn_is_api(stack, month)
+        assert not watch.errors, watch.errors  # no uncaught error, no script or style the page's CSP refuses
+
+
+def test_a_range_without_snapshots_says_so(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        choose_custom(page, "2019-06-01", "2019-06-02")
+        empty = drawn(page, "empty")
+        assert empty["at"] == [] and empty["step"] == 300
+        assert api_history(stack, empty)["points"] == []
+        expect(page.get_by_test_id("history-empty")).to_be_visible()
+        expect(page.get_by_test_id("history-chart").locator("canvas")).to_have_count(0)
+        choose_custom(page, "2019-06-03", "2019-06-01")
+        expect(page.get_by_test_id("history-error")).to_contain_text("must not be after")
+        assert not watch.errors, watch.errors
+
+
+def test_the_dashboard_follows_a_dark_colour_scheme(
+    browser: Browser, stack: RunningStack, request: pytest.FixtureRequest
+) -> None:
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        page.emulate_media(color_scheme="dark")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        drawn(page)
+        card = page.get_by_test_id("history").evaluate("node => getComputedStyle(node).backgroundColor")
+        assert card == "rgb(27, 31, 36)", card
+        page.emulate_media(color_scheme="light")
+        card = page.get_by_test_id("history").evaluate("node => getComputedStyle(node).backgroundColor")
+        assert card == "rgb(255, 255, 255)", card
+        assert not watch.errors, watch.errors
+
+
+def tenants_shown(page: Page, number: int) -> list[str]:
+    table = page.get_by_test_id("tenants-table")
+    expect(table).to_have_attribute("data-page", str(number), timeout=LOADED_MS)
+    return [row.get_attribute("data-tenant") or "" for row in page.locator("[data-testid=tenants-body] tr").all()]
+
+
+def test_a_thousand_tenants_page_and_sort(
+    browser: Browser, stack: RunningStack, many_tenants: list[str], request: pytest.FixtureRequest
+) -> None:
+    everyone = requests.get(
+        f"{stack.api_url}/admin/tenants", params={"limit": 1000}, headers=stack.auth("admin"), timeout=30
+    ).json()
+    assert set(many_tenants) <= {row["tenant"] for row in everyone["items"]}
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        page.get_by_test_id("tenants-page-size").select_option("100")
+        first = tenants_shown(page, 1)
+        api_first = requests.get(
+            f"{stack.api_url}/admin/tenants",
+            params={"sort": "tenant", "order": "asc", "limit": 100},
+            headers=stack.auth("admin"),
+            timeout=30,
+        ).json()
+        assert first == [row["tenant"] for row in api_first["items"]]
+        seen = list(first)
+        current = 1
+        while not page.get_by_test_id("tenants-next").is_disabled():
+            page.get_by_test_id("tenants-next").click()
+            current += 1
+            seen += tenants_shown(page, current)
+        assert seen == [row["tenant"] for row in everyone["items"]][: len(seen)]
+        assert set(many_tenants) <= set(seen) and len(seen) == len(everyone["items"])
+        expect(page.get_by_test_id("tenants-status")).to_contain_text("last page")
+
+        page.get_by_test_id("tenants-prev").click()
+        assert tenants_shown(page, current - 1) == seen[(current - 2) * 100 : (current - 1) * 100]
+
+        sort = page.get_by_test_id("tenants-sort-uploads")
+        sort.focus()
+        page.keyboard.press("Enter")  # keyboard: sorts by uploads, most first
+        by_uploads = tenants_shown(page, 1)
+        expect(page.locator("#tenants-th-uploads")).to_have_attribute("aria-sort", "descending")
+        api_uploads = requests.get(
+            f"{stack.api_url}/admin/tenants",
+            params={"sort": "uploads", "order": "desc", "limit": 100},
+            headers=stack.auth("admin"),
+            timeout=30,
+        ).json()
+        assert by_uploads == [row["tenant"] for row in api_uploads["items"]]
+        page.reload()
+        expect(page.locator("#tenants-th-uploads")).to_have_attribute("aria-sort", "descending")
+        assert tenants_shown(page, 1) == by_uploads
+        assert not watch.errors, watch.errors
