@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import requests
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, Response, expect
 
 from dfd.adapters.dynamo.codec import to_item
 from dfd.history.codec import snapshot_items
@@ -29,7 +30,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 PAST = int(datetime(2021, 3, 1, tzinfo=UTC).timestamp())  # the simulated days: 2021-03-01 to 2021-03-03
 HOURS = 72
 TENANTS = 1000
+# tenants the fixture writes besides the 1,000: the stack's tenants outnumber GET /admin/tenants' largest page (1,000)
+# even when no other test has left one
+OTHERS = ("zz-else-0", "zz-else-1", "zz-else-2")
 LOADED_MS = 20_000
+# the tenants table's columns, as web/js/history.js draws them (each cell's data-value: the row's figure)
+TABLE_COLUMNS = ("tenant", "files", "bytes", "uploads", "duplicates", "bytes_saved", "used_bytes", "pending_uploads")
 
 
 def history_table(stack: RunningStack) -> str:
@@ -69,13 +75,15 @@ def simulated_past(stack: RunningStack) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def many_tenants(stack: RunningStack) -> Iterator[list[str]]:
-    """1,000 tenants, each holding one content (tenant i: i % 9 + 1 uploads of 100 * i bytes), removed afterwards."""
+    """1,000 tenants, each holding one content (tenant i: i % 9 + 1 uploads of 100 * i bytes), and OTHERS more that
+    sort before them, removed afterwards."""
     ddb = stack.client("dynamodb")
     names = [f"zz-load-{index:04d}" for index in range(TENANTS)]
     rows = [
         {"tenant": name, "hash": f"{index:064x}", "upload_count": index % 9 + 1, "size": 100 * index}
         for index, name in enumerate(names)
     ]
+    rows += [{"tenant": name, "hash": f"{0:064x}", "upload_count": 1, "size": 1} for name in OTHERS]
     for start in range(0, len(rows), 25):
         batch = [{"PutRequest": {"Item": to_item(row)}} for row in rows[start : start + 25]]
         put_batch(ddb, stack.tenant_files_table, batch)
@@ -234,57 +242,97 @@ def test_the_dashboard_follows_a_dark_colour_scheme(
         assert not watch.errors, watch.errors
 
 
-def tenants_shown(page: Page, number: int) -> list[str]:
-    table = page.get_by_test_id("tenants-table")
-    expect(table).to_have_attribute("data-page", str(number), timeout=LOADED_MS)
-    return [row.get_attribute("data-tenant") or "" for row in page.locator("[data-testid=tenants-body] tr").all()]
+def every_tenant(stack: RunningStack, sort: str) -> list[dict[str, Any]]:
+    """Every row of GET /admin/tenants in the given sort (its default order), page after page by the API's cursor."""
+    rows: list[dict[str, Any]] = []
+    params = {"sort": sort, "limit": "1000"}
+    while True:
+        answer = requests.get(f"{stack.api_url}/admin/tenants", params=params, headers=stack.auth("admin"), timeout=30)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        rows += body["items"]
+        if not body["next"]:
+            return rows
+        params["cursor"] = body["next"]
+
+
+def tenants_page(page: Page, number: int, query: dict[str, str], act: Callable[[], object]) -> dict[str, Any]:
+    """Does `act` and returns the GET /admin/tenants answer it made the page fetch (exactly `query`), once the table
+    shows it as page `number`: one row per item, in its order, each cell the item's figure."""
+
+    def asked(response: Response) -> bool:
+        url = urlsplit(response.url)
+        return url.path == "/admin/tenants" and dict(parse_qsl(url.query)) == query
+
+    with page.expect_response(asked, timeout=LOADED_MS) as answer:
+        act()
+    assert answer.value.status == 200, answer.value.text()
+    body: dict[str, Any] = answer.value.json()
+    expect(page.get_by_test_id("tenants-table")).to_have_attribute("data-page", str(number), timeout=LOADED_MS)
+    shown = page.locator("[data-testid=tenants-body] tr").evaluate_all(
+        "rows => rows.map(row => [row.dataset.tenant, [...row.cells].map(cell => cell.dataset.value)])"
+    )
+    assert shown == [[item["tenant"], [str(item[key]) for key in TABLE_COLUMNS]] for item in body["items"]]
+    return body
+
+
+def names(rows: list[dict[str, Any]]) -> list[str]:
+    return [row["tenant"] for row in rows]
 
 
 def test_a_thousand_tenants_page_and_sort(
     browser: Browser, stack: RunningStack, many_tenants: list[str], request: pytest.FixtureRequest
 ) -> None:
-    everyone = requests.get(
-        f"{stack.api_url}/admin/tenants", params={"limit": 1000}, headers=stack.auth("admin"), timeout=30
-    ).json()
-    assert set(many_tenants) <= {row["tenant"] for row in everyone["items"]}
+    """The table pages through every tenant by the API's cursor: each page is the answer the page fetched, the pages
+    together are every tenant once, in order (other tests' tenants among them: only the fixture's are known)."""
+    loaded = set(many_tenants)
+    ours = {*loaded, *OTHERS}
+    listed = every_tenant(stack, "tenant")
+    assert len(listed) > 1000 and names(listed) == sorted(set(names(listed)))
+    assert [name for name in names(listed) if name in ours] == [*OTHERS, *many_tenants]
+    figures = {row["tenant"]: row for row in listed}
+    for index, name in enumerate(many_tenants):
+        uploads = index % 9 + 1
+        assert (figures[name]["files"], figures[name]["bytes"], figures[name]["uploads"]) == (1, 100 * index, uploads)
+        assert (figures[name]["duplicates"], figures[name]["bytes_saved"]) == (uploads - 1, (uploads - 1) * 100 * index)
+
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "admin")
         open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
-        page.get_by_test_id("tenants-page-size").select_option("100")
-        first = tenants_shown(page, 1)
-        api_first = requests.get(
-            f"{stack.api_url}/admin/tenants",
-            params={"sort": "tenant", "order": "asc", "limit": 100},
-            headers=stack.auth("admin"),
-            timeout=30,
-        ).json()
-        assert first == [row["tenant"] for row in api_first["items"]]
-        seen = list(first)
-        current = 1
-        while not page.get_by_test_id("tenants-next").is_disabled():
-            page.get_by_test_id("tenants-next").click()
-            current += 1
-            seen += tenants_shown(page, current)
-        assert seen == [row["tenant"] for row in everyone["items"]][: len(seen)]
-        assert set(many_tenants) <= set(seen) and len(seen) == len(everyone["items"])
+        expect(page.get_by_test_id("tenants-table")).to_have_attribute("data-page", "1", timeout=LOADED_MS)
+        by_name = {"sort": "tenant", "order": "asc", "limit": "100"}
+        size = page.get_by_test_id("tenants-page-size")
+        pages = [tenants_page(page, 1, by_name, lambda: size.select_option("100"))]
+        following = page.get_by_test_id("tenants-next")
+        while pages[-1]["next"]:
+            expect(following).to_be_enabled()
+            cursor = {"cursor": pages[-1]["next"]}
+            pages.append(tenants_page(page, len(pages) + 1, by_name | cursor, following.click))
+        expect(following).to_be_disabled()
         expect(page.get_by_test_id("tenants-status")).to_contain_text("last page")
+        seen = [name for body in pages for name in names(body["items"])]
+        assert all(body["count"] == 100 for body in pages[:-1]) and 1 <= pages[-1]["count"] <= 100
+        assert seen == sorted(set(seen)) and len(seen) > 1000
+        assert [name for name in seen if name in ours] == [*OTHERS, *many_tenants]
 
-        page.get_by_test_id("tenants-prev").click()
-        assert tenants_shown(page, current - 1) == seen[(current - 2) * 100 : (current - 1) * 100]
+        back = by_name | {"cursor": pages[-3]["next"]}  # the page before the last, by the cursor that led to it
+        before = tenants_page(page, len(pages) - 1, back, page.get_by_test_id("tenants-prev").click)
+        assert [name for name in names(before["items"]) if name in ours] == [
+            name for name in names(pages[-2]["items"]) if name in ours
+        ]
 
         sort = page.get_by_test_id("tenants-sort-uploads")
         sort.focus()
-        page.keyboard.press("Enter")  # keyboard: sorts by uploads, most first
-        by_uploads = tenants_shown(page, 1)
+        by_uploads = {"sort": "uploads", "order": "desc", "limit": "100"}
+        top = tenants_page(page, 1, by_uploads, lambda: page.keyboard.press("Enter"))  # keyboard: most uploads first
         expect(page.locator("#tenants-th-uploads")).to_have_attribute("aria-sort", "descending")
-        api_uploads = requests.get(
-            f"{stack.api_url}/admin/tenants",
-            params={"sort": "uploads", "order": "desc", "limit": 100},
-            headers=stack.auth("admin"),
-            timeout=30,
-        ).json()
-        assert by_uploads == [row["tenant"] for row in api_uploads["items"]]
-        page.reload()
+        ranked = [(row["uploads"], row["tenant"]) for row in top["items"]]
+        assert ranked == sorted(ranked, reverse=True)
+        expected = sorted(many_tenants, key=lambda name: (figures[name]["uploads"], name), reverse=True)
+        mine = [name for name in names(top["items"]) if name in loaded]
+        assert mine and mine == expected[: len(mine)]
+
+        again = tenants_page(page, 1, by_uploads, page.reload)  # the order survives a reload
         expect(page.locator("#tenants-th-uploads")).to_have_attribute("aria-sort", "descending")
-        assert tenants_shown(page, 1) == by_uploads
+        assert [n for n in names(again["items"]) if n in ours] == [n for n in names(top["items"]) if n in ours]
         assert not watch.errors, watch.errors
