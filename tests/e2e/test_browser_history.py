@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import requests
-from playwright.sync_api import Browser, Locator, Page, Response, expect
+from playwright.sync_api import Browser, Locator, Page, Response, Route, expect
 
 from dfd.adapters.dynamo.codec import to_item
 from dfd.history.codec import snapshot_items
@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 PAST = int(datetime(2021, 3, 1, tzinfo=UTC).timestamp())  # the simulated days: 2021-03-01 to 2021-03-03
 HOURS = 72
 TENANTS = 1000
+COUNTS = (("uploads", "Uploads"), ("duplicates", "Duplicates"), ("deletes", "Deletes"))  # the counts chart's series
 # tenants the fixture writes besides the 1,000: the stack's tenants outnumber GET /admin/tenants' largest page (1,000)
 # even when no other test has left one
 OTHERS = ("zz-else-0", "zz-else-1", "zz-else-2")
@@ -117,14 +118,37 @@ def drawn(page: Page, state: str = "(ready|empty)") -> dict[str, Any]:
     return data
 
 
-def assert_drawn_is_api(stack: RunningStack, shown: dict[str, Any]) -> dict[str, Any]:
-    """The chart's points are the API's answer for the same range and step: each interval figure, null where the
-    API's point has no interval."""
-    body = api_history(stack, shown)
+def assert_points_are(shown: dict[str, Any], body: dict[str, Any]) -> None:
+    """The chart's points are the answer's: each interval figure, null where the answer's point has no interval."""
     assert [point["at"] for point in body["points"]] == shown["at"]
     for key, values in shown["series"].items():
         assert values == [(point["interval"] or {}).get(key) for point in body["points"]], key
+
+
+def assert_drawn_is_api(stack: RunningStack, shown: dict[str, Any]) -> dict[str, Any]:
+    """The chart's points are the API's answer for the same range and step, asked again (a range whose snapshots
+    no longer change)."""
+    body = api_history(stack, shown)
+    assert_points_are(shown, body)
     return body
+
+
+def history_drawn(page: Page, act: Callable[[], object], state: str = "(ready|empty)") -> dict[str, Any]:
+    """Does `act` and returns what the chart then draws: the points of the GET /admin/stats/history answer the page
+    fetched for it, asked for the drawn range and step (the stack keeps taking snapshots: a later call may hold
+    one more)."""
+
+    def asked(response: Response) -> bool:
+        return urlsplit(response.url).path == "/admin/stats/history"
+
+    with page.expect_response(asked, timeout=LOADED_MS) as answer:
+        act()
+    assert answer.value.status == 200, answer.value.text()
+    shown = drawn(page, state)
+    query = dict(parse_qsl(urlsplit(answer.value.url).query))
+    assert query == {"from": str(shown["from"]), "to": str(shown["to"]), "step": str(shown["step"])}
+    assert_points_are(shown, answer.value.json())
+    return shown
 
 
 def chart_fits(canvas: Locator, width: int) -> None:
@@ -165,10 +189,8 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
 ) -> None:
     with browser_session(browser, stack, request) as (context, watch):
         page = watch.attach(context.new_page(), "admin")
-        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
-        day = drawn(page)
+        day = history_drawn(page, lambda: open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password))
         assert day["step"] == 300 and day["to"] - day["from"] == 86400
-        assert_drawn_is_api(stack, day)
 
         choose_custom(page, "2021-03-01", "2021-03-03")
         past = drawn(page, "ready")
@@ -198,15 +220,78 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
         expect(page.get_by_label("Series", exact=True)).to_have_value("bytes")
         assert drawn(page, "ready")["at"] == past["at"]
 
-        page.get_by_label("Range", exact=True).select_option("7d")
-        week = drawn(page)
+        ranges = page.get_by_label("Range", exact=True)
+        week = history_drawn(page, lambda: ranges.select_option("7d"))
         assert week["step"] == 3600 and week["to"] - week["from"] == 7 * 86400
-        assert_drawn_is_api(stack, week)
-        page.get_by_label("Range", exact=True).select_option("30d")
-        month = drawn(page)
+        month = history_drawn(page, lambda: ranges.select_option("30d"))
         assert month["step"] == 3600 and month["to"] - month["from"] == 30 * 86400
-        assert_drawn_is_api(stack, month)
         assert not watch.errors, watch.errors  # no uncaught error, no script or style the page's CSP refuses
+
+
+def test_the_focused_chart_reads_out_a_point_s_exact_figures(
+    browser: Browser, stack: RunningStack, simulated_past: None, request: pytest.FixtureRequest
+) -> None:
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        choose_custom(page, "2021-03-01", "2021-03-03")
+        past = drawn(page, "ready")
+        assert_drawn_is_api(stack, past)
+        chart = page.get_by_test_id("history-chart")
+        chart.focus()
+        expect(chart).to_be_focused()
+        point = page.get_by_test_id("history-point")
+
+        def read_out(index: int) -> str:
+            at = datetime.fromtimestamp(past["at"][index], UTC).strftime("%Y-%m-%d %H:%M UTC")
+            figures = [(label, past["series"][key][index]) for key, label in COUNTS]
+            return at + ": " + ", ".join(f"{label} {'no interval' if v is None else v}" for label, v in figures)
+
+        last = len(past["at"]) - 1
+        for key, index in (("End", last), ("ArrowLeft", last - 1), ("Home", 0), ("ArrowRight", 1), ("ArrowLeft", 0)):
+            page.keyboard.press(key)
+            expect(point).to_have_attribute("data-at", str(past["at"][index]))
+            expect(point).to_have_text(read_out(index))
+        legend = page.locator("#history-chart .u-legend .u-series").nth(1).locator(".u-value")
+        expect(legend).to_have_text("—")  # the first point has no interval
+        page.keyboard.press("ArrowRight")
+        expect(legend).to_have_text(str(past["series"]["uploads"][1]))
+
+        page.get_by_label("Series", exact=True).select_option("ratio")
+        chart.focus()
+        page.keyboard.press("End")
+        duplicates, uploads = past["series"]["duplicates"][last], past["series"]["uploads"][last]
+        exact = f"{100 * duplicates / uploads:.2f} % ({duplicates} of {uploads})"  # the ratio and what it is of
+        expect(point).to_have_text(re.compile(f"Dedup ratio {re.escape(exact)}$"))
+        expect(page.locator("#history-chart .u-legend .u-series").nth(1).locator(".u-value")).to_have_text(exact)
+        assert not watch.errors, watch.errors
+
+
+def test_the_chart_draws_the_series_the_api_carries(
+    browser: Browser, stack: RunningStack, simulated_past: None, request: pytest.FixtureRequest
+) -> None:
+    """A series of the page's list that the API's points do not carry is neither drawn nor summed."""
+
+    def without_deletes(route: Route) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        for point in body["points"]:
+            if point["interval"]:
+                del point["interval"]["deletes"]
+        route.fulfill(response=answer, json=body)
+
+    with browser_session(browser, stack, request) as (context, watch):
+        page = watch.attach(context.new_page(), "admin")
+        page.route("**/admin/stats/history?*", without_deletes)
+        open_signed_in(page, stack.api_url + "/admin.html", "admin", stack.password)
+        choose_custom(page, "2021-03-01", "2021-03-03")
+        past = drawn(page, "ready")
+        assert "deletes" not in past["carried"] and {"uploads", "duplicates"} <= set(past["carried"])
+        labels = page.locator("#history-chart .u-legend .u-series .u-label")
+        expect(labels).to_have_text(["Interval from (UTC)", "Uploads", "Duplicates"])
+        expect(page.get_by_test_id("history-sum-uploads")).to_be_visible()
+        expect(page.get_by_test_id("history-sum-deletes")).to_have_count(0)
+        assert not watch.errors, watch.errors
 
 
 def test_a_range_without_snapshots_says_so(

@@ -3,7 +3,10 @@
  * .stop() on sign-out. The chosen range, series and table order are kept in localStorage (they survive a reload).
  *
  * The chart's container carries what it draws: data-state (loading, ready, empty, error) and data-points, the JSON
- * {from, to, step, at: [...], series: {key: [...]}} of the API's points (an interval the API has none for is null). */
+ * {from, to, step, at: [...], series: {key: [...]}, carried: [key...]} of the API's points (an interval the API has
+ * none for is null; `carried`: the keys some interval has). A group draws the series of its list the API carries:
+ * a series is one line of METRICS. At the cursor (the mouse, or the focused chart's arrow keys, Home and End) the
+ * legend and the readout below the chart show the point's exact figures. */
 (function () {
   "use strict";
 
@@ -24,6 +27,14 @@
   }
   function percent(v) {
     return (v * 100).toFixed(2) + " %";
+  }
+  /** The ratio at point i exactly: its percentage and the interval's duplicates of its uploads. */
+  function ratioExact(v, i) {
+    if (!shown || i === null || i === undefined) return percent(v);
+    var dups = shown.series.duplicates[i];
+    var ups = shown.series.uploads[i];
+    if (dups === null || ups === null) return percent(v);
+    return percent(v) + " (" + D.formatNumber(dups) + " of " + D.formatNumber(ups) + ")";
   }
 
   var METRICS = {
@@ -48,7 +59,7 @@
     },
     ratio: {
       label: "Dedup ratio per interval (duplicates of uploads)",
-      format: percent,
+      format: ratioExact,
       axis: function (v) {
         return (v * 100).toFixed(0) + " %";
       },
@@ -69,6 +80,7 @@
 
   var state = { range: "24h", from: "", to: "", metric: "counts", sort: "tenant", order: "asc", pageSize: 25 };
   var plot = null;
+  var plotted = []; // the series the plot draws (of METRICS[state.metric].series)
   var shown = null; // the data last drawn
   var request = 0;
   var tenants = { cursor: null, stack: [], next: null, pageNo: 1, request: 0 };
@@ -141,7 +153,7 @@
   /** The data drawn from an answer: the points' starts and each interval figure (null without an interval). */
   function toData(q, body) {
     var points = Array.isArray(body.points) ? body.points : [];
-    var data = { from: q.from, to: q.to, step: q.step, at: [], series: {} };
+    var data = { from: q.from, to: q.to, step: q.step, at: [], series: {}, carried: [] };
     Object.keys(METRICS).forEach(function (m) {
       METRICS[m].series.forEach(function (s) {
         data.series[s.key] = [];
@@ -152,6 +164,7 @@
       Object.keys(data.series).forEach(function (k) {
         var v = p.interval ? p.interval[k] : null;
         data.series[k].push(v === null || v === undefined ? null : Number(v));
+        if (p.interval && k in p.interval && data.carried.indexOf(k) < 0) data.carried.push(k);
       });
     });
     return data;
@@ -162,13 +175,66 @@
     return Math.max(280, Math.floor(box.clientWidth || 600));
   }
 
+  /** The series of the chosen group that the shown points carry. */
+  function carriedSeries() {
+    if (!shown) return [];
+    return METRICS[state.metric].series.filter(function (s) {
+      return shown.carried.indexOf(s.key) >= 0;
+    });
+  }
+
+  function timeLabel(seconds) {
+    return new Date(seconds * 1000).toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  }
+
+  /** The readout below the chart: point i's start and each drawn series' exact figure there. */
+  function readout(i) {
+    var out = $("history-point");
+    if (!shown || i === null || i === undefined || i < 0 || i >= shown.at.length) {
+      out.textContent = plotted.length
+        ? "Point at a time, or focus the chart and use the arrow keys, Home and End, for its exact figures."
+        : "";
+      out.removeAttribute("data-at");
+      return;
+    }
+    var metric = METRICS[state.metric];
+    out.setAttribute("data-at", String(shown.at[i]));
+    out.textContent =
+      timeLabel(shown.at[i]) +
+      ": " +
+      plotted
+        .map(function (s) {
+          var v = shown.series[s.key][i];
+          return s.label + " " + (v === null ? "no interval" : metric.format(v, i));
+        })
+        .join(", ");
+  }
+
+  /** Moves the chart's cursor by a key (arrows: the next point, Home and End: the first and last); true if it did. */
+  function keyCursor(key) {
+    if (!plot || !shown || !shown.at.length) return false;
+    var last = shown.at.length - 1;
+    var idx = plot.cursor.idx;
+    var at = idx === null || idx === undefined ? -1 : idx;
+    if (key === "ArrowRight") at = at < 0 ? 0 : Math.min(last, at + 1);
+    else if (key === "ArrowLeft") at = at < 0 ? last : Math.max(0, at - 1);
+    else if (key === "Home") at = 0;
+    else if (key === "End") at = last;
+    else return false;
+    var top = plot.over ? plot.over.clientHeight / 2 : 0;
+    plot.setCursor({ left: plot.valToPos(shown.at[at], "x"), top: top });
+    return true;
+  }
+
   function draw() {
     var box = $("history-chart");
     if (plot) {
       plot.destroy();
       plot = null;
     }
-    if (!shown || !shown.at.length || typeof window.uPlot !== "function") return;
+    plotted = carriedSeries();
+    readout(null);
+    if (!shown || !shown.at.length || !plotted.length || typeof window.uPlot !== "function") return;
     var metric = METRICS[state.metric];
     var isDark = dark();
     var ink = getComputedStyle(document.body).color;
@@ -177,20 +243,20 @@
       {
         label: "Interval from (UTC)",
         value: function (u, v) {
-          return v === null || v === undefined ? "—" : new Date(v * 1000).toISOString().slice(0, 16).replace("T", " ");
+          return v === null || v === undefined ? "—" : timeLabel(v).slice(0, -4);
         },
       },
     ];
     var data = [shown.at];
-    metric.series.forEach(function (s) {
+    plotted.forEach(function (s) {
       series.push({
         label: s.label,
         stroke: isDark ? s.dark : s.color,
         width: 2,
         spanGaps: false,
         points: { show: shown.at.length <= 60 },
-        value: function (u, v) {
-          return v === null || v === undefined ? "—" : metric.format(v);
+        value: function (u, v, seriesIdx, idx) {
+          return v === null || v === undefined ? "—" : metric.format(v, idx);
         },
       });
       data.push(shown.series[s.key]);
@@ -219,6 +285,13 @@
         ],
         legend: { live: true },
         cursor: { focus: { prox: 16 } },
+        hooks: {
+          setCursor: [
+            function (u) {
+              if (u.cursor.idx !== null && u.cursor.idx !== undefined) readout(u.cursor.idx);
+            },
+          ],
+        },
       },
       data,
       box
@@ -301,7 +374,7 @@
     if (!shown || !shown.at.length) return;
     var metric = METRICS[state.metric];
     if (state.metric === "ratio") return;
-    metric.series.forEach(function (s) {
+    plotted.forEach(function (s) {
       var sum = 0;
       shown.series[s.key].forEach(function (v) {
         if (v !== null) sum += v;
@@ -461,6 +534,10 @@
       resizeTimer = window.setTimeout(function () {
         if (plot) plot.setSize({ width: chartWidth(), height: 260 });
       }, 150);
+    });
+    $("history-chart").addEventListener("keydown", function (ev) {
+      if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      if (keyCursor(ev.key)) ev.preventDefault();
     });
     if (window.matchMedia) {
       var mq = window.matchMedia("(prefers-color-scheme: dark)");
