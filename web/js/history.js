@@ -348,7 +348,7 @@
         if (!shown.at.length) {
           setChartState("empty", span + ": no snapshots.");
         } else {
-          setChartState("ready", span + ": " + D.formatNumber(shown.at.length) + " points.");
+          setChartState("ready", span + ": " + D.formatNumber(shown.at.length) + (shown.at.length === 1 ? " point." : " points."));
         }
         $("history-chart-desc").textContent = METRICS[state.metric].label + ", " + span + ".";
         draw();
