@@ -69,6 +69,9 @@ OBJECT_READS = CallLimits(attempts=3, connect_timeout=1.0, read_timeout=5.0)
 # upload is answered "completing" and the client's repeat is the retry)
 COMPLETE_WAIT_SECONDS = 20
 COMPLETE_CALL = CallLimits(attempts=1, connect_timeout=3.0, read_timeout=COMPLETE_WAIT_SECONDS, emulated_longer=False)
+# the copy workflow's part copies (dfd.ingest.dropcopy): an UploadPartCopy of up to 5 GiB answers when S3 has copied
+# it, a minute or more at the rates assumed; botocore repeats one that timed out (the same part number: replaced)
+COPY_CALLS = CallLimits(attempts=3, connect_timeout=1.0, read_timeout=120.0)
 
 
 class Backoff:
