@@ -119,10 +119,11 @@ def _s3_complete() -> Any:
 
 
 def _s3_copy() -> Any:
-    # the copy workflow's part copies: WORKERS (16) in flight, each answered when S3 has copied its part
+    # the copy workflow's part copies: dfd.ingest.dropcopy.WORKERS (32) in flight, each answered when S3 has
+    # copied its part
     return client(
         "s3",
-        config=Config(signature_version="s3v4", s3=s3_addressing(), **COPY_CALLS.config(), max_pool_connections=32),
+        config=Config(signature_version="s3v4", s3=s3_addressing(), **COPY_CALLS.config(), max_pool_connections=40),
     )
 
 

@@ -39,7 +39,9 @@ COPY_THRESHOLD = 64 * GIB
 # bytes/s one UploadPartCopy request is assumed to copy until one is measured: the low end of what server-side part
 # copies are reported to reach (tens to a few hundred MB/s per request; AWS publishes no figure)
 ASSUMED_PART_RATE = 25e6
-WORKERS = 16  # UploadPartCopy calls in flight at once in one step (each waits on S3: no CPU of the function)
+# UploadPartCopy calls in flight at once in one step (each only waits on S3): 32 x ASSUMED_PART_RATE copies the
+# largest object S3 holds within a day, before the bucket's lifecycle rule aborts its multipart upload
+WORKERS = 32
 RESERVE_SECONDS = 30.0  # kept back at a step's end for the completion, the item's write and the answer
 
 
