@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dfd.handlers.copy import CopyInputError
 from dfd.ingest.dropcopy import COPY_THRESHOLD, CopyUnknown, execution_name
 from tests.unit.template_support import _as_list, _describe, _template, function_policies
@@ -67,3 +69,16 @@ def test_an_execution_name_fits_step_functions_and_names_one_version_and_run() -
     key = "b/s3/acme/" + "x" * 2000 + "#etag"
     names = {execution_name(key), execution_name(key, 1), execution_name(key + "2")}
     assert len(names) == 3 and all(len(n) <= 80 for n in names)
+
+
+def test_the_ingest_hands_off_only_with_the_workflows_arn(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dfd import deps
+
+    monkeypatch.delenv("COPY_STATE_MACHINE_ARN", raising=False)
+    assert deps.copy_handoff() is None  # every drop-zone object copied inline
+    monkeypatch.setenv("COPY_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:dfd-copies")
+    handoff = deps.copy_handoff()
+    assert handoff is not None and handoff.threshold == COPY_THRESHOLD
+    monkeypatch.setenv("COPY_THRESHOLD_BYTES", "1048576")
+    assert (deps.copy_handoff() or handoff).threshold == 1048576
+    deps.reset()
