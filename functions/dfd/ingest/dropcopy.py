@@ -224,7 +224,7 @@ class DropCopies:
             )
             return etag, self._monotonic() - began
 
-        with ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="dfd-copy") as pool:
+        with ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="dfd-partcopy") as pool:
             flying: dict[Future[tuple[str, float]], tuple[int, int, int]] = {}
             started = 0
             while True:
