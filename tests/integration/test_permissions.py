@@ -10,6 +10,7 @@ sends every affected record to the DLQ)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import threading
 from fnmatch import fnmatchcase
@@ -39,7 +40,9 @@ MODULES = {
     "multipart": "UploadPartsFunction",
     "uploads": "UploadsFunction",
     "snapshot": "SnapshotFunction",
+    "copy": "CopyFunction",
 }
+COPY_THREADS = ("dfd-partcopy",)  # the copy workflow's part-copy workers (dfd.ingest.dropcopy)
 INGEST_THREADS = ("dfd-record", "dfd-range", "dfd-copy")  # the ingest's record, ranged-read and part-copy workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
 NOT_SEEN = {
@@ -50,6 +53,12 @@ NOT_SEEN = {
     ("UploadPartsFunction", "s3:GetObject", "*"): "a completion whose answer was lost: HEAD tells done from aborted",
     ("UploadPartsFunction", "s3:AbortMultipartUpload", "*"): "two first parts calls race: the loser aborts its own",
     ("IngestFunction", "s3:AbortMultipartUpload", "*"): "the drop zone's multipart copy, failed, aborts its upload",
+    ("IngestFunction", "dynamodb:UpdateItem", "EventsTable"): (
+        "a copy execution that died is restarted by the next drop event: its run counted on the copy item"
+    ),
+    ("CopyFunction", "s3:GetObject", "*"): "a copy whose completion answer was lost: HEAD of the target tells done",
+    ("CopyFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("CopyFunction", "s3:AbortMultipartUpload", "*"): "a source that moved on, or a racing step's upload, aborted",
     ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
         "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
     ),
@@ -73,6 +82,8 @@ class Recorder:
 
     @staticmethod
     def function() -> str | None:
+        if threading.current_thread().name.startswith(COPY_THREADS):
+            return "CopyFunction"
         if threading.current_thread().name.startswith(INGEST_THREADS):
             return "IngestFunction"
         frame = sys._getframe()
@@ -330,6 +341,40 @@ def exercise_drop_zone(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ingest.handler(sqs_batch(*(m["Body"] for m in copied)), LambdaContext()) == {"batchItemFailures": []}
 
 
+def exercise_copy_workflow(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drop-zone object above the copy threshold: handed to the copy workflow (its copy item begun, its execution
+    started), then copied part by part by CopyFunction's steps, the s3/ object deleted."""
+    import boto3
+
+    from dfd.handlers.copy import run_copy
+
+    definition = (ROOT / "statemachine" / "copies.asl.json").read_text()
+    definition = definition.replace("${Partition}", "aws").replace("${CopyFunctionArn}", "arn:aws:lambda:x")
+    machine = boto3.client("stepfunctions").create_state_machine(
+        name="dfd-copies", definition=definition, roleArn="arn:aws:iam::123456789012:role/dfd-copies"
+    )
+    monkeypatch.setenv("COPY_STATE_MACHINE_ARN", machine["stateMachineArn"])
+    monkeypatch.setenv("COPY_THRESHOLD_BYTES", str(MIB))
+    monkeypatch.setenv("COPY_PART_BYTES", str(5 * MIB))
+    deps.reset()
+    key = prefix_for(ALICE.caller.tenant, ALICE.caller.owner) + "copied.bin"
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=key, Body=b"c" * (6 * MIB + 1))
+    aws.drain()
+    (result,) = ingest.handler(s3_notification(aws.settings.bucket, key), LambdaContext())["results"]
+    assert result["outcome"] == "copying"
+    (execution,) = boto3.client("stepfunctions").list_executions(stateMachineArn=machine["stateMachineArn"])[
+        "executions"
+    ]
+    event_key = json.loads(
+        boto3.client("stepfunctions").describe_execution(executionArn=execution["executionArn"])["input"]
+    )["event_key"]
+    while run_copy({"event_key": event_key}, lambda: 0.0)["outcome"] == "more":
+        pass
+    copied = aws.drain()
+    assert copied
+    assert ingest.handler(sqs_batch(*(m["Body"] for m in copied)), LambdaContext()) == {"batchItemFailures": []}
+
+
 def test_every_request_is_granted_and_every_grant_is_used(
     aws: Aws, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -337,6 +382,7 @@ def test_every_request_is_granted_and_every_grant_is_used(
     exercise_multipart()
     exercise_quotas(monkeypatch)
     exercise_drop_zone(aws, monkeypatch)
+    exercise_copy_workflow(aws, monkeypatch)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
     granted = grants(resolver)
     used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested

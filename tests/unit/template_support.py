@@ -124,6 +124,34 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:GetItem", "LfsTokensTable.Arn"),
         ("cognito-idp:AdminGetUser", "UserPool.Arn"),
         ("cognito-idp:AdminListGroupsForUser", "UserPool.Arn"),
+        # the hand-off of a large drop-zone object (dfd.ingest.dropcopy.CopyHandoff): its copy item, its execution
+        ("dynamodb:GetItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "EventsTable.Arn"),
+        ("states:StartExecution", "Ref(CopyStateMachine)"),
+        (
+            "states:DescribeExecution",
+            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:${CopyStateMachine.Name}:*",
+        ),
+    },
+    # one step of a large drop-zone object's copy (dfd.ingest.dropcopy): UploadPartCopy from s3/ (its source read,
+    # then deleted), the multipart upload at the upload key, the copy item (copy#*)
+    "CopyFunction": {
+        *runtime("CopyFunction"),
+        ("s3:GetObject", "${FilesBucket.Arn}/s3/*"),
+        ("s3:DeleteObject", "${FilesBucket.Arn}/s3/*"),
+        ("s3:GetObject", OBJECTS),
+        ("s3:PutObject", OBJECTS),
+        ("s3:ListMultipartUploadParts", OBJECTS),
+        ("s3:AbortMultipartUpload", OBJECTS),
+        ("s3:ListBucket", "FilesBucket.Arn"),
+        ("dynamodb:GetItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "EventsTable.Arn"),
+    },
+    # the copy workflow only invokes CopyFunction
+    "CopyStateMachine": {
+        ("lambda:InvokeFunction", "CopyFunction.Arn"),
+        ("lambda:InvokeFunction", "${CopyFunction.Arn}:*"),
+        *{(action, "*") for action in LOG_DELIVERY},
     },
     # the two stream event sources' reads (SAM's AWSLambdaDynamoDBExecutionRole allows them on every stream)
     "PublisherFunction": {

@@ -74,6 +74,7 @@ HANDLERS = {
     "PublisherFunction": "dfd.handlers.publisher.handler",
     "ReconcileFunction": "dfd.handlers.reconcile.handler",
     "SnapshotFunction": "dfd.handlers.snapshot.handler",
+    "CopyFunction": "dfd.handlers.copy.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
@@ -83,7 +84,7 @@ API_FUNCTIONS = sorted(set(ROUTES.values()))
 # Nothing else may use "*".
 STAR_RESOURCE_ONLY = {
     **{action: r"/\w+FunctionRole/Properties/Policies/PolicyDocument" for action, _ in TRACING},
-    **{action: "/ReconcileStateMachine/Properties/Policies" for action in LOG_DELIVERY},
+    **{action: "/(Reconcile|Copy)StateMachine/Properties/Policies" for action in LOG_DELIVERY},
 }
 # (logical id, hash key, TTL attribute or None)
 TABLES = [
@@ -254,6 +255,9 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
         assert props["MemorySize"] == 256
     elif logical_id == "ReconcileFunction":  # a page of a phase: a few hundred requests, 16 at a time
         assert props["Timeout"] == 300
+        assert props["MemorySize"] == 512
+    elif logical_id == "CopyFunction":  # a step's part copies wait on S3 (server-side) until 30 s before the end
+        assert props["Timeout"] == 900
         assert props["MemorySize"] == 512
     elif logical_id == "LfsFunction":  # a verify may ingest its object (the HTTP API's 30 s) at the LFS's own size
         assert props["Timeout"] == 29

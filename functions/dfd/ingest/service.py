@@ -60,6 +60,7 @@ from dfd.ingest.ports import ObjectVersion, TenantShare
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.notifications import ObjectRef
+    from dfd.ingest.dropcopy import CopyHandoff
     from dfd.ingest.ports import HashingStarter, IngestStore
     from dfd.ingest.segments import Segments
 
@@ -78,6 +79,7 @@ class Outcome(StrEnum):
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
     # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
     HASHING = "hashing"  # above the segment threshold: handed to the segment workflow, which commits it (segments.py)
+    COPYING = "copying"  # above the copy threshold: handed to the copy workflow, which moves it (dropcopy.py)
     MOVED = "moved"  # copied to its upload key (whose own event is ingested as any upload's), then deleted
     SETTLED = "settled"  # its upload ended before (processed, deleted, expired, failed): the leftover object deleted
 
@@ -137,6 +139,7 @@ class Ingestor:
         after_commit: Callable[[IngestResult], None] | None = None,
         writers: Callable[[str, str], bool] | None = None,
         handoff: Handoff | None = None,
+        copies: CopyHandoff | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -146,7 +149,7 @@ class Ingestor:
         self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
-        self._drops = DropZone(settings, repo, objects, now=now, writers=writers)
+        self._drops = DropZone(settings, repo, objects, now=now, writers=writers, copies=copies)
         self._handoff = handoff
 
     # ------------------------------------------------------------------ entry point

@@ -266,6 +266,61 @@ class FakeObjectStore:
         if self.multiparts.pop(s3_upload_id, None) is not None:
             self.aborted.append(s3_upload_id)
 
+    # ---------------------------------------------------------------- a copy across invocations (dfd.ingest.dropcopy)
+    part_copies: list[tuple[str, int]] = field(default_factory=list)  # copy_part() calls: S3 upload id, part number
+    before_part_copy: Callable[[int], None] | None = None  # runs before each copy_part() (its part number)
+
+    def create_copy(self, bucket: str, target_key: str, *, content_type: str, metadata: dict[str, str]) -> str:
+        s3_upload_id = self.create_multipart(bucket, target_key, content_type=content_type, checksum=False)
+        self.multiparts[s3_upload_id].update(metadata=dict(metadata), content_type=content_type)
+        return s3_upload_id
+
+    def copied_parts(self, bucket: str, target_key: str, upload_id: str) -> dict[int, tuple[str, int]]:
+        return {part.part_number: (part.etag, part.size) for part in self.list_parts(bucket, target_key, upload_id)}
+
+    def copy_part(
+        self,
+        bucket: str,
+        source_key: str,
+        etag: str,
+        target_key: str,
+        upload_id: str,
+        number: int,
+        first: int,
+        last: int,
+    ) -> str:
+        """UploadPartCopy: CopySourceIfMatch `etag` (ObjectChanged), the source gone (ObjectNotFound), the upload
+        gone (MultipartGone)."""
+        hook = self.before_part_copy
+        if hook is not None:
+            hook(number)
+        self.part_copies.append((upload_id, number))
+        if upload_id not in self.multiparts:
+            raise MultipartGone(f"no multipart upload {upload_id}")
+        found = self.objects.get((bucket, source_key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {source_key} does not exist")
+        if found.etag != etag:
+            raise ObjectChanged(f"s3 object {source_key} changed")
+        return self.upload_part(upload_id, number, found.data[first : last + 1])
+
+    def complete_copy(self, bucket: str, target_key: str, upload_id: str, parts: dict[int, str]) -> None:
+        upload = self.multiparts.get(upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {upload_id}")
+        if (bucket, target_key) in self.objects:  # IfNoneMatch "*"
+            raise ObjectChanged(f"s3 object {target_key} exists")
+        held = upload["parts"]
+        if sorted(parts) != sorted(held) or any(held[n].etag != etag for n, etag in parts.items()):
+            raise PartsRejected("the parts named are not the upload's", details={"s3_code": "InvalidPart"})
+        listed = [held[n] for n in sorted(parts)]
+        size = sum(part.size for part in listed)
+        self.complete_multipart(bucket, target_key, upload_id, listed, size=size)
+        self.objects[(bucket, target_key)].content_type = upload.get("content_type")
+
+    def abort_copy(self, bucket: str, target_key: str, upload_id: str) -> None:
+        self.abort_multipart(bucket, target_key, upload_id)
+
     def head(self, bucket: str, key: str) -> ObjectInfo:
         with self.open(bucket, key, expect_checksum=True) as opened:
             return opened.info
