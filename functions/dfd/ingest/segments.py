@@ -34,7 +34,10 @@ SEGMENT_BYTES = 180 * GIB
 # objects above it are hashed in segments: ten of them (an SQS batch, one vCPU) still hash inline within 60 % of the
 # ingest's 840 s at 400 MB/s (docs/design/segments.md, "The threshold")
 HANDOFF_THRESHOLD = 16 * GIB
-WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a second at the measured rate
+# one budget check's worth of reading, ~1.3 s at 400 MB/s: each window is one ObjectStore.stream_range, whose
+# ranged GETs start anew (the first part's latency hashes nothing), so a window is long beside that latency; and
+# short beside RESERVE_SECONDS, so that one started at the measured rate ends within the budget
+WINDOW_BYTES = 512 * MIB
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
 
 
