@@ -20,19 +20,27 @@ PROBE = (
     "import json, sys\n"
     "for name in sys.argv[1:]: __import__(name)\n"
     "import botocore.auth, botocore.compat\n"
-    f"print(json.dumps([botocore.compat.HAS_CRT, [botocore.auth.AUTH_TYPE_MAPS[n].__module__ for n in {SIGNERS!r}]]))"
+    f"print(json.dumps([botocore.compat.HAS_CRT, [botocore.auth.AUTH_TYPE_MAPS[n].__module__ for n in {SIGNERS!r}],"
+    " '_awscrt' in sys.modules]))"
 )
 
 
 def _probe(*modules: str, env: dict[str, str] | None = None) -> tuple[bool, list[str]]:
+    has_crt, signers, _ = _probe_all(*modules, env=env)
+    return has_crt, signers
+
+
+def _probe_all(*modules: str, env: dict[str, str] | None = None) -> tuple[bool, list[str], bool]:
+    """Whether botocore would sign through the CRT, its signers' modules, and whether awscrt's native library is
+    loaded, in a fresh interpreter (without BOTO_DISABLE_CRT unless `env` sets it) that imported `modules` first."""
     clean = {k: v for k, v in os.environ.items() if k != "BOTO_DISABLE_CRT"} | (env or {})
     path = os.pathsep.join(str(ROOT / part) for part in ("functions", "scripts", "bench"))
     clean["PYTHONPATH"] = path + (os.pathsep + clean["PYTHONPATH"] if clean.get("PYTHONPATH") else "")
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *modules], capture_output=True, text=True, env=clean, timeout=120, check=True
     )
-    has_crt, modules_of = json.loads(done.stdout.strip().splitlines()[-1])
-    return bool(has_crt), list(modules_of)
+    has_crt, modules_of, native = json.loads(done.stdout.strip().splitlines()[-1])
+    return bool(has_crt), list(modules_of), bool(native)
 
 
 def test_this_session_signs_with_botocores_own_sigv4() -> None:
@@ -76,3 +84,10 @@ def test_the_local_stacks_functions_get_it_from_the_template() -> None:
 
     model = read_model(TEMPLATE, "http://127.0.0.1:9")
     assert model.environment["BOTO_DISABLE_CRT"] == "true"
+
+
+def test_a_function_imports_no_crt_for_botocore_and_only_segmentfunction_loads_awscrt() -> None:
+    """dfd's package marks awscrt.auth absent before botocore is imported: even without the variable no function
+    signs through the CRT, and none but SegmentFunction (its CRC64NVME) loads awscrt's native library."""
+    assert _probe_all("dfd.handlers.ingest") == (False, ["botocore.auth"] * len(SIGNERS), False)
+    assert _probe_all("dfd.handlers.segment") == (False, ["botocore.auth"] * len(SIGNERS), True)
