@@ -47,6 +47,7 @@ def test_it_loops_segments_until_an_answer_other_than_more() -> None:
         "SegmentInputError",
         "HashingUnknown",
         "Sha256Unavailable",
+        "Crc64Unavailable",
     }
     assert every["ErrorEquals"] == ["States.ALL"] and every["MaxAttempts"] >= 3
 
