@@ -77,6 +77,6 @@ def test_a_stored_crc64nvme_that_is_not_16_hex_digits_is_refused() -> None:
     item = codec.hashing_item(progress, "2026-03-01T12:00:00Z", 0)
     assert (item["s3_crc64nvme"], item["crc64nvme"]) == ("0000000000000005", "0000000000000000")
     assert codec.hash_progress(item) == dataclasses.replace(progress, updated_at="2026-03-01T12:00:00Z")
-    for bad in ("5", 5, "0" * 17):
+    for bad in ("5", 5, "0" * 17, "0x" + "0" * 14, "-" + "0" * 15, "0" * 15 + "g"):
         with pytest.raises(ValueError, match="16 hex digits"):
             codec.hash_progress(item | {"s3_crc64nvme": bad})

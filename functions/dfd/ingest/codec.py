@@ -244,7 +244,7 @@ def _crc64(item: Mapping[str, Any], name: str) -> int | None:
     value = item.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) != 16:
+    if not isinstance(value, str) or len(value) != 16 or value.strip("0123456789abcdef"):
         raise ValueError(f"{name} is not 16 hex digits")
     return int(value, 16)
 
