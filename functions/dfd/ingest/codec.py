@@ -216,7 +216,8 @@ def hashing_shown(item: Mapping[str, Any]) -> HashingShown:
 
 
 def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
-    """The state item: the SHA-256 words as 64 hex digits (`words`) and the bytes they cover (`hashed`)."""
+    """The state item: the SHA-256 words as 64 hex digits (`words`) and the bytes they cover (`hashed`); S3's
+    CRC64NVME (`s3_crc64nvme`) and the one of the bytes hashed (`crc64nvme`), 16 hex digits each, when it has one."""
     item: Item = {
         **hashing_key(progress.event_key),
         "bucket": progress.bucket,
@@ -233,7 +234,19 @@ def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
     for name in ("version_id", "digest", "content_type", "tenant_hint"):
         if (value := getattr(progress, name)) is not None:
             item[name] = value
+    if progress.stored_crc64nvme is not None:
+        item["s3_crc64nvme"] = f"{progress.stored_crc64nvme:016x}"
+        item["crc64nvme"] = f"{progress.crc64nvme or 0:016x}"
     return item
+
+
+def _crc64(item: Mapping[str, Any], name: str) -> int | None:
+    value = item.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 16 or value.strip("0123456789abcdef"):
+        raise ValueError(f"{name} is not 16 hex digits")
+    return int(value, 16)
 
 
 def hash_progress(item: Mapping[str, Any]) -> HashProgress:
@@ -254,6 +267,8 @@ def hash_progress(item: Mapping[str, Any]) -> HashProgress:
         content_type=optional(item.get("content_type")),
         tenant_hint=optional(item.get("tenant_hint")),
         run=int(item.get("run", 0)),
+        stored_crc64nvme=_crc64(item, "s3_crc64nvme"),
+        crc64nvme=_crc64(item, "crc64nvme"),
     )
 
 

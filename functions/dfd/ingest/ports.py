@@ -103,11 +103,20 @@ class HashProgress:
     content_type: str | None = None
     tenant_hint: str | None = None
     run: int = 0  # the workflow execution hashing it (dfd.ingest.segments.execution_name): one more per restart
+    # S3's FULL_OBJECT CRC64NVME of the version as its first segment read it (None: it has none), and while there
+    # is one, the CRC64NVME of the bytes hashed (of every byte once the digest is known)
+    stored_crc64nvme: int | None = None
+    crc64nvme: int | None = None
 
     @property
     def hashed(self) -> int:
         """Bytes hashed so far: the size once the digest is known."""
         return self.size if self.digest is not None else self.state.length
+
+    @property
+    def crc64nvme_mismatch(self) -> bool:
+        """Every byte hashed, and their CRC64NVME is not the one S3 stored: never committed."""
+        return self.digest is not None and self.stored_crc64nvme is not None and self.crc64nvme != self.stored_crc64nvme
 
 
 class HashingStore(Protocol):

@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from dfd.ingest.segments import Segments
 
 MAX_ATTEMPTS = INGEST_ATTEMPTS
+# a version hashed in segments whose bytes' CRC64NVME is not the one S3 stored (dfd.ingest.segments): rejected
+CRC64NVME_MISMATCH = "crc64nvme_mismatch"
 
 
 class Outcome(StrEnum):
@@ -75,7 +77,9 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # not ours: other bucket, outside the prefix
     GONE = "gone"  # the object no longer exists (deleted duplicate, never uploaded)
     SUPERSEDED = "superseded"  # the object changed while read: the newer version's event follows
-    REJECTED = "rejected"  # a second PUT at an upload key already processed: deleted, not counted
+    # a second PUT at an upload key already processed, or a version whose bytes read are not the ones S3 checksummed
+    # (`crc64nvme_mismatch`): deleted, not counted
+    REJECTED = "rejected"
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
     # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
     HASHING = "hashing"  # above the segment threshold: handed to the segment workflow, which commits it (segments.py)
@@ -188,10 +192,11 @@ class Ingestor:
         self._decide_and_commit(info, result, checksum=stored)
         return result
 
-    def commit_hashed(self, info: ObjectInfo, digest: str) -> IngestResult:
+    def commit_hashed(self, info: ObjectInfo, digest: str, *, crc64nvme_mismatch: bool = False) -> IngestResult:
         """The decision and commit of a version hashed across invocations (dfd.ingest.segments: every byte of the
         version `info` identifies hashed to `digest`): the same decision and commit as an inline hash's, from the
-        same first read on."""
+        same first read on. `crc64nvme_mismatch`: the CRC64NVME of the bytes read is not the one S3 stored — the
+        version is rejected as a second PUT at a processed upload key is (`crc64nvme_mismatch`), never committed."""
         result = IngestResult(Outcome.IGNORED, info.bucket, info.key)
         if info.bucket != self._s.bucket or not info.key.startswith(self._s.upload_prefix) or info.key.endswith("/"):
             result.detail["reason"] = "outside the upload prefix"
@@ -199,6 +204,14 @@ class Ingestor:
         result.upload_id = upload_id_from_key(self._s.upload_prefix, info.key)
         self._identified(info, result)
         result.hash, result.hashed_bytes = digest, info.size
+        if crc64nvme_mismatch:
+            assert result.event_key is not None
+            result.detail["reason"] = CRC64NVME_MISMATCH
+            version = ObjectVersion(
+                result.event_key, info.bucket, info.key, info.etag, info.size, digest, result.upload_id
+            )
+            self._rejected(version, result)
+            return result
         self._decide_and_commit(info, result)
         return result
 
@@ -211,7 +224,9 @@ class Ingestor:
         assert result.event_key is not None
         progress = handoff.segments.begin(result.event_key, info)
         if progress.digest is not None:
-            return self.commit_hashed(version_info(progress), progress.digest)
+            return self.commit_hashed(
+                version_info(progress), progress.digest, crc64nvme_mismatch=progress.crc64nvme_mismatch
+            )
         name = execution_name(result.event_key, progress.run)
         started = handoff.starter.start_hashing(name, result.event_key)
         if not started and handoff.starter.died(name) and handoff.segments.restart(progress, self._now()):

@@ -24,6 +24,7 @@ class FakeObject:
     metadata: dict[str, str] = field(default_factory=dict)
     storage_class: str | None = None  # None: STANDARD
     last_modified: str | None = None  # S3's Last-Modified: here, one per put
+    crc64nvme: int | None = None  # S3's FULL_OBJECT CRC64NVME, as the put gave it
 
 
 @dataclass
@@ -36,6 +37,7 @@ class FakeObjectStore:
     before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
     streams: int = 0  # bodies read through stream()
     heads: list[tuple[str, str]] = field(default_factory=list)  # exists() calls (HeadObject IfMatch)
+    checksum_heads: list[str] = field(default_factory=list)  # stored_crc64nvme() calls, by key
     ranges: list[tuple[str, int, int]] = field(default_factory=list)  # stream_range() calls: key, start, end
     before_range: Callable[[ObjectInfo, int, int], None] | None = None  # runs before each stream_range() read
     _puts: int = 0
@@ -51,14 +53,16 @@ class FakeObjectStore:
         metadata: dict[str, str] | None = None,
         etag: str | None = None,
         storage_class: str | None = None,
+        crc64nvme: int | None = None,
     ) -> FakeObject:
-        """Put an object; its ETag is unique to this put unless given (S3's ETag of the same bytes: `etag`)."""
+        """Put an object; its ETag is unique to this put unless given (S3's ETag of the same bytes: `etag`);
+        `crc64nvme`: the full-object CRC64NVME S3 stores with it (any number: a test may store a wrong one)."""
         self._puts += 1
         etag = etag or '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
         digest = hashlib.sha256(data).hexdigest() if checksum else None
         written = f"2026-01-01T00:00:00.{self._puts:06d}Z"
         self.objects[(bucket, key)] = FakeObject(
-            data, etag, None, content_type, digest, dict(metadata or {}), storage_class, written
+            data, etag, None, content_type, digest, dict(metadata or {}), storage_class, written, crc64nvme
         )
         return self.objects[(bucket, key)]
 
@@ -117,6 +121,16 @@ class FakeObjectStore:
         for at in range(0, len(data), 1 << 16):
             sink(memoryview(data[at : at + (1 << 16)]))
         return len(data)
+
+    def stored_crc64nvme(self, info: ObjectInfo) -> int | None:
+        """HeadObject IfMatch the version's ETag, ChecksumMode ENABLED: its stored CRC64NVME."""
+        self.checksum_heads.append(info.key)
+        found = self.objects.get((info.bucket, info.key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {info.key} does not exist")
+        if found.etag != info.etag:
+            raise ObjectChanged(f"s3 object {info.key} changed while it was read")
+        return found.crc64nvme
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         found = self.objects.get((bucket, key))
