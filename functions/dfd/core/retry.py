@@ -144,6 +144,7 @@ BUDGETS = (
     Budget("SnapshotFunction", API_CALLS, PARTIAL_PAUSES, "the shards' batched read, the snapshot's batched write"),
     Budget("AdminHashesFunction", API_CALLS, PARTIAL_PAUSES, "a batched read"),
     Budget("IngestFunction", OBJECT_READS, _INGEST, "one record's ingest (the batch's records run side by side)"),
+    Budget("SegmentFunction", OBJECT_READS, _INGEST, "a segment's ranged reads, then the last one's commit"),
     Budget("PublisherFunction", API_CALLS, PARTIAL_PAUSES, "PutEvents' refused entries"),
     Budget("ReconcileFunction", API_CALLS, PARTIAL_PAUSES, "a batched read (each page is its own invocation)"),
 )
