@@ -17,18 +17,20 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from dfd import deps
 from dfd.adapters import aws as dfd_aws
 from dfd.core.config import MIB
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, snapshot, upload, uploads
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, segment, snapshot, upload, uploads
 from dfd.identity.s3access import prefix_for
 from dfdlocal.template import Resolver, load_template
 from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route, s3_writer
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]
+ROLE = "arn:aws:iam::123456789012:role/segments"  # moto evaluates no IAM
 MODULES = {
     "upload": "UploadFunction",
     "metadata": "MetadataFunction",
@@ -41,6 +43,7 @@ MODULES = {
     "uploads": "UploadsFunction",
     "snapshot": "SnapshotFunction",
     "copy": "CopyFunction",
+    "segment": "SegmentFunction",
 }
 COPY_THREADS = ("dfd-partcopy",)  # the copy workflow's part-copy workers (dfd.ingest.dropcopy)
 INGEST_THREADS = ("dfd-record", "dfd-range", "dfd-copy")  # the ingest's record, ranged-read and part-copy workers
@@ -59,6 +62,11 @@ NOT_SEEN = {
     ("CopyFunction", "s3:GetObject", "*"): "a copy whose completion answer was lost: HEAD of the target tells done",
     ("CopyFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
     ("CopyFunction", "s3:AbortMultipartUpload", "*"): "a source that moved on, or a racing step's upload, aborted",
+    ("SegmentFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("SegmentFunction", "s3:GetObjectVersion", "*"): "a versioned bucket's ranged GETs name the version",
+    ("SegmentFunction", "dynamodb:GetItem", "FilesTable"): (
+        "a lost race whose cancellation reason carries no item (the ingest's commit: a defensive read)"
+    ),
     ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
         "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
     ),
@@ -311,6 +319,55 @@ def exercise_multipart() -> None:
     assert route("POST", upload_id, "complete", ALICE_CLAIMS)[0] == 202
 
 
+def exercise_segments(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects above the segment threshold: handed off (the state begun, the workflow started), shown hashing by GET
+    /metadata, an execution that died restarted (its run counted), hashed a segment per SegmentFunction call, the
+    last one committing through the ingest's decision: stored, a duplicate (its bytes deleted), and objects put
+    straight into the bucket (their events and claims; a lost stored copy adopted, its claim moved)."""
+    sfn = boto3.client("stepfunctions")  # moto's, in this process
+    definition = '{"StartAt": "S", "States": {"S": {"Type": "Pass", "End": true}}}'
+    arn = sfn.create_state_machine(name="segments", definition=definition, roleArn=ROLE)["stateMachineArn"]
+    monkeypatch.setenv("SEGMENT_STATE_MACHINE_ARN", arn)
+    monkeypatch.setenv("SEGMENT_THRESHOLD_BYTES", "1000")
+    monkeypatch.setenv("SEGMENT_BYTES", "1024")
+    deps.reset()
+    bucket, data = aws.settings.bucket, b"segmented " * 400  # four segments
+
+    def hashed(key: str) -> str:
+        ingest_keys(aws, key)
+        found = aws.ddb.scan(
+            TableName=aws.settings.events_table,
+            FilterExpression="begins_with(event_key, :h) AND #k = :k",
+            ExpressionAttributeNames={"#k": "key"},
+            ExpressionAttributeValues={":h": {"S": "hashing#"}, ":k": {"S": key}},
+        )["Items"]
+        event_key = found[0]["event_key"]["S"].removeprefix("hashing#")
+        while (outcome := segment.handler({"event_key": event_key}, LambdaContext()))["outcome"] == "more":
+            pass
+        return str(outcome["ingest"])
+
+    first = uploaded(aws, data, "huge.bin")
+    ingest_keys(aws, first["key"])
+    assert call(metadata.handler, api_event("GET", f"/metadata/{first['upload_id']}", user=ALICE))[0] == 200
+    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
+        sfn.stop_execution(executionArn=execution["executionArn"])  # it died: the next event restarts it
+    assert hashed(first["key"]) == "stored"
+    assert hashed(uploaded(aws, data, "again.bin")["key"]) == "duplicate"
+    one, two, three = (f"uploads/direct/huge-{name}.bin" for name in ("one", "two", "three"))
+    direct = b"straight " * 400
+    for key in (one, two):
+        aws.s3.put_object(Bucket=bucket, Key=key, Body=direct)
+    aws.drain()
+    assert hashed(one) == "stored"
+    assert hashed(two) == "duplicate"  # conditioned on no claim at its key
+    aws.s3.delete_object(Bucket=bucket, Key=one)  # the stored copy lost: the next duplicate adopts, the claim moves
+    aws.s3.put_object(Bucket=bucket, Key=three, Body=direct)
+    aws.drain()
+    assert hashed(three) in ("stored", "duplicate")
+    monkeypatch.delenv("SEGMENT_STATE_MACHINE_ARN")
+    deps.reset()
+
+
 def exercise_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
     """An upload larger than the tenant's whole quota: refused after reading the usage it would exceed."""
     monkeypatch.setenv("TENANT_QUOTA_BYTES", "10")
@@ -380,6 +437,7 @@ def test_every_request_is_granted_and_every_grant_is_used(
 ) -> None:
     exercise_every_path(aws)
     exercise_multipart()
+    exercise_segments(aws, monkeypatch)
     exercise_quotas(monkeypatch)
     exercise_drop_zone(aws, monkeypatch)
     exercise_copy_workflow(aws, monkeypatch)

@@ -149,6 +149,7 @@ BUDGETS = (
     Budget("AdminHashesFunction", API_CALLS, PARTIAL_PAUSES, "a batched read"),
     Budget("IngestFunction", OBJECT_READS, _INGEST, "one record's ingest (the batch's records run side by side)"),
     Budget("CopyFunction", COPY_CALLS, 0, "a step's part copies, each retried by botocore only (no domain loop)"),
+    Budget("SegmentFunction", OBJECT_READS, _INGEST, "a segment's ranged reads, then the last one's commit"),
     Budget("PublisherFunction", API_CALLS, PARTIAL_PAUSES, "PutEvents' refused entries"),
     Budget("ReconcileFunction", API_CALLS, PARTIAL_PAUSES, "a batched read (each page is its own invocation)"),
 )
