@@ -8,6 +8,7 @@ start: docs/performance.md, target 7).
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -285,36 +286,10 @@ def reconciler() -> Reconciler:
 
 
 def reset() -> None:
-    """Forget every cached client and service (tests and the local stack change the environment)."""
-    for factory in (
-        repository,
-        queries,
-        history,
-        tenants,
-        upload_service,
-        multipart_service,
-        delete_service,
-        ingestor,
-        segments,
-        drop_copies,
-        lfs_settings,
-        pat_service,
-        credentials,
-        s3_credentials,
-        s3_writers,
-        user_directory,
-        lock_service,
-        lfs_service,
-        reconciler,
-        settings,
-        aws.dynamodb,
-        aws.s3,
-        aws.s3_ingest,
-        aws.s3_copy,
-        aws.events,
-        aws.cognito,
-        aws.sts,
-        aws.sqs,
-        aws.session,
-    ):
-        factory.cache_clear()
+    """Forget every cached client and service (tests and the local stack change the environment): each cached
+    factory of this module and of dfd.adapters.aws, and the settings."""
+    for module in (sys.modules[__name__], aws):
+        for value in list(vars(module).values()):
+            if getattr(value, "__module__", None) == module.__name__ and hasattr(value, "cache_clear"):
+                value.cache_clear()
+    settings.cache_clear()

@@ -198,7 +198,7 @@ def port_closed(url: str) -> bool:
 def test_local_stack_runs_the_segment_workflow_the_ingest_starts(lineage: Lineage) -> None:
     stack = lineage.stack
     machines = stack.description["state_machines"]
-    assert set(machines) == {"ReconcileStateMachine", "SegmentStateMachine"}
+    assert set(machines) == {"ReconcileStateMachine", "SegmentStateMachine", "CopyStateMachine"}
     found = stack.client("stepfunctions").describe_state_machine(stateMachineArn=machines["SegmentStateMachine"])
     assert json.loads(found["definition"])["StartAt"] == "Segment"
     assert stack.description["environment"]["SEGMENT_STATE_MACHINE_ARN"] == machines["SegmentStateMachine"]

@@ -16,8 +16,8 @@ import pytest
 
 from dfd.identity.s3credentials import iso8601
 from dfdlocal.names import ACCOUNT_ID, BUCKET, REGION
-from tests.integration.support import Emulator
-from tests.integration.test_s3_credentials_guard import ALICE, issue, stack, stored
+from tests.integration.support import Emulator, s3_credentials
+from tests.integration.test_s3_credentials_guard import ALICE, stack, stored
 
 __all__ = ["stack"]  # the fixture, shared
 
@@ -25,7 +25,7 @@ __all__ = ["stack"]  # the fixture, shared
 def test_the_cli_is_refused_once_the_session_expired(stack: Emulator, tmp_path: Path) -> None:
     if shutil.which("aws") is None:
         pytest.skip("aws CLI not installed (make aws-cli)")
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     document = {
         "Version": 1,
         "AccessKeyId": credentials["AccessKeyId"],
