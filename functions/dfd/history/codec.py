@@ -87,7 +87,8 @@ def history_point(item: Mapping[str, Any], step: int) -> HistoryPoint:
         found = snapshot(item)
     else:
         taken_at, *values = map(int, str(packed).split(","))
-        values += [0] * (len(SNAPSHOT_FIELDS) - len(values))
+        if len(values) < len(SNAPSHOT_FIELDS):
+            values += [0] * (len(SNAPSHOT_FIELDS) - len(values))
         found = Snapshot(taken_at=taken_at, totals=dict(zip(SNAPSHOT_FIELDS, values, strict=False)), read={})
     return HistoryPoint(step=step, at=interval_start(found.taken_at, step), snapshot=found)
 

@@ -77,6 +77,11 @@ TOTAL_FIELDS = (
 )
 
 
+# the totals series_view reads of each point (TOTAL_FIELDS first), and where each interval figure's total is in it
+_READ = (*TOTAL_FIELDS, *(name for name in INTERVAL_FIELDS.values() if name not in TOTAL_FIELDS))
+_INTERVAL_AT = tuple((key, _READ.index(name)) for key, name in INTERVAL_FIELDS.items())
+
+
 def ratio(duplicates: int, uploads: int) -> float:
     """Duplicates per upload, as GET /admin/stats computes its dedup_ratio (0 without uploads)."""
     return round(duplicates / uploads, 6) if uploads else 0.0
@@ -151,22 +156,21 @@ def series_view(points: list[HistoryPoint], start: int) -> list[dict[str, Any]]:
     none before it)."""
     shown: list[dict[str, Any]] = []
     before: Snapshot | None = None
+    previous: tuple[int, ...] = ()
     for point in points:
         snapshot = point.snapshot
+        values = tuple(snapshot.totals.get(name, 0) for name in _READ)
         if point.at >= start:
-            totals: dict[str, Any] = {name: snapshot.totals.get(name, 0) for name in TOTAL_FIELDS}
+            totals: dict[str, Any] = dict(zip(TOTAL_FIELDS, values, strict=False))
             totals["dedup_ratio"] = ratio(totals["duplicates_avoided"], totals["total_uploads"])
             interval: dict[str, Any] | None = None
             if before is not None:
-                interval = {
-                    key: snapshot.totals.get(name, 0) - before.totals.get(name, 0)
-                    for key, name in INTERVAL_FIELDS.items()
-                }
+                interval = {key: values[i] - previous[i] for key, i in _INTERVAL_AT}
                 interval["new_contents"] = interval["files_change"] + interval["contents_reaped"]
                 interval["dedup_ratio"] = ratio(interval["duplicates"], interval["uploads"])
                 interval["since"] = before.taken_at
             shown.append({"at": point.at, "taken_at": snapshot.taken_at, "totals": totals, "interval": interval})
-        before = snapshot
+        before, previous = snapshot, values
     return shown
 
 
