@@ -60,9 +60,9 @@ $(WEB_STAMP): web/package.json web/package-lock.json clients/uppy/package.json $
 VENDORED := web/vendor docs/assets/vendor
 
 ## Rebuilds web/vendor/uppy (Uppy, its Dashboard and Golden Retriever, and @dfd/uppy, bundled by esbuild), copies
-## Swagger UI's files into web/vendor/swagger-ui and mermaid's (the site's diagrams) into docs/assets/vendor/mermaid.
+## Swagger UI's files into web/vendor/swagger-ui, uPlot's (the history chart) into web/vendor/uplot and mermaid's (the site's diagrams) into docs/assets/vendor/mermaid.
 web-vendor: $(WEB_STAMP)
-	cd web && npm run vendor && npm run vendor-swagger-ui && npm run vendor-mermaid
+	cd web && npm run vendor && npm run vendor-swagger-ui && npm run vendor-uplot && npm run vendor-mermaid
 
 ## The plugin's tests (node's test runner with the real @uppy/core), then: the committed web/vendor and
 ## docs/assets/vendor are what `make web-vendor` makes from the locked packages (no file changed, none left out).
@@ -176,7 +176,8 @@ docs-serve: $(STAMP)
 ## Regenerates the site's screenshots (docs/screenshots) from the browser test, without the coverage floor.
 screenshots: $(STAMP)
 	DFD_SCREENSHOTS=docs/screenshots $(BIN)/pytest -p no:cacheprovider -q \
-		tests/e2e/test_browser.py::test_upload_dedup_download_and_dashboard
+		tests/e2e/test_browser.py::test_upload_dedup_download_and_dashboard \
+		tests/e2e/test_browser_history.py::test_the_chart_draws_the_api_s_points_for_each_range
 
 AWS_VENV := .venv-aws
 

@@ -23,6 +23,8 @@ TEST_ENV = {
     "USER_POOL_ID": "us-east-1_TEST",
     "JWKS_URL": "http://127.0.0.1:9/.well-known/jwks.json",
     "LFS_API_URL": "https://{api_id}.execute-api.us-east-1.amazonaws.com",  # as template.yaml sets it
+    # as template.yaml's Globals: awscrt is importable, botocore signs with its own SigV4 (tests/unit/test_crt.py)
+    "BOTO_DISABLE_CRT": "true",
 }
 for _name, _value in TEST_ENV.items():
     os.environ[_name] = _value

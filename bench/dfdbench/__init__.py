@@ -16,3 +16,9 @@ Modules:
 - ``counters_sim``, ``scaling``: target 9 (sharded counters under conflicts; throughput limits on AWS).
 - ``report``: the Markdown table, its JSON and the SVG plot.
 """
+
+import os
+
+# awscrt is importable (the segments' CRC64NVME, dfd.ingest.crc64nvme): botocore, imported after this, signs with
+# its own SigV4 as on Lambda (template.yaml's Globals), never through the CRT
+os.environ["BOTO_DISABLE_CRT"] = "true"

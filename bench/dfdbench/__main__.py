@@ -14,7 +14,8 @@ start per function · 8 end to end on the local stack vs in-process · 9 scaling
 12 flat memory ingesting a multipart object · 13 a Git LFS push of N objects of which the tenant holds K, requests
 and bytes against a plain LFS store · 16 the cost of one reconcile sweep per million contents · 17 each path's
 dollars per million, every billed request counted · 18 the AWS CLI with prefix credentials (`aws s3 cp` of 1 GiB,
-`aws s3 sync` of 1,000 small files) against scripts/upload, start to all stored.
+`aws s3 sync` of 1,000 small files) against scripts/upload, start to all stored · 19 segmented hashing against the
+inline path on the same object, and the segment path's requests and dollars for 1 TiB and 48.8 TiB.
 Nothing here is a timed assertion: the exit status is 0 unless a row could not run.
 """
 
@@ -38,7 +39,7 @@ from dfdbench.harness import Bench, Options, Row
 # DynamoDB with a 1 s batching window (docs/performance.md, target 8)
 SEEDED_FILES = 50_000
 BEFORE_DDB_LOCAL = 2.5  # uploads/s
-ALL = ("9", "5", "17", "3", "1", "4", "2", "12", "6", "7", "8", "10", "11", "13", "14", "15", "16", "18")
+ALL = ("9", "5", "17", "3", "1", "4", "2", "12", "19", "6", "7", "8", "10", "11", "13", "14", "15", "16", "18")
 NAMES = {
     "1": "streaming hash throughput",
     "2": "flat memory",
@@ -58,12 +59,13 @@ NAMES = {
     "16": "reconcile: one daily sweep's cost per 1 M contents (transitions, GB-s, AWS calls) vs the ASL-only run",
     "17": "cost: dollars per million of each path, every billed request counted (prices-2026-11.json)",
     "18": "S3 tools: aws s3 cp of 1 GiB and aws s3 sync of 1,000 files vs scripts/upload, start to all stored",
+    "19": "segmented hashing vs inline (same object, same run); the segment path's cost for 1 TiB and 48.8 TiB",
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-18)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="comma-separated rows (1-19)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--json", type=Path, help="write the rows (and the plot's points) as JSON")
     parser.add_argument(
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {part.strip() for part in args.only.split(",") if part.strip()}
     unknown = wanted - set(ALL)
     if unknown:
-        print(f"bench/run: unknown rows {sorted(unknown)} (1-18)", file=sys.stderr)
+        print(f"bench/run: unknown rows {sorted(unknown)} (1-19)", file=sys.stderr)
         return 2
     options = Options(
         quick=args.quick,
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, Any]]) -> list[Row]:
-    from dfdbench import rows_api, rows_cold, rows_cost, rows_io, rows_multipart
+    from dfdbench import rows_api, rows_cold, rows_cost, rows_io, rows_multipart, rows_segments
 
     ceiling = getattr(bench, "_ceiling", None)
     if ceiling is None and target in ("1", "4"):
@@ -187,6 +189,7 @@ def _with_bench(target: str, bench: Bench, proxy: Any, points: list[dict[str, An
         "7": lambda: rows_cold.cold_start(bench),
         "12": lambda: rows_multipart.multipart_memory(bench, proxy),
         "17": lambda: rows_cost.rows(bench),
+        "19": lambda: rows_segments.rows(bench),
     }
     return handlers[target]()
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dfd.identity.pats import PatService
     from dfd.identity.s3credentials import S3CredentialsService
     from dfd.identity.s3sessions import S3Writers
+    from dfd.ingest.dropcopy import CopyHandoff, DropCopies
     from dfd.ingest.ports import ProgressReads
     from dfd.ingest.segments import Segments
     from dfd.ingest.service import Handoff, Ingestor
@@ -101,6 +102,7 @@ def ingestor() -> Ingestor:
         objects,
         writers=lambda tenant, owner: s3_writers().admits(tenant, owner),
         handoff=handoff(),
+        copies=copy_handoff(),
     )
 
 
@@ -167,6 +169,36 @@ def segments() -> Segments:
     store = DynamoHashingStore(aws.dynamodb(), s.events_table, s.event_ttl_days)
     objects = ObjectStore(aws.s3_ingest(), aws.s3(), tuning=ReadTuning.from_settings(s))
     return Segments(store, objects, segment_bytes=int(os.environ.get("SEGMENT_BYTES") or SEGMENT_BYTES))
+
+
+def copy_handoff() -> CopyHandoff | None:
+    """The hand-off of drop-zone objects above COPY_THRESHOLD_BYTES (default dfd.ingest.dropcopy.COPY_THRESHOLD) to
+    the copy workflow COPY_STATE_MACHINE_ARN names; None (every drop-zone object copied inline) without that ARN."""
+    arn = os.environ.get("COPY_STATE_MACHINE_ARN")
+    if not arn:
+        return None
+    from dfd.adapters.stepfunctions import SegmentWorkflow
+    from dfd.ingest.dropcopy import COPY_THRESHOLD, CopyHandoff
+
+    threshold = int(os.environ.get("COPY_THRESHOLD_BYTES") or COPY_THRESHOLD)
+    # the same Step Functions adapter as the segment workflow's: one named execution, input {"event_key": ...}
+    return CopyHandoff(threshold, drop_copies(), SegmentWorkflow(aws.stepfunctions(), arn))
+
+
+@cache
+def drop_copies() -> DropCopies:
+    """The drop zone's copies across invocations (dfd.ingest.dropcopy): their items in the Events table, their S3
+    calls through the copy client; COPY_PART_BYTES is the smallest part (default 512 MiB; tests lower it)."""
+    from dfd.adapters.dynamo.copies import DynamoCopyStore
+    from dfd.adapters.s3 import ObjectStore
+    from dfd.core.copyparts import COPY_PART, copy_part_bytes
+    from dfd.ingest.dropcopy import DropCopies
+
+    s = settings()
+    store = DynamoCopyStore(aws.dynamodb(), s.events_table, s.event_ttl_days)
+    objects = ObjectStore(aws.s3_copy(), aws.s3(), complete_client=aws.s3_copy())
+    smallest = int(os.environ.get("COPY_PART_BYTES") or COPY_PART)
+    return DropCopies(store, objects, part_bytes=lambda size: copy_part_bytes(size, smallest))
 
 
 @cache
@@ -264,6 +296,7 @@ def reset() -> None:
         delete_service,
         ingestor,
         segments,
+        drop_copies,
         lfs_settings,
         pat_service,
         credentials,
@@ -277,6 +310,7 @@ def reset() -> None:
         aws.dynamodb,
         aws.s3,
         aws.s3_ingest,
+        aws.s3_copy,
         aws.events,
         aws.cognito,
         aws.sts,

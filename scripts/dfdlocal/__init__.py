@@ -18,3 +18,9 @@ Modules:
 
 Operator tools live in :mod:`dfdtools`, the benchmarks in :mod:`dfdbench`.
 """
+
+import os
+
+# awscrt is importable (the segments' CRC64NVME, dfd.ingest.crc64nvme): botocore, imported after this, signs with
+# its own SigV4 as on Lambda (template.yaml's Globals), never through the CRT
+os.environ["BOTO_DISABLE_CRT"] = "true"

@@ -1,10 +1,14 @@
-"""The reconcile workflow, locally: the template's own ASL file executed by moto's Step Functions interpreter.
+"""The template's workflows, locally: their own ASL files executed by moto's Step Functions interpreter, and the
+reconcile's timer.
 
-There is no second implementation of the workflow here, only the plumbing around it:
+There is no second implementation of a workflow here, only the plumbing around them:
 
-* :func:`load_definition` applies ``DefinitionSubstitutions`` (``${Name}`` placeholders) to
-  ``statemachine/reconcile.asl.json`` the way CloudFormation does;
-* :func:`create_state_machine` creates (or updates) it in the emulator;
+* :func:`load_definition` applies ``DefinitionSubstitutions`` (``${Name}`` placeholders) to a state machine's
+  ``DefinitionUri`` file (``statemachine/reconcile.asl.json``, ``statemachine/segments.asl.json``) the way
+  CloudFormation does;
+* :func:`create_state_machine` creates (or updates) one in the emulator; :func:`start_state_machines` creates
+  every state machine of the template, under its local name (``Ref`` of it in a function's environment is that
+  machine's ARN: the segment workflow the ingest starts);
 * :func:`run_reconcile` starts an execution, follows its continuations (an execution that ran its budget of pages
   continues in a new one) and returns the final summary;
 * :func:`start_reconcile_schedule` is the local stack's hook: called by ``LocalStack.start`` once the
@@ -124,16 +128,17 @@ def template_state_machine(template: Path, endpoint: str) -> tuple[str, Path, di
     return state_machine_from_model(model)
 
 
-def state_machine_from_model(model: Any) -> tuple[str, Path, dict[str, str]]:
-    machine = model.state_machines.get(LOGICAL_ID)
+def state_machine_from_model(model: Any, logical_id: str = LOGICAL_ID) -> tuple[str, Path, dict[str, str]]:
+    """(local name, definition file, evaluated substitutions) of the template's state machine `logical_id`."""
+    machine = model.state_machines.get(logical_id)
     if machine is None:
-        raise ReconcileError(f"{model.path}: no {LOGICAL_ID} resource")
+        raise ReconcileError(f"{model.path}: no {logical_id} resource")
     props = machine.properties
     uri = props.get("DefinitionUri")
     if not isinstance(uri, str):
-        raise ReconcileError(f"{LOGICAL_ID}.DefinitionUri must be a path relative to the template")
+        raise ReconcileError(f"{logical_id}.DefinitionUri must be a path relative to the template")
     raw = props.get("DefinitionSubstitutions") or {}
-    evaluated = model.resolver.evaluate(LOGICAL_ID, "DefinitionSubstitutions", raw)
+    evaluated = model.resolver.evaluate(logical_id, "DefinitionSubstitutions", raw)
     substitutions = {str(key): scalar_text(value) for key, value in evaluated.items()}
     return machine.name, Path(model.path).parent / uri, substitutions
 
@@ -394,8 +399,8 @@ def interval_from_env() -> float:
 
 def free_orphaned_lease(dynamodb: Any, counters_table: str) -> str | None:
     """Release the reconcile's lease (dfd.adapters.dynamo.lease) held by a run of an earlier start of this stack:
-    the emulator keeps no Step Functions execution across a restart, so that run is over and would otherwise
-    keep every run out until its lease expired (15 minutes). The holder freed, or None."""
+    the emulator keeps no reconcile execution across a restart (dfdlocal.sfnpersist), so that run is over and would
+    otherwise keep every run out until its lease expired (15 minutes). The holder freed, or None."""
     from dfd.adapters.dynamo.base import to_item
     from dfd.reconcile import codec as reconcile_codec
 
@@ -416,25 +421,43 @@ def free_orphaned_lease(dynamodb: Any, counters_table: str) -> str | None:
     return str(holder.get("S"))
 
 
-def start_reconcile_schedule(
-    stack: LocalStack, interval: float | None = None, first: float | None = None
-) -> ReconcileSchedule | None:
-    """Create the template's reconcile state machine in the emulator and run it every ``interval`` seconds.
-
-    Called by ``LocalStack.start`` once the resources exist; ``stop()`` on the result ends the timer. None
-    when the template has no reconcile state machine.
-    """
+def start_state_machines(stack: LocalStack) -> dict[str, str]:
+    """Create every state machine of the template in the emulator (or update those it has), their executions run
+    by moto's interpreter, their ``lambda:invoke`` tasks by the local runtime; logical id -> ARN."""
     model = stack.model
-    if model is None or LOGICAL_ID not in model.state_machines:
-        return None
+    if model is None or not model.state_machines:
+        return {}
     patch_moto_start_execution()
     patch_moto_lambda(stack.lambda_url)
     logging.getLogger(MOTO_INTERPRETER_LOGGER).setLevel(logging.CRITICAL)
     enable_executions(stack.aws_url)
-    name, path, substitutions = state_machine_from_model(model)
     client = stack.client("stepfunctions")
-    arn = create_state_machine(client, substitutions, name=name, definition_path=path)
+    arns: dict[str, str] = {}
+    for logical_id in model.state_machines:
+        name, path, substitutions = state_machine_from_model(model, logical_id)
+        arns[logical_id] = create_state_machine(client, substitutions, name=name, definition_path=path)
+        log.debug("state machine %s created (%s)", name, arns[logical_id])
+    return arns
+
+
+def start_reconcile_schedule(
+    stack: LocalStack,
+    interval: float | None = None,
+    first: float | None = None,
+    machines: Mapping[str, str] | None = None,
+) -> ReconcileSchedule | None:
+    """Run the template's reconcile state machine every ``interval`` seconds.
+
+    Called by ``LocalStack.start`` once the resources exist, with the state machines :func:`start_state_machines`
+    created (without them, it creates them); ``stop()`` on the result ends the timer. None when the template has
+    no reconcile state machine.
+    """
+    model = stack.model
+    if model is None or LOGICAL_ID not in model.state_machines:
+        return None
+    arn = (start_state_machines(stack) if machines is None else machines)[LOGICAL_ID]
+    name = model.state_machines[LOGICAL_ID].name
+    client = stack.client("stepfunctions")
     timer = _Timer(client, arn, name, interval_from_env() if interval is None else interval, first=first)
     timer.start()
-    log.debug("reconcile state machine %s created (%s)", name, arn)
     return timer

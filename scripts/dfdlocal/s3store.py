@@ -19,6 +19,9 @@ target 10):
   joins the parts' bytes in one copy, which the object then shares (moto read each part twice, appended them
   to a growing buffer, copied the result, and copied it again into the object's buffer), with the same ETag
   (MD5 of the parts' MD5s, ``-N``) and the same checksum (moto frees an upload's parts when it completes);
+- a ranged GetObject (``Range: bytes=a-b``) reads only its range of the key's buffer (:func:`_patch_ranges`):
+  moto reads the whole value and slices it, so each ranged GET of a 1 GiB object read 1 GiB (the ingest's and
+  a segment's parallel ranged reads, dfd.adapters.s3); what it answers is moto's, byte for byte;
 - a key's bytes live as long as anyone holds the key (:func:`_patch_lifetime`): a GetObject or a CopyObject that
   resolved a key before it was overwritten or deleted reads the bytes it resolved (moto's own ``dispose`` closes
   the key's file under it: a 500, ``seek of closed file``). tests/integration/test_local_s3_store.py races
@@ -98,7 +101,12 @@ def _patch(models: Any) -> None:
                 self._etag = _md5(new_value)  # before the move (see init)
             _start_spill(self)
 
-    fake_key.value = property(getter, set_value)
+    def get_value(self: Any) -> Any:
+        if getattr(_RANGED, "active", False):  # a ranged GetObject: it slices what it gets, read then
+            return _RangeView(self)
+        return getter(self)
+
+    fake_key.value = property(get_value, set_value)
     original_init: Callable[..., None] = fake_key.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -131,6 +139,57 @@ def _patch(models: Any) -> None:
     fake_multipart.set_part = set_part
     fake_multipart.complete = lambda self, body: complete(models, self, body)
     _patch_lifetime(fake_key, fake_multipart)
+    _patch_ranges()
+
+
+# set while a ranged GetObject runs in this thread: FakeKey.value answers a _RangeView
+_RANGED = threading.local()
+
+
+class _RangeView:
+    """A key's value as moto's range handling uses it (its length, one slice), read from the key's buffer only
+    where sliced."""
+
+    def __init__(self, key: Any) -> None:
+        self._key = key
+        self._size = int(key.contentsize)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, item: slice) -> bytes:
+        start, stop, step = item.indices(self._size)
+        if step != 1:
+            raise ValueError("a range is contiguous")
+        with self._key.lock:
+            buffer = self._key._value_buffer
+            buffer.seek(start)
+            return bytes(buffer.read(max(0, stop - start)))
+
+    def __bytes__(self) -> bytes:
+        return self[:]
+
+
+def _patch_ranges() -> None:
+    """A GetObject with a Range header reads its range of the value, not the whole value (see the module)."""
+    from moto.s3.responses import S3Response
+
+    original: Callable[..., Any] = S3Response.key_response
+    ORIGINALS.update(key_response=original)
+
+    def key_response(self: Any, request: Any, full_url: str, headers: Any) -> Any:
+        if request.method != "GET" or not request.headers.get("range"):
+            return original(self, request, full_url, headers)
+        _RANGED.active = True
+        try:
+            status, answer_headers, body = original(self, request, full_url, headers)
+        finally:
+            _RANGED.active = False
+        if isinstance(body, _RangeView):  # a range moto answers whole (several ranges, an unparsable one)
+            body = bytes(body)
+        return status, answer_headers, body
+
+    setattr(S3Response, "key_response", key_response)  # noqa: B010 - a method of moto's, patched
 
 
 def _patch_lifetime(fake_key: Any, fake_multipart: Any) -> None:

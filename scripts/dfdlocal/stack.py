@@ -29,7 +29,7 @@ import boto3
 from botocore.config import Config
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from dfdlocal import persist, stspersist
+from dfdlocal import persist, sfnpersist, stspersist
 from dfdlocal.apigw import HttpApi, RouteAuthorizer, config_js
 from dfdlocal.cognito import (
     ADMIN_GROUP,
@@ -63,7 +63,13 @@ from dfdlocal.names import (
     TABLES,
 )
 from dfdlocal.poller import SqsPoller
-from dfdlocal.reconcile import ReconcileSchedule, free_orphaned_lease, start_reconcile_schedule
+from dfdlocal.reconcile import LOGICAL_ID as RECONCILE_LOGICAL_ID
+from dfdlocal.reconcile import (
+    ReconcileSchedule,
+    free_orphaned_lease,
+    start_reconcile_schedule,
+    start_state_machines,
+)
 from dfdlocal.runtime import Runtime
 from dfdlocal.schedules import ScheduleTimer
 from dfdlocal.schedules import interval_from_env as schedule_interval
@@ -96,6 +102,7 @@ DATA_ENTRIES = frozenset(
         persist.S3_DIR,
         persist.SQS,
         stspersist.STS_SESSIONS,
+        sfnpersist.EXECUTIONS,
     }
 )
 DATA_PREFIXES = ("stream-",)
@@ -243,6 +250,8 @@ class LocalStack:
         self.schedules: list[ScheduleTimer] = []
         self.events_queue: tuple[str, str] | None = None  # the local queue every bus event goes to: (name, URL)
         self.reconcile: ReconcileSchedule | None = None
+        self.state_machines: dict[str, str] = {}  # logical id -> ARN in the emulator
+        self.kept_executions: sfnpersist.KeptExecutions | None = None
         self.import_errors: dict[str, str] = {}
         self.environment: dict[str, str] = {}
         self.pool: LocalPool | None = None
@@ -458,8 +467,20 @@ class LocalStack:
             freed = free_orphaned_lease(self.client("dynamodb"), counters)
             if freed:
                 log.info("reconcile lease of a run of the last start (%s) released", freed)
+        self.state_machines = start_state_machines(self)
+        if data is not None:
+            # executions that were running when the last start ended run again (a large object's hashing goes on
+            # from its stored state); then every execution started is kept until it ends
+            resumed = sfnpersist.resume(data, self.client("stepfunctions"))
+            if resumed:
+                log.info("%d Step Functions execution(s) of the last start resumed", resumed)
+            restored = restored or bool(resumed)
+            reconcile = self.state_machines.get(RECONCILE_LOGICAL_ID)
+            self.kept_executions = sfnpersist.KeptExecutions(data, skip=frozenset([reconcile] if reconcile else []))
+            self.kept_executions.install()
+            self.kept_executions.start()
         # a restart finishes what was in flight: the reconcile runs at once (then on its timer)
-        self.reconcile = start_reconcile_schedule(self, first=1.0 if restored else None)
+        self.reconcile = start_reconcile_schedule(self, first=1.0 if restored else None, machines=self.state_machines)
 
     def _create_pool(self, model: LocalModel) -> LocalPool | None:
         """The template's user pool, client and groups on the emulator, with the local users (dfdlocal.cognito);
@@ -576,6 +597,9 @@ class LocalStack:
         if not self._started:
             return
         self._started = False
+        if self.kept_executions is not None:
+            self.kept_executions.stop()  # the executions running now are the ones the next start resumes
+            self.kept_executions = None
         for poller in self.pollers:
             poller.stop()
         self.pollers = []
@@ -631,6 +655,7 @@ class LocalStack:
             "buckets": dict(self.resources.buckets),
             "queues": queues,
             "functions": sorted(self.model.functions),
+            "state_machines": dict(self.state_machines),
             "routes": [route.route_key + " " + route.function for route in self.model.routes],
             "environment": dict(self.environment),
             "import_errors": dict(self.import_errors),

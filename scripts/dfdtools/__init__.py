@@ -40,3 +40,7 @@ if sys.flags.no_site and "site" not in sys.modules:
     import site
 
     site.main()
+
+# awscrt is importable (the segments' CRC64NVME, dfd.ingest.crc64nvme): botocore, imported after this, signs with
+# its own SigV4 as on Lambda (template.yaml's Globals), never through the CRT
+os.environ["BOTO_DISABLE_CRT"] = "true"

@@ -55,7 +55,18 @@ NAME = "dfd-multipart"
 LFS_JSON = "application/vnd.git-lfs+json"
 AGENT = Path(__file__).resolve().parents[1] / "lfs-agent"
 READ_CHUNK = 1024 * 1024
-VERIFY_WAIT = 6 * 3600.0  # seconds a completed upload's verify is repeated while its ingest hashes it
+# seconds a completed upload's verify is repeated while its ingest hashes it: at least VERIFY_WAIT, and for an object
+# hashed across invocations (above SegmentThresholdBytes: docs/design/segments.md) its size at VERIFY_RATE, a
+# quarter of the measured 400 MB/s, so that failed segments' retries and a restarted execution fit (48.8 TiB: ~6 days)
+VERIFY_WAIT = 6 * 3600.0
+VERIFY_RATE = 100e6  # bytes per second
+
+
+def verify_wait_for(size: int) -> float:
+    """How long the verify of a completed upload of `size` bytes is repeated while it is ingested."""
+    return max(VERIFY_WAIT, size / VERIFY_RATE)
+
+
 ERROR_CODE = 2  # a failed transfer's code in its complete event (git-lfs prints the message)
 
 
@@ -114,7 +125,7 @@ class Agent:
         tuning: Tuning | None = None,
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        verify_wait: float = VERIFY_WAIT,
+        verify_wait: float | None = None,
     ) -> None:
         self._emit = emit
         self._sleep, self._clock, self._verify_wait = sleep, clock, verify_wait
@@ -204,7 +215,8 @@ class Agent:
         """The completed upload's verify, repeated after its Retry-After while the ingest has not recorded the
         object (429): the oid is the tenant's before the agent says complete, and git-lfs's own verify of the
         batch's link then answers at once."""
-        deadline = self._clock() + self._verify_wait
+        wait = verify_wait_for(size) if self._verify_wait is None else self._verify_wait
+        deadline = self._clock() + wait
         while True:
             response = self._session.request(
                 "POST",
@@ -219,7 +231,7 @@ class Agent:
                 raise TransferError(f"the verify answered {response.status_code}: {response.text[:300]}")
             if self._clock() >= deadline:
                 raise TransferError(
-                    f"the object was still being ingested after {self._verify_wait:.0f} s: push again later "
+                    f"the object was still being ingested after {wait:.0f} s: push again later "
                     "(nothing is sent again once it is stored)"
                 )
             self._sleep(_retry_after(response.headers))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -13,20 +14,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.request import Request, urlopen
 
 import boto3
 import pytest
 import requests
+from botocore.config import Config
 from moto.core.botocore_stubber import BotocoreStubber
 
 from dfd.core import clock
 from dfd.core.config import MIB, Settings
 from dfd.handlers import download, ingest, metadata, upload, uploads
 from dfd.handlers import multipart as parts_handler
+from dfd.identity.s3access import session_policy
 from dfd.reconcile.codec import LEASE_ID
 from dfdlocal import reconcile
-from dfdlocal.emulator import Resources, create_resources
-from dfdlocal.names import REGION
+from dfdlocal.emulator import Resources, _create_role, create_resources
+from dfdlocal.names import BUCKET, REGION
 from dfdlocal.streams import patch_moto_streams
 from dfdlocal.template import LocalModel
 from dfdtools.audit import Report, audit
@@ -164,6 +168,64 @@ class Emulator:
 
     def client(self, service: str) -> Any:
         return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)
+
+
+def empty_s3_stack(emulator: Emulator) -> Emulator:
+    """`emulator` emptied (what a restart of the local stack leaves), then the bucket and the template's roles,
+    S3CredentialsRole among them, made as the local stack makes them."""
+    urlopen(Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
+    emulator.client("s3").create_bucket(Bucket=BUCKET)
+    for role in emulator.model.roles.values():
+        _create_role(emulator.client("iam"), role)
+    return emulator
+
+
+def s3_credentials(emulator: Emulator, prefix: str, *, session: str = "alice", **extra: Any) -> dict[str, Any]:
+    """The call the service makes: AssumeRole on S3CredentialsRole with the session policy of `prefix`."""
+    answer = emulator.client("sts").assume_role(
+        RoleArn=emulator.model.environment["S3_CREDENTIALS_ROLE_ARN"],
+        RoleSessionName=session,
+        Policy=json.dumps(session_policy(BUCKET, prefix)),
+        DurationSeconds=900,
+        **extra,
+    )
+    credentials: dict[str, Any] = answer["Credentials"]
+    return credentials
+
+
+def s3_client(emulator: Emulator, credentials: dict[str, Any]) -> Any:
+    """An S3 client of the emulator signing with `credentials`, one attempt a call."""
+    return boto3.client(
+        "s3",
+        endpoint_url=emulator.endpoint,
+        region_name=REGION,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
+    )
+
+
+class FirstCallsTogether:
+    """The client, with each thread's first call held until `parties` threads have made theirs: every caller
+    reads or writes before any of them goes on — the race a check-then-write loses."""
+
+    def __init__(self, client: Any, parties: int) -> None:
+        self._client = client
+        self._barrier = threading.Barrier(parties)
+        self._seen = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(**kwargs: Any) -> Any:
+            if not getattr(self._seen, "once", False):
+                self._seen.once = True
+                with contextlib.suppress(threading.BrokenBarrierError):  # a broken barrier: go on
+                    self._barrier.wait(timeout=10)
+            return method(**kwargs)
+
+        return call
 
 
 @dataclass

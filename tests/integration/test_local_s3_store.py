@@ -319,3 +319,40 @@ def test_the_data_directory_s_files_and_directories_are_its_user_s_alone(local_s
     assert {mode for name, mode in modes.items() if (local_s3.data_dir / name).is_dir()} == {0o700}, modes
     assert {mode for name, mode in modes.items() if (local_s3.data_dir / name).is_file()} == {0o600}, modes
     assert local_s3.data_dir.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_ranged_get_of_a_large_key_reads_its_range_only_and_answers_as_moto_does(
+    local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = local_s3.client()
+    body = os.urandom(4 * MIB)  # past the buffer: in its file
+    client.put_object(Bucket=local_s3.bucket, Key="big", Body=body)
+    from moto.s3 import models
+
+    whole: list[int] = []
+    getter = models.FakeKey.value.fget
+
+    def counted(self: Any) -> Any:
+        value = getter(self)
+        if isinstance(value, bytes):
+            whole.append(len(value))
+        return value
+
+    monkeypatch.setattr(models.FakeKey, "value", property(counted, models.FakeKey.value.fset))
+    for wanted, start, end in (("bytes=0-0", 0, 0), ("bytes=1000-1999", 1000, 1999), (f"bytes={MIB}-", MIB, None)):
+        got = client.get_object(Bucket=local_s3.bucket, Key="big", Range=wanted)
+        last = len(body) - 1 if end is None else end
+        assert got["Body"].read() == body[start : last + 1], wanted
+        assert got["ContentRange"] == f"bytes {start}-{last}/{len(body)}", wanted
+        assert got["ContentLength"] == last - start + 1
+    suffix = client.get_object(Bucket=local_s3.bucket, Key="big", Range="bytes=-10")
+    assert suffix["Body"].read() == body[-10:]
+    # several ranges: S3 (and moto) answer the whole object
+    several = client.get_object(Bucket=local_s3.bucket, Key="big", Range="bytes=0-1,5-6")
+    assert several["Body"].read() == body
+    with pytest.raises(ClientError) as refused:
+        client.get_object(Bucket=local_s3.bucket, Key="big", Range=f"bytes={len(body)}-")
+    assert refused.value.response["Error"]["Code"] == "InvalidRange"
+    assert whole == [], "a ranged GET read the whole value"
+    assert client.get_object(Bucket=local_s3.bucket, Key="big")["Body"].read() == body
+    assert whole == [len(body)]

@@ -4,9 +4,7 @@ counts once; POST /me/tokens echoes unknown fields bounded and printable."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -23,32 +21,11 @@ from dfd.identity import codec as identity_codec
 from dfd.identity.pats import MAX_TOKENS_PER_USER, PatService
 from dfd.identity.ports import PersonalToken
 from tests.integration.conftest import Aws
+from tests.integration.support import FirstCallsTogether
 from tests.support import ALICE, BOB, api_event, call
 from tests.unit.fakes.lfs import FakeDirectory
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-
-
-class FirstCallsTogether:
-    """The client, with each thread's first call held until `parties` threads have made theirs: every create
-    reads or writes before any of them writes — the race a check-then-write loses."""
-
-    def __init__(self, client: Any, parties: int) -> None:
-        self._client = client
-        self._barrier = threading.Barrier(parties)
-        self._seen = threading.local()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._client, name)
-
-        def call(**kwargs: Any) -> Any:
-            if not getattr(self._seen, "once", False):
-                self._seen.once = True
-                with contextlib.suppress(threading.BrokenBarrierError):  # a broken barrier: go on
-                    self._barrier.wait(timeout=10)
-            return method(**kwargs)
-
-        return call
 
 
 def _store(client: Any = None) -> DynamoTokenStore:

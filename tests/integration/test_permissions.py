@@ -10,24 +10,27 @@ sends every affected record to the DLQ)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import threading
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from dfd import deps
 from dfd.adapters import aws as dfd_aws
 from dfd.core.config import MIB
-from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, snapshot, upload, uploads
+from dfd.handlers import admin_hashes, admin_stats, download, ingest, me, metadata, segment, snapshot, upload, uploads
 from dfd.identity.s3access import prefix_for
 from dfdlocal.template import Resolver, load_template
 from tests.integration.support import ALICE_CLAIMS, DATA, Aws, create, post_upload, put, put_parts, route, s3_writer
 from tests.support import ADMIN, ALICE, LambdaContext, api_event, call, s3_notification, sqs_batch
 
 ROOT = Path(__file__).resolve().parents[2]
+ROLE = "arn:aws:iam::123456789012:role/segments"  # moto evaluates no IAM
 MODULES = {
     "upload": "UploadFunction",
     "metadata": "MetadataFunction",
@@ -39,7 +42,10 @@ MODULES = {
     "multipart": "UploadPartsFunction",
     "uploads": "UploadsFunction",
     "snapshot": "SnapshotFunction",
+    "copy": "CopyFunction",
+    "segment": "SegmentFunction",
 }
+COPY_THREADS = ("dfd-partcopy",)  # the copy workflow's part-copy workers (dfd.ingest.dropcopy)
 INGEST_THREADS = ("dfd-record", "dfd-range", "dfd-copy")  # the ingest's record, ranged-read and part-copy workers
 # Grants the scenarios make no request for: (function, action, resource) -> why the function needs it
 NOT_SEEN = {
@@ -50,6 +56,17 @@ NOT_SEEN = {
     ("UploadPartsFunction", "s3:GetObject", "*"): "a completion whose answer was lost: HEAD tells done from aborted",
     ("UploadPartsFunction", "s3:AbortMultipartUpload", "*"): "two first parts calls race: the loser aborts its own",
     ("IngestFunction", "s3:AbortMultipartUpload", "*"): "the drop zone's multipart copy, failed, aborts its upload",
+    ("IngestFunction", "dynamodb:UpdateItem", "EventsTable"): (
+        "a copy execution that died is restarted by the next drop event: its run counted on the copy item"
+    ),
+    ("CopyFunction", "s3:GetObject", "*"): "a copy whose completion answer was lost: HEAD of the target tells done",
+    ("CopyFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("CopyFunction", "s3:AbortMultipartUpload", "*"): "a source that moved on, or a racing step's upload, aborted",
+    ("SegmentFunction", "s3:ListBucket", "*"): "without it S3 answers a missing key with 403 instead of 404",
+    ("SegmentFunction", "s3:GetObjectVersion", "*"): "a versioned bucket's ranged GETs name the version",
+    ("SegmentFunction", "dynamodb:GetItem", "FilesTable"): (
+        "a lost race whose cancellation reason carries no item (the ingest's commit: a defensive read)"
+    ),
     ("IngestFunction", "dynamodb:GetItem", "FilesTable"): (
         "a lost race whose cancellation reason carries no item (DynamoDB returns it: a defensive read)"
     ),
@@ -73,6 +90,8 @@ class Recorder:
 
     @staticmethod
     def function() -> str | None:
+        if threading.current_thread().name.startswith(COPY_THREADS):
+            return "CopyFunction"
         if threading.current_thread().name.startswith(INGEST_THREADS):
             return "IngestFunction"
         frame = sys._getframe()
@@ -300,6 +319,55 @@ def exercise_multipart() -> None:
     assert route("POST", upload_id, "complete", ALICE_CLAIMS)[0] == 202
 
 
+def exercise_segments(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects above the segment threshold: handed off (the state begun, the workflow started), shown hashing by GET
+    /metadata, an execution that died restarted (its run counted), hashed a segment per SegmentFunction call, the
+    last one committing through the ingest's decision: stored, a duplicate (its bytes deleted), and objects put
+    straight into the bucket (their events and claims; a lost stored copy adopted, its claim moved)."""
+    sfn = boto3.client("stepfunctions")  # moto's, in this process
+    definition = '{"StartAt": "S", "States": {"S": {"Type": "Pass", "End": true}}}'
+    arn = sfn.create_state_machine(name="segments", definition=definition, roleArn=ROLE)["stateMachineArn"]
+    monkeypatch.setenv("SEGMENT_STATE_MACHINE_ARN", arn)
+    monkeypatch.setenv("SEGMENT_THRESHOLD_BYTES", "1000")
+    monkeypatch.setenv("SEGMENT_BYTES", "1024")
+    deps.reset()
+    bucket, data = aws.settings.bucket, b"segmented " * 400  # four segments
+
+    def hashed(key: str) -> str:
+        ingest_keys(aws, key)
+        found = aws.ddb.scan(
+            TableName=aws.settings.events_table,
+            FilterExpression="begins_with(event_key, :h) AND #k = :k",
+            ExpressionAttributeNames={"#k": "key"},
+            ExpressionAttributeValues={":h": {"S": "hashing#"}, ":k": {"S": key}},
+        )["Items"]
+        event_key = found[0]["event_key"]["S"].removeprefix("hashing#")
+        while (outcome := segment.handler({"event_key": event_key}, LambdaContext()))["outcome"] == "more":
+            pass
+        return str(outcome["ingest"])
+
+    first = uploaded(aws, data, "huge.bin")
+    ingest_keys(aws, first["key"])
+    assert call(metadata.handler, api_event("GET", f"/metadata/{first['upload_id']}", user=ALICE))[0] == 200
+    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
+        sfn.stop_execution(executionArn=execution["executionArn"])  # it died: the next event restarts it
+    assert hashed(first["key"]) == "stored"
+    assert hashed(uploaded(aws, data, "again.bin")["key"]) == "duplicate"
+    one, two, three = (f"uploads/direct/huge-{name}.bin" for name in ("one", "two", "three"))
+    direct = b"straight " * 400
+    for key in (one, two):
+        aws.s3.put_object(Bucket=bucket, Key=key, Body=direct)
+    aws.drain()
+    assert hashed(one) == "stored"
+    assert hashed(two) == "duplicate"  # conditioned on no claim at its key
+    aws.s3.delete_object(Bucket=bucket, Key=one)  # the stored copy lost: the next duplicate adopts, the claim moves
+    aws.s3.put_object(Bucket=bucket, Key=three, Body=direct)
+    aws.drain()
+    assert hashed(three) in ("stored", "duplicate")
+    monkeypatch.delenv("SEGMENT_STATE_MACHINE_ARN")
+    deps.reset()
+
+
 def exercise_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
     """An upload larger than the tenant's whole quota: refused after reading the usage it would exceed."""
     monkeypatch.setenv("TENANT_QUOTA_BYTES", "10")
@@ -330,13 +398,49 @@ def exercise_drop_zone(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ingest.handler(sqs_batch(*(m["Body"] for m in copied)), LambdaContext()) == {"batchItemFailures": []}
 
 
+def exercise_copy_workflow(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drop-zone object above the copy threshold: handed to the copy workflow (its copy item begun, its execution
+    started), then copied part by part by CopyFunction's steps, the s3/ object deleted."""
+    import boto3
+
+    from dfd.handlers.copy import run_copy
+
+    definition = (ROOT / "statemachine" / "copies.asl.json").read_text()
+    definition = definition.replace("${Partition}", "aws").replace("${CopyFunctionArn}", "arn:aws:lambda:x")
+    machine = boto3.client("stepfunctions").create_state_machine(
+        name="dfd-copies", definition=definition, roleArn="arn:aws:iam::123456789012:role/dfd-copies"
+    )
+    monkeypatch.setenv("COPY_STATE_MACHINE_ARN", machine["stateMachineArn"])
+    monkeypatch.setenv("COPY_THRESHOLD_BYTES", str(MIB))
+    monkeypatch.setenv("COPY_PART_BYTES", str(5 * MIB))
+    deps.reset()
+    key = prefix_for(ALICE.caller.tenant, ALICE.caller.owner) + "copied.bin"
+    aws.s3.put_object(Bucket=aws.settings.bucket, Key=key, Body=b"c" * (6 * MIB + 1))
+    aws.drain()
+    (result,) = ingest.handler(s3_notification(aws.settings.bucket, key), LambdaContext())["results"]
+    assert result["outcome"] == "copying"
+    (execution,) = boto3.client("stepfunctions").list_executions(stateMachineArn=machine["stateMachineArn"])[
+        "executions"
+    ]
+    event_key = json.loads(
+        boto3.client("stepfunctions").describe_execution(executionArn=execution["executionArn"])["input"]
+    )["event_key"]
+    while run_copy({"event_key": event_key}, lambda: 0.0)["outcome"] == "more":
+        pass
+    copied = aws.drain()
+    assert copied
+    assert ingest.handler(sqs_batch(*(m["Body"] for m in copied)), LambdaContext()) == {"batchItemFailures": []}
+
+
 def test_every_request_is_granted_and_every_grant_is_used(
     aws: Aws, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exercise_every_path(aws)
     exercise_multipart()
+    exercise_segments(aws, monkeypatch)
     exercise_quotas(monkeypatch)
     exercise_drop_zone(aws, monkeypatch)
+    exercise_copy_workflow(aws, monkeypatch)
     resolver = Resolver(load_template(ROOT / "template.yaml"), "http://127.0.0.1:1")
     granted = grants(resolver)
     used: dict[tuple[str, str], set[str]] = {}  # (function, action) -> ARNs requested

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
-from urllib.request import Request, urlopen
 
 import boto3
 import pytest
@@ -28,11 +27,10 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checksum
 
-from dfd.identity.s3access import prefix_for, session_policy
+from dfd.identity.s3access import prefix_for
 from dfdlocal import s3auth, sigv4
-from dfdlocal.emulator import _create_role
 from dfdlocal.names import ACCOUNT_ID, BUCKET, REGION
-from tests.integration.support import Emulator
+from tests.integration.support import Emulator, empty_s3_stack, s3_client, s3_credentials
 
 ALICE = prefix_for("acme", "alice-sub")
 BOB = prefix_for("acme", "bob-sub")
@@ -40,39 +38,8 @@ PART = 5 * 1024 * 1024  # S3's smallest part but the last
 
 
 @pytest.fixture
-def stack(emulator: Emulator) -> Iterator[Emulator]:
-    """An empty emulator with the bucket and the template's S3CredentialsRole (as the local stack makes them)."""
-    urlopen(Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
-    emulator.client("s3").create_bucket(Bucket=BUCKET)
-    for role in emulator.model.roles.values():
-        _create_role(emulator.client("iam"), role)
-    yield emulator
-
-
-def issue(stack: Emulator, prefix: str = ALICE, **extra: Any) -> dict[str, Any]:
-    """The call the service makes: AssumeRole with the caller's session policy."""
-    role_arn = stack.model.environment["S3_CREDENTIALS_ROLE_ARN"]
-    answer = stack.client("sts").assume_role(
-        RoleArn=role_arn,
-        RoleSessionName="alice",
-        Policy=json.dumps(session_policy(BUCKET, prefix)),
-        DurationSeconds=900,
-        **extra,
-    )
-    credentials: dict[str, Any] = answer["Credentials"]
-    return credentials
-
-
-def s3(stack: Emulator, credentials: dict[str, Any]) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=stack.endpoint,
-        region_name=REGION,
-        aws_access_key_id=credentials["AccessKeyId"],
-        aws_secret_access_key=credentials["SecretAccessKey"],
-        aws_session_token=credentials["SessionToken"],
-        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
-    )
+def stack(emulator: Emulator) -> Emulator:
+    return empty_s3_stack(emulator)
 
 
 def refused(call: Any, status: int, code: str | None) -> None:
@@ -92,13 +59,13 @@ def stored(stack: Emulator, key: str) -> bytes:
 # What the credentials may do
 # --------------------------------------------------------------------------------------------------------
 def test_put_object_under_the_prefix(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     client.put_object(Bucket=BUCKET, Key=ALICE + "notes/a.txt", Body=b"alice's notes")
     assert stored(stack, ALICE + "notes/a.txt") == b"alice's notes"
 
 
 def test_multipart_calls_under_the_prefix(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     key = ALICE + "big.bin"
     data = bytes(range(256)) * (PART // 256) + b"tail"
     upload_id = client.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
@@ -121,7 +88,7 @@ def test_multipart_calls_under_the_prefix(stack: Emulator) -> None:
 
 
 def test_listing_inside_the_prefix_only(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     client.put_object(Bucket=BUCKET, Key=ALICE + "dir/a.txt", Body=b"a")
     stack.client("s3").put_object(Bucket=BUCKET, Key=BOB + "b.txt", Body=b"b")
     listed = client.list_objects_v2(Bucket=BUCKET, Prefix=ALICE)["Contents"]
@@ -138,14 +105,14 @@ def test_listing_inside_the_prefix_only(stack: Emulator) -> None:
 # --------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("key", [BOB + "x.txt", "uploads/0123456789abcdef0123456789abcdef/f", "s3/acme/x.txt", "x"])
 def test_writes_outside_the_prefix_are_refused(stack: Emulator, key: str) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     refused(lambda: client.put_object(Bucket=BUCKET, Key=key, Body=b"x"), 403, "AccessDenied")
     refused(lambda: client.create_multipart_upload(Bucket=BUCKET, Key=key), 403, "AccessDenied")
     assert "Contents" not in stack.client("s3").list_objects_v2(Bucket=BUCKET)
 
 
 def test_reads_deletes_acls_copies_and_sse_c_are_refused(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     key = ALICE + "mine.txt"
     client.put_object(Bucket=BUCKET, Key=key, Body=b"mine")
     refused(lambda: client.get_object(Bucket=BUCKET, Key=key), 403, "AccessDenied")
@@ -175,7 +142,7 @@ def test_reads_deletes_acls_copies_and_sse_c_are_refused(stack: Emulator) -> Non
 
 
 def test_the_credentials_are_for_s3_only(stack: Emulator) -> None:
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     dynamodb = boto3.client(
         "dynamodb",
         endpoint_url=stack.endpoint,
@@ -194,8 +161,8 @@ def test_the_credentials_are_for_s3_only(stack: Emulator) -> None:
 
 
 def test_expired_credentials_are_refused(stack: Emulator) -> None:
-    credentials = issue(stack)
-    client = s3(stack, credentials)
+    credentials = s3_credentials(stack, ALICE)
+    client = s3_client(stack, credentials)
     client.put_object(Bucket=BUCKET, Key=ALICE + "before", Body=b"x")
     from moto.sts.models import sts_backends
 
@@ -207,23 +174,29 @@ def test_expired_credentials_are_refused(stack: Emulator) -> None:
 
 
 def test_forged_credentials_are_refused(stack: Emulator) -> None:
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     wrong_secret = {**credentials, "SecretAccessKey": credentials["SecretAccessKey"][:-1] + "x"}
     refused(
-        lambda: s3(stack, wrong_secret).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"),
+        lambda: s3_client(stack, wrong_secret).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"),
         403,
         "SignatureDoesNotMatch",
     )
-    other = issue(stack, prefix=BOB)
+    other = s3_credentials(stack, BOB)
     wrong_token = {**credentials, "SessionToken": other["SessionToken"]}
-    refused(lambda: s3(stack, wrong_token).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"), 403, "InvalidToken")
+    refused(
+        lambda: s3_client(stack, wrong_token).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"), 403, "InvalidToken"
+    )
     unknown = {**credentials, "AccessKeyId": "ASIA" + "Z" * 16}
-    refused(lambda: s3(stack, unknown).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"), 403, "InvalidAccessKeyId")
+    refused(
+        lambda: s3_client(stack, unknown).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"),
+        403,
+        "InvalidAccessKeyId",
+    )
     assert "Contents" not in stack.client("s3").list_objects_v2(Bucket=BUCKET)
 
 
 def test_a_signed_payload_must_be_the_body_sent(stack: Emulator) -> None:
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     request = _signed(credentials, ALICE + "f", b"the signed body", hashlib.sha256(b"the signed body").hexdigest())
     response = requests.put(request.url, data=b"another body!!!", headers=dict(request.headers), timeout=10)
     assert (response.status_code, _code(response)) == (400, "XAmzContentSHA256Mismatch")
@@ -302,7 +275,7 @@ def test_an_unsigned_payload_with_a_trailing_checksum_is_decoded_and_verified(
     stack: Emulator, transfer: str, trailer: str, checksum: Any
 ) -> None:
     """botocore's own aws-chunked encoding (AwsChunkedWrapper), as it sends it over HTTPS."""
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     encoded = AwsChunkedWrapper(
         io.BytesIO(DATA), checksum_cls=checksum, checksum_name=trailer, chunk_size=64 * 1024
     ).read()
@@ -366,7 +339,7 @@ def _signed_chunks(
 
 @pytest.mark.parametrize("trailer", [None, "x-amz-checksum-crc32c"])
 def test_signed_chunks_are_verified_one_by_one(stack: Emulator, trailer: str | None) -> None:
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     payload = sigv4.STREAMING_SIGNED_TRAILER if trailer else sigv4.STREAMING_SIGNED
     request = _signed(credentials, ALICE + "signed", b"", payload, _chunked_headers(DATA, trailer))
     headers = dict(request.headers)
@@ -389,7 +362,7 @@ def test_signed_chunks_are_verified_one_by_one(stack: Emulator, trailer: str | N
 
 
 def test_a_decoded_length_other_than_the_body_s_is_refused(stack: Emulator) -> None:
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     headers = _chunked_headers(DATA, "x-amz-checksum-crc32")
     headers["X-Amz-Decoded-Content-Length"] = str(len(DATA) - 1)
     encoded = AwsChunkedWrapper(
@@ -409,32 +382,35 @@ def test_issued_credentials_survive_a_restart_until_they_expire(stack: Emulator,
 
     from dfdlocal import stspersist
 
-    credentials, expired = issue(stack), issue(stack, prefix=BOB)
+    credentials, expired = s3_credentials(stack, ALICE), s3_credentials(stack, BOB)
     for role in sts_backends[ACCOUNT_ID]["aws"].assumed_roles:
         if role.access_key_id == expired["AccessKeyId"]:
             role.expiration = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=1)
     stspersist.save_sessions(tmp_path)
     assert (tmp_path / stspersist.STS_SESSIONS).stat().st_mode & 0o777 == 0o600
-    urlopen(Request(stack.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()  # the restart
-    stack.client("s3").create_bucket(Bucket=BUCKET)
-    for role in stack.model.roles.values():
-        _create_role(stack.client("iam"), role)
+    empty_s3_stack(stack)  # the restart
     refused(
-        lambda: s3(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"), 403, "InvalidAccessKeyId"
+        lambda: s3_client(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x"),
+        403,
+        "InvalidAccessKeyId",
     )
 
     assert stspersist.restore_sessions(tmp_path) == 1  # the expired one is gone
-    s3(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x")
+    s3_client(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "f", Body=b"x")
     assert stored(stack, ALICE + "f") == b"x"
-    refused(lambda: s3(stack, credentials).put_object(Bucket=BUCKET, Key=BOB + "f", Body=b"x"), 403, "AccessDenied")
-    refused(lambda: s3(stack, expired).put_object(Bucket=BUCKET, Key=BOB + "f", Body=b"x"), 403, "InvalidAccessKeyId")
+    refused(
+        lambda: s3_client(stack, credentials).put_object(Bucket=BUCKET, Key=BOB + "f", Body=b"x"), 403, "AccessDenied"
+    )
+    refused(
+        lambda: s3_client(stack, expired).put_object(Bucket=BUCKET, Key=BOB + "f", Body=b"x"), 403, "InvalidAccessKeyId"
+    )
     assert stspersist.restore_sessions(tmp_path) == 0  # already there
 
 
 def test_every_successful_sts_call_saves_the_sessions(stack: Emulator, tmp_path: Any) -> None:
     from dfdlocal import stspersist
 
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
 
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         start_response(environ["answer"], [])
@@ -454,7 +430,7 @@ def test_every_successful_sts_call_saves_the_sessions(stack: Emulator, tmp_path:
 def test_only_the_bucket_owner_full_control_acl_is_accepted_on_a_write(stack: Emulator) -> None:
     """rclone before 1.61 sends an ACL on every write: bucket-owner-full-control (a no-op on the BucketOwnerEnforced
     bucket, the one ACL S3 accepts there) passes, on a PUT and a multipart upload; any other is refused."""
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     client.put_object(Bucket=BUCKET, Key=ALICE + "owner.txt", Body=b"owned", ACL="bucket-owner-full-control")
     assert stored(stack, ALICE + "owner.txt") == b"owned"
     created = client.create_multipart_upload(Bucket=BUCKET, Key=ALICE + "owner.bin", ACL="bucket-owner-full-control")

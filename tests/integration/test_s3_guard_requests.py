@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit
-from urllib.request import Request, urlopen
 
 import boto3
 import pytest
@@ -20,18 +18,15 @@ import requests
 from botocore.config import Config
 
 from dfd.handlers import upload
-from dfdlocal.emulator import _create_role
 from dfdlocal.names import BUCKET
-from tests.integration.support import Emulator, Local
+from tests.integration.support import Emulator, Local, empty_s3_stack, s3_client, s3_credentials
 from tests.integration.test_s3_credentials_guard import (
     _ENDPOINT,
     ALICE,
     BOB,
     _code,
     _signed,
-    issue,
     refused,
-    s3,
     stored,
 )
 from tests.support import api_event
@@ -41,14 +36,9 @@ EMPTY = hashlib.sha256(b"").hexdigest()
 
 
 @pytest.fixture
-def stack(emulator: Emulator) -> Iterator[Emulator]:
-    """An empty emulator with the bucket and the template's S3CredentialsRole (as the local stack makes them)."""
-    urlopen(Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
-    emulator.client("s3").create_bucket(Bucket=BUCKET)
-    for role in emulator.model.roles.values():
-        _create_role(emulator.client("iam"), role)
+def stack(emulator: Emulator) -> Emulator:
     _ENDPOINT[:] = [emulator.endpoint]
-    yield emulator
+    return empty_s3_stack(emulator)
 
 
 def _send(request: Any, body: bytes = b"") -> requests.Response:
@@ -69,8 +59,8 @@ def _keys(stack: Emulator) -> list[str]:
     ],
 )
 def test_a_repeated_query_parameter_lists_nothing(stack: Emulator, query: str) -> None:
-    credentials = issue(stack)
-    s3(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "mine.txt", Body=b"mine")
+    credentials = s3_credentials(stack, ALICE)
+    s3_client(stack, credentials).put_object(Bucket=BUCKET, Key=ALICE + "mine.txt", Body=b"mine")
     stack.client("s3").put_object(Bucket=BUCKET, Key="uploads/theirs", Body=b"theirs")
     stack.client("s3").put_object(Bucket=BUCKET, Key=BOB + "bob.txt", Body=b"bob")
     request = _signed(credentials, "", b"", EMPTY, method="GET", path=f"/{BUCKET}?{query}")
@@ -80,8 +70,8 @@ def test_a_repeated_query_parameter_lists_nothing(stack: Emulator, query: str) -
 
 
 def test_a_repeated_part_number_or_upload_id_is_refused(stack: Emulator) -> None:
-    credentials = issue(stack)
-    client = s3(stack, credentials)
+    credentials = s3_credentials(stack, ALICE)
+    client = s3_client(stack, credentials)
     upload_id = client.create_multipart_upload(Bucket=BUCKET, Key=ALICE + "big")["UploadId"]
     for query in (f"partNumber=1&partNumber=2&uploadId={upload_id}", f"partNumber=1&uploadId={upload_id}&uploadId=x"):
         request = _signed(
@@ -93,10 +83,10 @@ def test_a_repeated_part_number_or_upload_id_is_refused(stack: Emulator) -> None
 
 
 def test_an_upload_id_acts_on_its_own_key_s_upload_only(stack: Emulator) -> None:
-    bob = s3(stack, issue(stack, prefix=BOB))
+    bob = s3_client(stack, s3_credentials(stack, BOB))
     bob_id = bob.create_multipart_upload(Bucket=BUCKET, Key=BOB + "bob.bin")["UploadId"]
     bob.upload_part(Bucket=BUCKET, Key=BOB + "bob.bin", UploadId=bob_id, PartNumber=1, Body=b"bob's part")
-    alice = s3(stack, issue(stack))
+    alice = s3_client(stack, s3_credentials(stack, ALICE))
     mine = ALICE + "mine.bin"
     calls = {
         "UploadPart": lambda: alice.upload_part(Bucket=BUCKET, Key=mine, UploadId=bob_id, PartNumber=2, Body=b"a"),
@@ -126,7 +116,7 @@ def test_the_upload_id_of_a_presigned_part_url_completes_nothing_elsewhere(stack
         "upload_part", Params={"Bucket": BUCKET, "Key": key, "UploadId": upload_id, "PartNumber": 1}
     )
     assert requests.put(url, data=b"part one", timeout=10).status_code == 200
-    alice = s3(stack, issue(stack))
+    alice = s3_client(stack, s3_credentials(stack, ALICE))
     refused(
         lambda: alice.complete_multipart_upload(
             Bucket=BUCKET,
@@ -158,7 +148,7 @@ def test_prefix_credentials_complete_no_upload_at_an_upload_key(stack: Emulator)
         "upload_part", Params={"Bucket": BUCKET, "Key": key, "UploadId": upload_id, "PartNumber": 1}
     )
     etag = requests.put(url, data=b"part one", timeout=10).headers["ETag"]
-    alice = s3(stack, issue(stack))
+    alice = s3_client(stack, s3_credentials(stack, ALICE))
     refused(
         lambda: alice.complete_multipart_upload(
             Bucket=BUCKET, Key=key, UploadId=upload_id, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
@@ -178,7 +168,7 @@ def _virtual(credentials: dict[str, Any], stack: Emulator, path: str, body: byte
 
 
 def test_a_virtual_hosted_request_addresses_the_key_of_its_whole_path(stack: Emulator) -> None:
-    credentials = issue(stack)
+    credentials = s3_credentials(stack, ALICE)
     response = _virtual(credentials, stack, f"/{BUCKET}/{ALICE}f.txt", b"doubled")
     assert (response.status_code, _code(response)) == (403, "AccessDenied")  # the key <bucket>/s3/...
     assert _keys(stack) == []
@@ -205,7 +195,9 @@ def test_a_target_moto_would_read_otherwise_is_refused(stack: Emulator, target: 
     """(A leading ``//`` never reaches the guards: the HTTP server folds it to one ``/``.)"""
     headers = OWN_SIGNATURE
     if issued:
-        headers = dict(_signed(issue(stack), ALICE + "f.txt", b"x", hashlib.sha256(b"x").hexdigest()).headers)
+        headers = dict(
+            _signed(s3_credentials(stack, ALICE), ALICE + "f.txt", b"x", hashlib.sha256(b"x").hexdigest()).headers
+        )
     parts = urlsplit(stack.endpoint)
     connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
     connection.request("PUT", target, body=b"x", headers=headers)
@@ -217,14 +209,14 @@ def test_a_target_moto_would_read_otherwise_is_refused(stack: Emulator, target: 
 
 
 def test_a_write_that_tags_its_object_is_refused(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     refused(lambda: client.put_object(Bucket=BUCKET, Key=ALICE + "t", Body=b"x", Tagging="a=b"), 403, "AccessDenied")
     refused(lambda: client.create_multipart_upload(Bucket=BUCKET, Key=ALICE + "t", Tagging="a=b"), 403, "AccessDenied")
     assert _keys(stack) == []
 
 
 def test_a_storage_class_the_move_cannot_read_is_refused(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     for name in ("GLACIER", "DEEP_ARCHIVE"):
         refused(
             lambda name=name: client.put_object(Bucket=BUCKET, Key=ALICE + name, Body=b"x", StorageClass=name),
@@ -243,7 +235,7 @@ def test_a_storage_class_the_move_cannot_read_is_refused(stack: Emulator) -> Non
 
 
 def test_a_key_over_1024_bytes_is_key_too_long(stack: Emulator) -> None:
-    client = s3(stack, issue(stack))
+    client = s3_client(stack, s3_credentials(stack, ALICE))
     longest = ALICE + "x" * (1024 - len(ALICE))
     refused(lambda: client.put_object(Bucket=BUCKET, Key=longest + "x", Body=b"x"), 400, "KeyTooLongError")
     refused(lambda: stack.client("s3").put_object(Bucket=BUCKET, Key="uploads/" + "x" * 1017, Body=b"x"), 400, None)
@@ -263,9 +255,9 @@ def _as_stored(stack: Emulator, key: str) -> tuple[bytes, str, str]:
 
 @pytest.mark.parametrize("content_type", [FORM, "multipart/form-data; boundary=x"])
 def test_a_form_typed_object_is_stored_as_sent_and_reads_nobody_s_fields(stack: Emulator, content_type: str) -> None:
-    bob = s3(stack, issue(stack, prefix=BOB))
+    bob = s3_client(stack, s3_credentials(stack, BOB))
     bob_id = bob.create_multipart_upload(Bucket=BUCKET, Key=BOB + "bob.bin")["UploadId"]
-    alice = s3(stack, issue(stack))
+    alice = s3_client(stack, s3_credentials(stack, ALICE))
     own = stack.client("s3")
     fields = f"uploadId={bob_id}&partNumber=1".encode()
     bodies = {ALICE + "key": b"key=x&evil", ALICE + "fields": fields, ALICE + "bytes": bytes(range(256))}
@@ -286,10 +278,10 @@ def test_a_form_typed_object_is_stored_as_sent_and_reads_nobody_s_fields(stack: 
 
 
 def test_a_form_typed_multipart_upload_and_copy_keep_their_bytes_and_declared_type(stack: Emulator) -> None:
-    bob = s3(stack, issue(stack, prefix=BOB))
+    bob = s3_client(stack, s3_credentials(stack, BOB))
     bob_id = bob.create_multipart_upload(Bucket=BUCKET, Key=BOB + "bob.bin")["UploadId"]
-    credentials = issue(stack)
-    alice = s3(stack, credentials)
+    credentials = s3_credentials(stack, ALICE)
+    alice = s3_client(stack, credentials)
     key = ALICE + "m"
     mine = alice.create_multipart_upload(Bucket=BUCKET, Key=key, ContentType=FORM)["UploadId"]
     part = f"uploadId={bob_id}&partNumber=1&key=x".encode()

@@ -5,52 +5,28 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.request import Request, urlopen
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from dfd.identity.s3access import prefix_for, session_policy
+from dfd.identity.s3access import prefix_for
 from dfdlocal import names
-from dfdlocal.emulator import _create_role
-from dfdlocal.names import BUCKET, REGION
+from dfdlocal.names import BUCKET
 from dfdtools import revokesessions
-from tests.integration.support import Emulator
+from tests.integration.support import Emulator, empty_s3_stack, s3_client, s3_credentials
 
 PREFIX = prefix_for("acme", "alice-sub")
 
 
 @pytest.fixture
-def stack(emulator: Emulator) -> Iterator[Emulator]:
-    """An empty emulator with the bucket and the template's S3CredentialsRole (as the local stack makes them)."""
-    urlopen(Request(emulator.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()
-    emulator.client("s3").create_bucket(Bucket=BUCKET)
-    for role in emulator.model.roles.values():
-        _create_role(emulator.client("iam"), role)
-    yield emulator
+def stack(emulator: Emulator) -> Emulator:
+    return empty_s3_stack(emulator)
 
 
 def writer(stack: Emulator) -> Any:
-    answer = stack.client("sts").assume_role(
-        RoleArn=stack.model.environment["S3_CREDENTIALS_ROLE_ARN"],
-        RoleSessionName="dfd-alice-0123456789abcdef",
-        Policy=json.dumps(session_policy(BUCKET, PREFIX)),
-        DurationSeconds=900,
-    )["Credentials"]
-    return boto3.client(
-        "s3",
-        endpoint_url=stack.endpoint,
-        region_name=REGION,
-        aws_access_key_id=answer["AccessKeyId"],
-        aws_secret_access_key=answer["SecretAccessKey"],
-        aws_session_token=answer["SessionToken"],
-        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
-    )
+    return s3_client(stack, s3_credentials(stack, PREFIX, session="dfd-alice-0123456789abcdef"))
 
 
 def test_sessions_issued_before_the_date_are_refused_and_later_ones_write(stack: Emulator) -> None:
@@ -91,10 +67,7 @@ def test_a_restart_keeps_each_sessions_issue_time_so_a_revoked_one_stays_revoked
         stack.client("iam"), names.role_name("S3CredentialsRole"), datetime.now(UTC) + timedelta(seconds=1)
     )
     stspersist.save_sessions(tmp_path)
-    urlopen(Request(stack.endpoint + "/moto-api/reset", method="POST"), timeout=10).read()  # the restart
-    stack.client("s3").create_bucket(Bucket=BUCKET)
-    for role in stack.model.roles.values():
-        _create_role(stack.client("iam"), role)
+    empty_s3_stack(stack)  # the restart
     time.sleep(3)  # the restore 3 s after the issue, the date 1 s before the restore: whole seconds apart
     assert stspersist.restore_sessions(tmp_path) == 1
     revokesessions.revoke(

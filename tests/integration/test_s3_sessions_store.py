@@ -4,8 +4,6 @@ tokens, and the drop zone's writer check reads it with the tokens it names."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,31 +20,11 @@ from dfd.identity.pats import PatService
 from dfd.identity.ports import S3Session
 from dfd.identity.s3sessions import KEEP_SECONDS, MAX_LIVE_SESSIONS, S3SessionLedger, S3Writers
 from tests.integration.conftest import Aws
+from tests.integration.support import FirstCallsTogether
 from tests.support import ALICE
 from tests.unit.fakes.lfs import FakeDirectory
 
 NOW = datetime.now(UTC).replace(microsecond=0)
-
-
-class FirstCallsTogether:
-    """The client, with each thread's first call held until `parties` threads have made theirs."""
-
-    def __init__(self, client: Any, parties: int) -> None:
-        self._client = client
-        self._barrier = threading.Barrier(parties)
-        self._seen = threading.local()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._client, name)
-
-        def call(**kwargs: Any) -> Any:
-            if not getattr(self._seen, "once", False):
-                self._seen.once = True
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    self._barrier.wait(timeout=10)
-            return method(**kwargs)
-
-        return call
 
 
 def _store(client: Any = None) -> DynamoS3SessionStore:

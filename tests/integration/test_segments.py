@@ -3,7 +3,9 @@ budget lowered (a 1 MiB object takes 16 segments: the rules are the same at any 
 the ingest hands the object off and starts ONE named execution however often its event comes; the segment
 function's loop (as statemachine/segments.asl.json runs it) reads exactly the version's ranges and its last segment
 commits through the ingest's decision: the digest is hashlib's, a duplicate is counted and deleted once, an
-overwrite while hashing ends superseded with nothing committed. The audit holds throughout."""
+overwrite while hashing ends superseded with nothing committed. S3's stored CRC64NVME (moto stores the one a put
+sends with x-amz-sdk-checksum-algorithm CRC64NVME, as an SDK with the CRT sends it) is compared in the same pass: a
+mismatch ends rejected. The audit holds throughout."""
 
 from __future__ import annotations
 
@@ -15,12 +17,17 @@ from typing import Any
 
 import boto3
 import pytest
+import requests
 
 from dfd import deps
+from dfd.adapters.s3 import ObjectStore
+from dfd.core.errors import ObjectChanged
+from dfd.core.objects import ObjectInfo
 from dfd.handlers import ingest
 from dfd.handlers.segment import run_segment
+from dfd.ingest import crc64nvme
 from dfd.ingest.segments import execution_name
-from tests.integration.support import Aws, get, uploaded
+from tests.integration.support import Aws, get, post_upload, uploaded
 from tests.support import ALICE, LambdaContext, s3_notification
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,3 +137,94 @@ def test_an_overwrite_while_hashing_ends_superseded(aws: Aws, machine: str) -> N
         )
         is None
     )
+
+
+def _uploaded_with_crc64nvme(aws: Aws, data: bytes, value: int) -> dict[str, Any]:
+    """POST /upload, then its PUT carrying a CRC64NVME, as an SDK sends it (`value`: any, a wrong one too)."""
+    status, answer = post_upload({"filename": "big.bin", "size": len(data)})
+    assert status == 201
+    headers = answer["headers"] | {
+        "x-amz-sdk-checksum-algorithm": "CRC64NVME",
+        "x-amz-checksum-crc64nvme": crc64nvme.to_b64(value),
+    }
+    assert requests.put(answer["upload_url"], data=data, headers=headers, timeout=10).status_code == 200
+    aws.drain()
+    return answer
+
+
+def _state(aws: Aws, event_key: str) -> dict[str, Any]:
+    item = aws.ddb.get_item(TableName=aws.settings.events_table, Key={"event_key": {"S": "hashing#" + event_key}})
+    found: dict[str, Any] = item["Item"]
+    return found
+
+
+def test_s3s_crc64nvme_is_compared_in_the_same_pass(aws: Aws, machine: str) -> None:
+    data = random.Random(4).randbytes(1024 * KIB + 3)
+    answer = _uploaded_with_crc64nvme(aws, data, crc64nvme.update(data))
+    head = aws.s3.head_object(Bucket=aws.settings.bucket, Key=answer["key"], ChecksumMode="ENABLED")
+    assert head["ChecksumCRC64NVME"] == crc64nvme.to_b64(crc64nvme.update(data))  # moto stored it
+    (result,) = _event(aws, answer["key"])["results"]
+    first = run_segment({"event_key": result["event_key"]}, lambda: 900.0)
+    assert first["outcome"] == "more"
+    state = _state(aws, result["event_key"])  # carried beside the SHA-256 state
+    assert state["crc64nvme"] == {"S": f"{crc64nvme.update(data[:SEGMENT]):016x}"}
+    assert state["s3_crc64nvme"] == {"S": f"{crc64nvme.update(data):016x}"}
+    answers = _loop(result["event_key"])
+    assert len(answers) >= 8 and answers[-1]["ingest"] == "stored"
+    record = aws.ddb.get_item(TableName=aws.settings.files_table, Key={"hash": {"S": hashlib.sha256(data).hexdigest()}})
+    assert record["Item"]["s3_key"] == {"S": answer["key"]}
+    aws.assert_invariants()
+
+
+def test_a_crc64nvme_mismatch_ends_rejected_with_nothing_committed(aws: Aws, machine: str) -> None:
+    data = random.Random(5).randbytes(512 * KIB)
+    answer = _uploaded_with_crc64nvme(aws, data, crc64nvme.update(data) ^ 0xFF)
+    (result,) = _event(aws, answer["key"])["results"]
+    answers = _loop(result["event_key"])
+    assert answers[-1]["outcome"] == "done" and answers[-1]["ingest"] == "rejected"
+    files = aws.ddb.get_item(TableName=aws.settings.files_table, Key={"hash": {"S": hashlib.sha256(data).hexdigest()}})
+    assert "Item" not in files
+    listed = {o["Key"] for o in aws.s3.list_objects_v2(Bucket=aws.settings.bucket).get("Contents", [])}
+    assert answer["key"] not in listed  # deleted, as any rejected version
+    # a redelivered event: the object is gone, nothing committed
+    (again,) = _event(aws, answer["key"])["results"]
+    assert again["outcome"] == "gone"
+    aws.assert_invariants(settled=False)
+
+
+def test_the_adapter_reads_only_a_full_object_crc64nvme_of_exactly_the_version(aws: Aws) -> None:
+    bucket, s3 = aws.settings.bucket, aws.s3
+    objects = ObjectStore(s3, s3)
+    data = random.Random(6).randbytes(6 * 1024 * KIB)
+
+    def info(key: str) -> ObjectInfo:
+        head = s3.head_object(Bucket=bucket, Key=key)
+        return ObjectInfo(bucket, key, head["ETag"], head.get("VersionId"), head["ContentLength"], None, None)
+
+    def add_crc(request: Any, **_: Any) -> None:
+        request.headers["x-amz-sdk-checksum-algorithm"] = "CRC64NVME"
+        request.headers["x-amz-checksum-crc64nvme"] = crc64nvme.to_b64(crc64nvme.update(data))
+
+    s3.meta.events.register_first("before-sign.s3.PutObject", add_crc, unique_id="crc64nvme")
+    try:
+        s3.put_object(Bucket=bucket, Key="full.bin", Body=data)
+    finally:
+        s3.meta.events.unregister("before-sign.s3.PutObject", unique_id="crc64nvme")
+    assert objects.stored_crc64nvme(info("full.bin")) == crc64nvme.update(data)
+    s3.put_object(Bucket=bucket, Key="plain.bin", Body=data, ChecksumAlgorithm="SHA256")
+    assert objects.stored_crc64nvme(info("plain.bin")) is None  # another algorithm's checksum
+    # a multipart's COMPOSITE checksum of part checksums is never the content's
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="parts.bin", ChecksumAlgorithm="SHA256")["UploadId"]
+    parts = []
+    for number, chunk in enumerate((data[: 5 * 1024 * KIB], data[5 * 1024 * KIB :]), start=1):
+        part = s3.upload_part(
+            Bucket=bucket, Key="parts.bin", UploadId=upload, PartNumber=number, Body=chunk, ChecksumAlgorithm="SHA256"
+        )
+        parts.append({"PartNumber": number, "ETag": part["ETag"], "ChecksumSHA256": part["ChecksumSHA256"]})
+    s3.complete_multipart_upload(Bucket=bucket, Key="parts.bin", UploadId=upload, MultipartUpload={"Parts": parts})
+    assert objects.stored_crc64nvme(info("parts.bin")) is None
+    # exactly the version identified: an overwrite answers 412
+    before = info("full.bin")
+    s3.put_object(Bucket=bucket, Key="full.bin", Body=b"other")
+    with pytest.raises(ObjectChanged):
+        objects.stored_crc64nvme(before)

@@ -56,6 +56,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:GetItem", "UploadsTable.Arn"),
         ("dynamodb:BatchGetItem", "FilesTable.Arn"),
         ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
+        ("dynamodb:GetItem", "EventsTable.Arn"),  # a pending large upload's hashing progress (hashing-key#*)
     },
     "DownloadFunction": {
         *runtime("DownloadFunction"),
@@ -124,6 +125,64 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("dynamodb:GetItem", "LfsTokensTable.Arn"),
         ("cognito-idp:AdminGetUser", "UserPool.Arn"),
         ("cognito-idp:AdminListGroupsForUser", "UserPool.Arn"),
+        # the hand-off of a large drop-zone object (dfd.ingest.dropcopy.CopyHandoff): its copy item, its execution
+        ("dynamodb:GetItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "EventsTable.Arn"),
+        ("states:StartExecution", "Ref(CopyStateMachine)"),
+        (
+            "states:DescribeExecution",
+            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:${CopyStateMachine.Name}:*",
+        ),
+        # the hand-off of a large object (dfd.ingest.service.Handoff): its state (hashing#*), its execution
+        ("states:StartExecution", "Ref(SegmentStateMachine)"),
+        (
+            "states:DescribeExecution",
+            "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:${SegmentStateMachine.Name}:*",
+        ),
+    },
+    # one step of a large drop-zone object's copy (dfd.ingest.dropcopy): UploadPartCopy from s3/ (its source read,
+    # then deleted), the multipart upload at the upload key, the copy item (copy#*)
+    "CopyFunction": {
+        *runtime("CopyFunction"),
+        ("s3:GetObject", "${FilesBucket.Arn}/s3/*"),
+        ("s3:DeleteObject", "${FilesBucket.Arn}/s3/*"),
+        ("s3:GetObject", OBJECTS),
+        ("s3:PutObject", OBJECTS),
+        ("s3:ListMultipartUploadParts", OBJECTS),
+        ("s3:AbortMultipartUpload", OBJECTS),
+        ("s3:ListBucket", "FilesBucket.Arn"),
+        ("dynamodb:GetItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "EventsTable.Arn"),
+    },
+    # the copy workflow only invokes CopyFunction
+    "CopyStateMachine": {
+        ("lambda:InvokeFunction", "CopyFunction.Arn"),
+        ("lambda:InvokeFunction", "${CopyFunction.Arn}:*"),
+        *{(action, "*") for action in LOG_DELIVERY},
+    },
+    # one segment of a large object (dfd.ingest.segments): ranged GETs of its version, its state (hashing#*,
+    # hashing-key#*); the last segment's commit is the ingest's (Ingestor.commit_hashed), the duplicate's delete too
+    "SegmentFunction": {
+        *runtime("SegmentFunction"),
+        ("s3:GetObject", OBJECTS),
+        ("s3:GetObjectVersion", OBJECTS),
+        ("s3:DeleteObject", OBJECTS),
+        ("s3:ListBucket", "FilesBucket.Arn"),
+        ("dynamodb:GetItem", "EventsTable.Arn"),
+        *{
+            (f"dynamodb:{action}", f"{table}.Arn")
+            for action in ("BatchGetItem", "PutItem")
+            for table in ("EventsTable", "FilesTable")
+        },
+        ("dynamodb:GetItem", "FilesTable.Arn"),
+        ("dynamodb:BatchGetItem", "UploadsTable.Arn"),
+        ("dynamodb:BatchGetItem", "TenantFilesTable.Arn"),
+        ("dynamodb:DeleteItem", "EventsTable.Arn"),
+        ("dynamodb:UpdateItem", "FilesTable.Arn"),
+        ("dynamodb:UpdateItem", "UploadsTable.Arn"),
+        ("dynamodb:UpdateItem", "CountersTable.Arn"),
+        ("dynamodb:UpdateItem", "TenantFilesTable.Arn"),
+        ("dynamodb:ConditionCheckItem", "EventsTable.Arn"),
     },
     # the two stream event sources' reads (SAM's AWSLambdaDynamoDBExecutionRole allows them on every stream)
     "PublisherFunction": {
@@ -146,6 +205,12 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
             "states:StartExecution",
             "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:${AWS::StackName}-reconcile",
         ),
+        *{(action, "*") for action in LOG_DELIVERY},
+    },
+    # the segment workflow only invokes SegmentFunction
+    "SegmentStateMachine": {
+        ("lambda:InvokeFunction", "SegmentFunction.Arn"),
+        ("lambda:InvokeFunction", "${SegmentFunction.Arn}:*"),
         *{(action, "*") for action in LOG_DELIVERY},
     },
     # the reconcile's rules (dfd.reconcile.service); its writes to CountersTable are limited to the shards and its
@@ -173,6 +238,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.reconcile.inventory)
         ("sqs:SendMessage", "IngestQueue.Arn"),
         ("dynamodb:GetItem", "StatsHistoryTable.Arn"),  # the audit's check of the latest snapshot
+        ("dynamodb:GetItem", "EventsTable.Arn"),  # a pending large upload's hashing progress (hashing-key#*)
     },
 }
 

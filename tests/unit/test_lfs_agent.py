@@ -130,10 +130,15 @@ def server() -> FakeLfs:
 
 
 def converse(
-    server: FakeLfs, lfs_dir: Path, *requests: dict[str, Any], sleeps: list[float] | None = None, wait: float = 60
+    server: FakeLfs,
+    lfs_dir: Path,
+    *requests: dict[str, Any],
+    sleeps: list[float] | None = None,
+    wait: float | None = 60,
 ) -> tuple[int, list[dict[str, Any]]]:
     """The agent's exit status and every line it wrote, for ``requests`` sent one a line, as git-lfs does; its
-    waits go to ``sleeps`` (each advances its clock), the verify's to at most ``wait`` seconds."""
+    waits go to ``sleeps`` (each advances its clock), the verify's to at most ``wait`` seconds (None: the agent's
+    own, by the object's size)."""
     out = io.StringIO()
     lines = [json.dumps(r) + "\n" for r in requests]
     tuning = Tuning(parts_in_flight=2, attempts=2, backoff=0, max_backoff=0)
@@ -221,6 +226,31 @@ def test_complete_is_said_once_the_ingest_recorded_the_object(server: FakeLfs, t
     server.ingesting = 100
     _, lines = converse(server, tmp_path / "lfs", INIT, multipart_request(oid, path, len(data), "u2"), wait=20)
     assert "still being ingested after 20 s" in completes(lines)[0]["error"]["message"]
+
+
+def test_a_huge_object_s_verify_is_repeated_while_its_segments_hash_it_until_it_is_stored(
+    server: FakeLfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object above the segment threshold is hashed for hours (docs/design/segments.md): its verify answers 429
+    all that time, and the agent waits by the object's size, not a fixed time."""
+    assert lfsagent.verify_wait_for(1) == lfsagent.VERIFY_WAIT
+    largest = 10_000 * 5 * 1024**3  # 48.8 TiB: 134,218 s on paper at 400 MB/s
+    assert lfsagent.verify_wait_for(largest) >= 4 * largest / 400e6
+    data = bytes(range(256)) * 20
+    oid, path = lfs_object(tmp_path, data)
+    monkeypatch.setattr(lfsagent, "VERIFY_WAIT", 60.0)
+    monkeypatch.setattr(lfsagent, "VERIFY_RATE", 1.0)  # this object: 5,120 s
+    server.uploads["u1"] = Upload(len(data))
+    server.ingesting = 500  # 3,500 s of Retry-After: far past VERIFY_WAIT
+    sleeps: list[float] = []
+    request = multipart_request(oid, path, len(data), "u1")
+    status, lines = converse(server, tmp_path / "lfs", INIT, request, TERMINATE, sleeps=sleeps, wait=None)
+    assert status == 0 and completes(lines) == [{"event": "complete", "oid": oid}], lines
+    assert len(sleeps) == 500 and server.uploads["u1"].verified
+    server.uploads["u2"] = Upload(len(data))
+    server.ingesting = 1000  # 7,000 s: past its size's wait
+    _, lines = converse(server, tmp_path / "lfs", INIT, multipart_request(oid, path, len(data), "u2"), wait=None)
+    assert "still being ingested after 5120 s" in completes(lines)[0]["error"]["message"]
 
 
 def test_a_push_run_again_resumes_the_killed_upload_verifies_it_and_aborts_the_new_one(

@@ -406,3 +406,50 @@ def test_a_range_of_a_version_overwritten_or_deleted_is_refused(
     with pytest.raises(expected):
         r.store.stream_range(_info(r), 0, PART * 5, hashlib.sha256().update)
     r.check_nothing_left_running()
+
+
+@dataclass
+class HeadOnly:
+    """HeadObject answering `response` (or raising `error`), recording what it was asked."""
+
+    response: dict[str, Any]
+    error: ClientError | None = None
+    asked: list[dict[str, Any]] = field(default_factory=list)
+
+    def head_object(self, **kwargs: Any) -> dict[str, Any]:
+        self.asked.append(kwargs)
+        if self.error is not None:
+            raise self.error
+        return self.response
+
+
+CRC_B64 = "rosUhgp5mIg="  # CRC-64/NVME's check value, 0xae8b14860a799888
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ({"ETag": ETAG, "ChecksumCRC64NVME": CRC_B64, "ChecksumType": "FULL_OBJECT"}, 0xAE8B14860A799888),
+        ({"ETag": '"0cc175b9c0f1b6a831c399e269772661"', "ChecksumCRC64NVME": CRC_B64}, 0xAE8B14860A799888),  # no type
+        ({"ETag": '"abc-3"', "ChecksumCRC64NVME": CRC_B64}, None),  # no type, a multipart's ETag
+        ({"ETag": ETAG, "ChecksumCRC64NVME": CRC_B64, "ChecksumType": "COMPOSITE"}, None),
+        ({"ETag": ETAG, "ChecksumSHA256": "x" * 44, "ChecksumType": "FULL_OBJECT"}, None),  # another algorithm
+        ({"ETag": ETAG, "ChecksumCRC64NVME": "AAAA", "ChecksumType": "FULL_OBJECT"}, None),  # not 8 bytes
+        ({"ETag": ETAG}, None),
+    ],
+)
+def test_the_stored_crc64nvme_is_only_a_full_object_one(response: dict[str, Any], expected: int | None) -> None:
+    s3 = HeadOnly(response)
+    info = ObjectInfo(BUCKET, KEY, ETAG, "v7", 10, None, None)
+    assert ObjectStore(s3, s3).stored_crc64nvme(info) == expected
+    assert s3.asked == [{"Bucket": BUCKET, "Key": KEY, "IfMatch": ETAG, "VersionId": "v7", "ChecksumMode": "ENABLED"}]
+
+
+@pytest.mark.parametrize(("code", "status", "error"), [("412", 412, ObjectChanged), ("404", 404, ObjectNotFound)])
+def test_the_stored_crc64nvme_of_a_version_overwritten_or_deleted_is_refused(
+    code: str, status: int, error: type[Exception]
+) -> None:
+    s3 = HeadOnly({}, _client_error(code, status))
+    with pytest.raises(error):
+        ObjectStore(s3, s3).stored_crc64nvme(ObjectInfo(BUCKET, KEY, ETAG, None, 10, None, None))
+    assert "VersionId" not in s3.asked[0]

@@ -18,7 +18,7 @@ from dfd.core.errors import ServiceUnavailable
 from dfd.ingest.segments import SegmentOutcome, Segments, execution_name
 from dfd.ingest.service import Handoff, Outcome
 from tests.unit.fakes.hashing import FakeHashingStore
-from tests.unit.ingest_world import World, expect, sha
+from tests.unit.ingest_world import BUCKET, World, expect, sha
 
 KIB = 1024
 
@@ -81,6 +81,25 @@ def test_the_digest_of_a_workflow_that_died_before_its_commit_is_committed_by_th
     # the last segment's commit never ran (its execution failed after the state write): the event's re-delivery commits
     expect(world.ingest(key, handoff=handoff), Outcome.STORED)
     assert list(world.repo.files) == [sha(data)]
+    world.assert_invariants()
+
+
+def test_a_digest_whose_crc64nvme_mismatched_is_rejected_by_the_replay_not_committed() -> None:
+    from dfd.ingest import crc64nvme
+
+    world, handoff, _, _ = _world()
+    data = random.Random(3).randbytes(9 * KIB)
+    key = world.upload(data, "big.bin")
+    world.objects.objects[(BUCKET, key)].crc64nvme = crc64nvme.update(data) ^ (1 << 63)
+    event = world.ingest(key, handoff=handoff).event_key
+    assert event is not None
+    while handoff.segments.hash_segment(event, lambda: 900.0).outcome is SegmentOutcome.MORE:
+        pass
+    # the last segment's rejection never ran: the event's re-delivery finds the digest and rejects it
+    again = world.ingest(key, handoff=handoff)
+    expect(again, Outcome.REJECTED)
+    assert again.detail["reason"] == "crc64nvme_mismatch" and again.deleted
+    assert not world.repo.files and world.totals()["total_uploads"] == 0
     world.assert_invariants()
 
 

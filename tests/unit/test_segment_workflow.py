@@ -47,6 +47,7 @@ def test_it_loops_segments_until_an_answer_other_than_more() -> None:
         "SegmentInputError",
         "HashingUnknown",
         "Sha256Unavailable",
+        "Crc64Unavailable",
     }
     assert every["ErrorEquals"] == ["States.ALL"] and every["MaxAttempts"] >= 3
 
@@ -87,6 +88,43 @@ def test_the_loop_hashes_in_segments_and_commits_once(world: tuple[World, FakeHa
     # a re-run of the last segment (its answer lost) commits nothing twice
     assert _workflow({"event_key": event})[-1]["ingest"] == Outcome.REPLAY
     assert w.totals()["total_uploads"] == 1
+    w.assert_invariants()
+
+
+def test_a_crc64nvme_mismatch_ends_rejected_never_committed(world: tuple[World, FakeHashingStore]) -> None:
+    from dfd.ingest import crc64nvme
+
+    w, _ = world
+    data = random.Random(10).randbytes(40 * KIB + 3)
+    key = w.upload(data, "big.bin")
+    w.objects.objects[(BUCKET, key)].crc64nvme = crc64nvme.update(data[1:])  # S3's checksum of other bytes
+    info = w.objects.head(BUCKET, key)
+    event = event_key(BUCKET, key, version_token(info.version_id, info.etag))
+    deps.segments().begin(event, info)
+    answers = _workflow({"event_key": event})
+    assert len(answers) >= 8 and answers[-1]["outcome"] == "done" and answers[-1]["ingest"] == "rejected"
+    assert not w.repo.files and w.totals()["total_uploads"] == 0  # nothing committed, nothing counted
+    assert (BUCKET, key) not in w.objects.objects  # deleted as any rejected version
+    # the workflow re-run (its answer lost): still no commit
+    assert _workflow({"event_key": event})[-1]["ingest"] == Outcome.REPLAY
+    assert not w.repo.files
+    # its upload stays pending, its quota share held, until the reconcile ends it as any upload whose object went
+    assert w.repo.uploads[key.rsplit("/", 1)[1]]["status"] == "pending"
+    w.assert_invariants()
+
+
+def test_a_matching_crc64nvme_commits_as_before(world: tuple[World, FakeHashingStore]) -> None:
+    from dfd.ingest import crc64nvme
+
+    w, _ = world
+    data = random.Random(11).randbytes(40 * KIB + 3)
+    key = w.upload(data, "big.bin")
+    w.objects.objects[(BUCKET, key)].crc64nvme = crc64nvme.update(data)
+    info = w.objects.head(BUCKET, key)
+    event = event_key(BUCKET, key, version_token(info.version_id, info.etag))
+    deps.segments().begin(event, info)
+    assert _workflow({"event_key": event})[-1]["ingest"] == "stored"
+    assert list(w.repo.files) == [sha(data)]
     w.assert_invariants()
 
 

@@ -1,7 +1,8 @@
 """Hashing across invocations, one segment per call (dfd.ingest.segments) over the fake object store and the fake
 state store: the digest is hashlib's however the object is cut; every cut is at a 64-byte multiple, within the
 byte and time budgets; a failed segment retries from its input state; an overwrite ends superseded, a delete gone;
-a replayed begin or a second run of a segment moves nothing twice."""
+a replayed begin or a second run of a segment moves nothing twice. S3's stored CRC64NVME, read once, is compared
+with the one carried beside the SHA-256 through the same cuts."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from dfd.core.errors import ServiceUnavailable
 from dfd.core.objects import ObjectInfo
+from dfd.ingest import crc64nvme
 from dfd.ingest.segments import HashingUnknown, SegmentOutcome, SegmentResult, Segments
 from dfd.ingest.sha256state import BLOCK
 from tests.unit.fakes.hashing import FakeHashingStore
@@ -24,9 +26,11 @@ BUCKET, KEY = "dfd-files-local", f"uploads/{7:032x}"
 KIB = 1024
 
 
-def _world(data: bytes, **options: int) -> tuple[FakeObjectStore, FakeHashingStore, Segments, str]:
+def _world(
+    data: bytes, crc64nvme: int | None = None, **options: int
+) -> tuple[FakeObjectStore, FakeHashingStore, Segments, str]:
     objects, store = FakeObjectStore(), FakeHashingStore()
-    put = objects.put(BUCKET, KEY, data)
+    put = objects.put(BUCKET, KEY, data, crc64nvme=crc64nvme)
     info = ObjectInfo(BUCKET, KEY, put.etag, "v1", len(data), None, None)
     event = f"{BUCKET}/{KEY}#v1"
     segments = Segments(store, objects, **{"segment_bytes": 16 * KIB, "window": 4 * KIB, **options})
@@ -79,6 +83,72 @@ def test_any_cut_gives_hashlibs_digest(size: int, segment_blocks: int, window_bl
     assert results[-1].digest == hashlib.sha256(data).hexdigest()
     assert all(r.read <= segment_blocks * BLOCK for r in results)
     assert all(r.hashed % BLOCK == 0 for r in results[:-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(min_value=1, max_value=20 * KIB),
+    segment_blocks=st.integers(min_value=1, max_value=40),
+    window_blocks=st.integers(min_value=1, max_value=40),
+)
+def test_the_crc64nvme_carried_through_any_cut_is_the_one_go_value(
+    size: int, segment_blocks: int, window_blocks: int
+) -> None:
+    data = random.Random(size).randbytes(size)
+    whole = crc64nvme.update(data)
+    objects, store, segments, event = _world(
+        data, whole, segment_bytes=segment_blocks * BLOCK, window=window_blocks * BLOCK
+    )
+    results = _run(segments, event)
+    assert results[-1].outcome is SegmentOutcome.DONE and results[-1].digest == hashlib.sha256(data).hexdigest()
+    assert results[-1].crc64nvme_mismatch is False
+    progress = store.get_hashing(event)  # through the stored form, after every segment
+    assert progress is not None and (progress.stored_crc64nvme, progress.crc64nvme) == (whole, whole)
+    assert objects.checksum_heads == [KEY]  # S3's checksum read once, by the first segment
+
+
+def test_the_crc64nvme_is_stored_beside_the_sha256_state_between_segments() -> None:
+    data = random.Random(8).randbytes(128 * KIB + 37)
+    objects, store, segments, event = _world(data, crc64nvme.update(data))
+    first = segments.hash_segment(event, _plenty)
+    assert first.outcome is SegmentOutcome.MORE
+    item = store.items[event]
+    assert item["crc64nvme"] == f"{crc64nvme.update(data[: first.hashed]):016x}"
+    assert item["s3_crc64nvme"] == f"{crc64nvme.update(data):016x}"
+    results = _run(segments, event)
+    assert len(results) == 8 and results[-1].crc64nvme_mismatch is False
+    assert objects.checksum_heads == [KEY]
+
+
+def test_a_crc64nvme_other_than_s3s_marks_the_version_mismatched() -> None:
+    data = random.Random(9).randbytes(100 * KIB)
+    _objects, store, segments, event = _world(data, crc64nvme.update(data) ^ 1)
+    last = _run(segments, event)[-1]
+    assert last.outcome is SegmentOutcome.DONE and last.crc64nvme_mismatch is True
+    assert last.digest == hashlib.sha256(data).hexdigest()  # what was read; the commit rejects it
+    progress = store.get_hashing(event)
+    assert progress is not None and progress.crc64nvme_mismatch is True
+    # a retry of the last segment answers the same, reading nothing
+    assert segments.hash_segment(event, _plenty).crc64nvme_mismatch is True
+
+
+def test_an_object_without_a_stored_crc64nvme_is_hashed_as_before() -> None:
+    data = random.Random(10).randbytes(40 * KIB + 3)
+    objects, store, segments, event = _world(data)
+    results = _run(segments, event)
+    assert results[-1].digest == hashlib.sha256(data).hexdigest() and results[-1].crc64nvme_mismatch is False
+    assert "crc64nvme" not in store.items[event] and "s3_crc64nvme" not in store.items[event]
+    assert objects.checksum_heads == [KEY]
+
+
+def test_an_overwrite_before_the_first_segment_ends_superseded_unread() -> None:
+    data = random.Random(11).randbytes(40 * KIB)
+    objects, store, segments, event = _world(data, crc64nvme.update(data))
+    objects.put(BUCKET, KEY, b"other bytes")  # its checksum HEAD (IfMatch the version's ETag) answers 412
+    before = dict(store.items)
+    result = segments.hash_segment(event, _plenty)
+    assert (result.outcome, result.hashed) == (SegmentOutcome.SUPERSEDED, 0)
+    assert objects.ranges == [] and store.items == before
 
 
 def test_a_segment_stops_at_a_block_before_its_time_runs_out() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from dfd.core.records import UploadRecord
 from dfd.ingest import dropzone
+from dfd.ingest.segments import HANDOFF_THRESHOLD, SEGMENT_BYTES
 from tests.unit.template_support import (
     LOG_DELIVERY,
     PERMISSIONS,
@@ -74,6 +75,8 @@ HANDLERS = {
     "PublisherFunction": "dfd.handlers.publisher.handler",
     "ReconcileFunction": "dfd.handlers.reconcile.handler",
     "SnapshotFunction": "dfd.handlers.snapshot.handler",
+    "CopyFunction": "dfd.handlers.copy.handler",
+    "SegmentFunction": "dfd.handlers.segment.handler",
 }
 API_FUNCTIONS = sorted(set(ROUTES.values()))
 
@@ -83,7 +86,7 @@ API_FUNCTIONS = sorted(set(ROUTES.values()))
 # Nothing else may use "*".
 STAR_RESOURCE_ONLY = {
     **{action: r"/\w+FunctionRole/Properties/Policies/PolicyDocument" for action, _ in TRACING},
-    **{action: "/ReconcileStateMachine/Properties/Policies" for action in LOG_DELIVERY},
+    **{action: "/(Reconcile|Segment|Copy)StateMachine/Properties/Policies" for action in LOG_DELIVERY},
 }
 # (logical id, hash key, TTL attribute or None)
 TABLES = [
@@ -246,14 +249,19 @@ def test_function_runtime_settings(template: dict[str, Any], logical_id: str) ->
     assert props["Runtime"] == "python3.12"
     assert props["Architectures"] == ["arm64"]
     assert _param_value(template, props["Tracing"]) == "PassThrough"  # Active: a trace per invocation at a low rate
-    if logical_id == "IngestFunction":
-        assert props["Timeout"] == 900  # Lambda's maximum: the largest object is hashed in one invocation
+    if logical_id in ("IngestFunction", "SegmentFunction"):
+        # Lambda's maximum: the largest inline object, or one segment, is hashed in one invocation
+        assert props["Timeout"] == 900
+        assert _is_ref(props["MemorySize"], "IngestMemorySize")
         assert _param_value(template, props["MemorySize"]) == 1769  # one full vCPU: hashing is CPU bound
     elif logical_id == "PublisherFunction":
         assert props["Timeout"] == 60  # a batch of 100 records, PutEvents retried per entry
         assert props["MemorySize"] == 256
     elif logical_id == "ReconcileFunction":  # a page of a phase: a few hundred requests, 16 at a time
         assert props["Timeout"] == 300
+        assert props["MemorySize"] == 512
+    elif logical_id == "CopyFunction":  # a step's part copies wait on S3 (server-side) until 30 s before the end
+        assert props["Timeout"] == 900
         assert props["MemorySize"] == 512
     elif logical_id == "LfsFunction":  # a verify may ingest its object (the HTTP API's 30 s) at the LFS's own size
         assert props["Timeout"] == 29
@@ -610,3 +618,37 @@ def test_index_projections_within_dynamodbs_limits(template: dict[str, Any]) -> 
         assert all(n <= 20 for n in named) and sum(named) <= 100, (props.get("KeySchema"), named)
         for index in indexes:
             assert ("NonKeyAttributes" in index["Projection"]) == (index["Projection"]["ProjectionType"] == "INCLUDE")
+
+
+# what each role may touch of the Events table's hashing items (dfd.adapters.dynamo.hashing): by statement id, the
+# leading keys its DynamoDB actions are limited to
+HASHING_KEYS = {
+    "IngestFunction": {"HashingStates": ["hashing#*"]},
+    "SegmentFunction": {"HashingStates": ["hashing#*", "hashing-key#*"]},
+    "MetadataFunction": {"ReadHashingProgress": ["hashing-key#*"]},
+    "ReconcileFunction": {"ReadHashingProgress": ["hashing-key#*"]},
+}
+
+
+@pytest.mark.parametrize("logical_id", sorted(HASHING_KEYS))
+def test_the_hashing_items_are_reached_only_by_their_leading_keys(template: dict[str, Any], logical_id: str) -> None:
+    statements = {
+        s.get("Sid"): s for policy in function_policies(template, logical_id) for s in _as_list(policy["Statement"])
+    }
+    for sid, keys in HASHING_KEYS[logical_id].items():
+        assert statements[sid]["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": keys}}, sid
+
+
+def test_the_segment_workflow_is_wired_to_the_ingest_and_its_readers(template: dict[str, Any]) -> None:
+    machine = template["Resources"]["SegmentStateMachine"]["Properties"]
+    assert machine["Type"] == "STANDARD" and machine["DefinitionUri"] == "statemachine/segments.asl.json"
+    assert _describe(machine["DefinitionSubstitutions"]["SegmentFunctionArn"]) == "SegmentFunction.Arn"
+    for logical_id in ("IngestFunction", "MetadataFunction", "ReconcileFunction"):
+        variables = _function_props(template, logical_id)["Environment"]["Variables"]
+        assert _describe(variables["SEGMENT_STATE_MACHINE_ARN"]) == "Ref(SegmentStateMachine)", logical_id
+        assert _is_ref(variables["SEGMENT_THRESHOLD_BYTES"], "SegmentThresholdBytes"), logical_id
+    assert _param_value(template, {"Ref": "SegmentThresholdBytes"}) == HANDOFF_THRESHOLD
+    assert _param_value(template, {"Ref": "SegmentBytes"}) == SEGMENT_BYTES
+    for logical_id in ("IngestFunction", "SegmentFunction"):
+        variables = _function_props(template, logical_id)["Environment"]["Variables"]
+        assert _is_ref(variables["SEGMENT_BYTES"], "SegmentBytes"), logical_id

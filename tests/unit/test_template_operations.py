@@ -132,7 +132,7 @@ def test_every_stream_consumer_has_an_iterator_age_alarm(template: dict[str, Any
 @pytest.mark.parametrize("metric", ["Errors", "Throttles"])
 def test_every_function_has_errors_and_throttles_alarms(template: dict[str, Any], metric: str) -> None:
     functions = _of_type(template, *FUNCTION_TYPES)
-    assert len(functions) == 14
+    assert len(functions) == 16
     missing = [f for f in functions if not _alarms_on(template, "AWS/Lambda", metric, "FunctionName", f"Ref({f})")]
     assert not missing, f"functions without a {metric} alarm: {missing}"
 
@@ -146,9 +146,10 @@ def test_the_api_alarms_on_its_5xx_rate(template: dict[str, Any]) -> None:
     assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanThreshold")
 
 
-def test_the_workflow_alarms_on_failed_executions(template: dict[str, Any]) -> None:
+@pytest.mark.parametrize("machine", ["ReconcileStateMachine", "SegmentStateMachine"])
+def test_the_workflows_alarm_on_failed_executions(template: dict[str, Any], machine: str) -> None:
     for metric in ("ExecutionsFailed", "ExecutionsTimedOut"):
-        assert _alarms_on(template, "AWS/States", metric, "StateMachineArn", "Ref(ReconcileStateMachine)"), metric
+        assert _alarms_on(template, "AWS/States", metric, "StateMachineArn", f"Ref({machine})"), metric
 
 
 def test_every_alarm_notifies_the_one_topic_and_treats_silence_as_healthy(template: dict[str, Any]) -> None:
@@ -303,7 +304,7 @@ def test_every_function_has_its_own_role_naming_its_own_log_group(template: dict
     every queue or stream), for Tracing AWSXrayWriteOnlyAccess: every function has its role written out instead."""
     assert not {"Role", "Policies"} & set(template["Globals"]["Function"])
     functions = _of_type(template, *FUNCTION_TYPES)
-    assert len(functions) == 14
+    assert len(functions) == 16
     for logical_id, resource in functions.items():
         props = resource["Properties"]
         assert _describe(props.get("Role")) == f"{logical_id}Role.Arn", logical_id
@@ -372,7 +373,7 @@ def test_log_groups_of_services_are_under_vendedlogs(template: dict[str, Any]) -
         k: _intrinsic(v["Properties"]["LogGroupName"]) for k, v in _of_type(template, "AWS::Logs::LogGroup").items()
     }
     services = {k: n[1] for k, n in names.items() if n is not None and not n[1].startswith("/aws/lambda/")}
-    assert set(services) == {"HttpApiAccessLogGroup", "ReconcileLogGroup"}
+    assert set(services) == {"HttpApiAccessLogGroup", "ReconcileLogGroup", "SegmentLogGroup", "CopyLogGroup"}
     assert all(name.startswith("/aws/vendedlogs/") for name in services.values()), services
 
 

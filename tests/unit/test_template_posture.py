@@ -37,6 +37,8 @@ FUNCTIONS = [
     "TokensFunction",
     "ReconcileFunction",
     "SnapshotFunction",
+    "CopyFunction",
+    "SegmentFunction",
 ]
 TABLES = ["FilesTable", "CountersTable", "UploadsTable", "EventsTable", "StatsHistoryTable"]
 QUEUES = ["IngestQueue", "IngestDLQ", "PublisherDLQ", "EventsExampleQueue", "EventsExampleDLQ", "EventsWebhookDLQ"]
@@ -73,7 +75,7 @@ def _model(**overrides: str) -> Any:
 # --------------------------------------------------------------------------------------------------------
 def test_every_log_group_has_the_retention_parameter_and_the_optional_key(template: dict[str, Any]) -> None:
     groups = _resources(template, "AWS::Logs::LogGroup")
-    assert len(groups) == len(FUNCTIONS) + 2  # + API access log + reconcile workflow
+    assert len(groups) == len(FUNCTIONS) + 4  # + API access log + the reconcile, segment and copy workflows
     for logical_id, group in groups.items():
         props = group["Properties"]
         assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}, logical_id
@@ -224,7 +226,8 @@ def test_with_a_key_every_role_may_use_it_only_through_the_stack_services(templa
     assert policy["Condition"] == "HasKmsKey"
     roles = {role["Ref"] for role in policy["Properties"]["Roles"]}
     # and the prefix-scoped S3 credentials' role: S3 encrypts their writes with the key
-    assert roles == {f"{name}Role" for name in [*FUNCTIONS, "ReconcileStateMachine", "S3Credentials"]}
+    machines = ["ReconcileStateMachine", "SegmentStateMachine", "CopyStateMachine"]
+    assert roles == {f"{name}Role" for name in [*FUNCTIONS, *machines, "S3Credentials"]}
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Effect"] == "Allow"
     assert set(statement["Action"]) == {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"}
@@ -260,11 +263,12 @@ def test_every_listing_grant_is_limited_to_the_upload_prefix(template: dict[str,
                 if logical_id == "S3CredentialsRole":  # the callers' prefixes (each session narrows it to its own)
                     assert keys == {"s3:prefix": "s3/*"}
                     continue
-                if logical_id in ("IngestFunctionRole", "ReconcileFunctionRole"):  # and the drop zone (s3/)
+                if logical_id in ("IngestFunctionRole", "ReconcileFunctionRole", "CopyFunctionRole"):  # and s3/
                     assert keys == {"s3:prefix": [{"Fn::Sub": "${UploadPrefix}*"}, "s3/*"]}, logical_id
                     continue
                 assert keys == {"s3:prefix": {"Fn::Sub": "${UploadPrefix}*"}}, logical_id
-    roles = ("Ingest", "Lfs", "Reconcile", "Reconcile", "UploadParts")  # the reconcile's second: the inventory's
+    # the reconcile's second: the inventory's
+    roles = ("Copy", "Ingest", "Lfs", "Reconcile", "Reconcile", "Segment", "UploadParts")
     assert sorted(found) == sorted([*(f"{name}FunctionRole" for name in roles), "S3CredentialsRole"])
 
 

@@ -1,5 +1,6 @@
 """GET /admin/tenants on the fakes (dfd.history.tenants, dfd.history.codec.tenant_totals): every tenant's totals
-from its references and usage shards, sorted, paged with a validated cursor, as CSV."""
+from its references and usage shards, sorted, paged with a validated cursor, as CSV; and sorted across every page
+of the DynamoDB adapter's Scan."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import base64
 import csv
 import io
 import json
+from typing import Any
 
 import pytest
 
+from dfd.adapters.dynamo.base import to_item
+from dfd.adapters.dynamo.history import Snapshots
 from dfd.core.errors import BadRequest, Forbidden
 from dfd.history.tenants import CSV_COLUMNS, SORTS, Tenants, tenants_csv
 from tests.unit.callers import ADMIN, ALICE, settings
@@ -130,3 +134,41 @@ def test_the_csv_has_one_row_per_tenant_and_no_quota_is_empty() -> None:
     rows = list(csv.reader(io.StringIO(tenants_csv(tenants.page(ADMIN, None, None, None, None)))))
     assert tuple(rows[0]) == CSV_COLUMNS and len(rows) == 3
     assert rows[2] == ["t0001", "1", "10", "2", "1", "10", "0", "0", "", ""]
+
+
+class PagedScan:
+    """The tenant view's Scan as DynamoDB pages it: `per_page` items a page in key order, a LastEvaluatedKey after
+    every page but the last."""
+
+    def __init__(self, items: list[dict[str, Any]], per_page: int) -> None:
+        self.items = sorted(items, key=lambda item: (item["hash"], item["tenant"]))
+        self.per_page = per_page
+        self.requests: list[dict[str, Any]] = []
+
+    def scan(self, **kwargs: Any) -> dict[str, Any]:
+        self.requests.append(kwargs)
+        start = int(kwargs.get("ExclusiveStartKey", {}).get("at", {}).get("N", "0"))
+        page = self.items[start : start + self.per_page]
+        response: dict[str, Any] = {"Items": [to_item(item) for item in page]}
+        if start + self.per_page < len(self.items):
+            response["LastEvaluatedKey"] = {"at": {"N": str(start + self.per_page)}}
+        return response
+
+
+def test_the_listing_sorts_every_scan_page_of_the_tenant_view() -> None:
+    """The route's sort is over the whole view: the adapter reads every Scan page first, so the tenants a later page
+    holds take their places in the first page of the listing."""
+    count = 45
+    items = [  # the Scan's key order (by hash) is the reverse of the tenants' names
+        {"tenant": f"t{n:03d}", "hash": f"{count - n:064x}", "upload_count": 1 + n % 4, "size": n} for n in range(count)
+    ]
+    client = PagedScan(items, per_page=10)
+    tenants = Tenants(settings(), Snapshots(client, settings()))
+    body = tenants.page(ADMIN, "tenant", "asc", "5", None)
+    assert [row["tenant"] for row in body["items"]] == [f"t{n:03d}" for n in range(5)]
+    assert body["total_tenants"] == count and len(client.requests) == 5
+    assert [request.get("ExclusiveStartKey") for request in client.requests][1:] == [
+        {"at": {"N": str(start)}} for start in (10, 20, 30, 40)
+    ]
+    by_uploads = tenants.page(ADMIN, "uploads", None, "3", None)["items"]
+    assert [(row["tenant"], row["uploads"]) for row in by_uploads] == [("t043", 4), ("t039", 4), ("t035", 4)]

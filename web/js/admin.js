@@ -745,6 +745,7 @@
     table.request++;
     table.loading = false;
     table.announce = false;
+    if (D.historyView) D.historyView.stop();
   }
 
   /**
@@ -795,6 +796,7 @@
     renderChart();
     statsLoop();
     loadPage();
+    if (D.historyView) D.historyView.begin();
   }
 
   function resetTable() {

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import botocore.session
 from botocore.config import Config
 
-from dfd.core.retry import API_CALLS, COMPLETE_CALL, OBJECT_READS
+from dfd.core.retry import API_CALLS, COMPLETE_CALL, COPY_CALLS, OBJECT_READS
 from dfd.core.retry import COMPLETE_WAIT_SECONDS as COMPLETE_WAIT_SECONDS
 
 if TYPE_CHECKING:
@@ -116,6 +116,21 @@ def _s3_complete() -> Any:
     # API gives up at 30 s) after listing up to 10,000 parts; one attempt: a wait past it is answered "completing",
     # and the client's repeat is the retry
     return client("s3", config=Config(signature_version="s3v4", s3=s3_addressing(), **COMPLETE_CALL.config()))
+
+
+def _s3_copy() -> Any:
+    # the copy workflow's part copies: dfd.ingest.dropcopy.WORKERS (32) in flight, each answered when S3 has
+    # copied its part
+    return client(
+        "s3",
+        config=Config(signature_version="s3v4", s3=s3_addressing(), **COPY_CALLS.config(), max_pool_connections=40),
+    )
+
+
+@cache
+def s3_copy() -> Any:
+    """For the copy workflow's S3 calls (dfd.ingest.dropcopy): a part copy's read timeout is its copy's time."""
+    return LazyClient(_s3_copy)
 
 
 def _events() -> Any:

@@ -30,3 +30,12 @@ def b64_to_hex(b64_digest: str) -> str | None:
     except (binascii.Error, ValueError):
         return None
     return raw.hex() if len(raw) == 32 else None
+
+
+def b64_to_crc64(b64_checksum: str) -> int | None:
+    """S3's base64 ChecksumCRC64NVME (8 bytes, big-endian) → the unsigned number; None when it is not one."""
+    try:
+        raw = base64.b64decode(b64_checksum, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return int.from_bytes(raw, "big") if len(raw) == 8 else None

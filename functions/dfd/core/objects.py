@@ -83,6 +83,12 @@ class ObjectStore(Protocol):
         return the count fed. Raises ObjectChanged (overwritten: 412) or ObjectNotFound."""
         ...
 
+    def stored_crc64nvme(self, info: ObjectInfo) -> int | None:
+        """S3's full-object CRC64NVME of the identified version (HeadObject IfMatch its ETag, its VersionId,
+        ChecksumMode ENABLED); None when it has none or only a COMPOSITE one (a multipart's checksum of part
+        checksums). Raises ObjectChanged (412: overwritten) or ObjectNotFound."""
+        ...
+
     def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...
 
     def exists(self, bucket: str, key: str, etag: str | None) -> bool:

@@ -69,6 +69,10 @@ OBJECT_READS = CallLimits(attempts=3, connect_timeout=1.0, read_timeout=5.0)
 # upload is answered "completing" and the client's repeat is the retry)
 COMPLETE_WAIT_SECONDS = 20
 COMPLETE_CALL = CallLimits(attempts=1, connect_timeout=3.0, read_timeout=COMPLETE_WAIT_SECONDS, emulated_longer=False)
+# the copy workflow's part copies (dfd.ingest.dropcopy): an UploadPartCopy of up to 5 GiB answers when S3 has copied
+# it (215 s at the 25 MB/s assumed); the read timeout waits for a 5 GiB part at 13 MB/s without counting on bytes S3
+# may send meanwhile; botocore repeats one that timed out once (the same part number: replaced)
+COPY_CALLS = CallLimits(attempts=2, connect_timeout=1.0, read_timeout=400.0)
 
 
 class Backoff:
@@ -144,6 +148,8 @@ BUDGETS = (
     Budget("SnapshotFunction", API_CALLS, PARTIAL_PAUSES, "the shards' batched read, the snapshot's batched write"),
     Budget("AdminHashesFunction", API_CALLS, PARTIAL_PAUSES, "a batched read"),
     Budget("IngestFunction", OBJECT_READS, _INGEST, "one record's ingest (the batch's records run side by side)"),
+    Budget("CopyFunction", COPY_CALLS, 0, "a step's part copies, each retried by botocore only (no domain loop)"),
+    Budget("SegmentFunction", OBJECT_READS, _INGEST, "a segment's ranged reads, then the last one's commit"),
     Budget("PublisherFunction", API_CALLS, PARTIAL_PAUSES, "PutEvents' refused entries"),
     Budget("ReconcileFunction", API_CALLS, PARTIAL_PAUSES, "a batched read (each page is its own invocation)"),
 )

@@ -15,7 +15,7 @@ from dfd.core.records import EventRecord, FileRecord, KeyClaim, TenantRef, Uploa
 from dfd.uploads.codec import upload_key
 
 if TYPE_CHECKING:
-    from dfd.ingest.ports import HashingShown, HashProgress, ObjectVersion
+    from dfd.ingest.ports import CopyProgress, HashingShown, HashProgress, ObjectVersion
 
 LOST = "lost"  # FileMetadata `state` of a content every copy of which is gone (the reconcile sweep writes it)
 
@@ -216,7 +216,8 @@ def hashing_shown(item: Mapping[str, Any]) -> HashingShown:
 
 
 def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
-    """The state item: the SHA-256 words as 64 hex digits (`words`) and the bytes they cover (`hashed`)."""
+    """The state item: the SHA-256 words as 64 hex digits (`words`) and the bytes they cover (`hashed`); S3's
+    CRC64NVME (`s3_crc64nvme`) and the one of the bytes hashed (`crc64nvme`), 16 hex digits each, when it has one."""
     item: Item = {
         **hashing_key(progress.event_key),
         "bucket": progress.bucket,
@@ -233,7 +234,19 @@ def hashing_item(progress: HashProgress, stamp: str, ttl: int) -> Item:
     for name in ("version_id", "digest", "content_type", "tenant_hint"):
         if (value := getattr(progress, name)) is not None:
             item[name] = value
+    if progress.stored_crc64nvme is not None:
+        item["s3_crc64nvme"] = f"{progress.stored_crc64nvme:016x}"
+        item["crc64nvme"] = f"{progress.crc64nvme or 0:016x}"
     return item
+
+
+def _crc64(item: Mapping[str, Any], name: str) -> int | None:
+    value = item.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 16 or value.strip("0123456789abcdef"):
+        raise ValueError(f"{name} is not 16 hex digits")
+    return int(value, 16)
 
 
 def hash_progress(item: Mapping[str, Any]) -> HashProgress:
@@ -254,4 +267,65 @@ def hash_progress(item: Mapping[str, Any]) -> HashProgress:
         content_type=optional(item.get("content_type")),
         tenant_hint=optional(item.get("tenant_hint")),
         run=int(item.get("run", 0)),
+        stored_crc64nvme=_crc64(item, "s3_crc64nvme"),
+        crc64nvme=_crc64(item, "crc64nvme"),
+    )
+
+
+# A drop-zone object's copy across invocations (dfd.ingest.dropcopy) is an Events item of its own, beside the
+# object's hashing and event items: event_key `copy#<event key of the s3/ object version>`. Its multipart UploadId
+# stays here, server-side: the workflow's input names the version only.
+COPY_PREFIX = "copy#"
+# what dfd.adapters.dynamo.copies writes on each update (the rest of the item is written once, by its start)
+COPY_CHANGES = ("upload_id", "copied", "steps", "uploads", "ended")
+
+
+def copy_key(event_key: str) -> Item:
+    return {"event_key": COPY_PREFIX + event_key}
+
+
+def copy_item(progress: CopyProgress, stamp: str, ttl: int) -> Item:
+    item: Item = {
+        **copy_key(progress.event_key),
+        "bucket": progress.bucket,
+        "key": progress.key,
+        "etag": progress.etag,
+        "size": progress.size,
+        "target": progress.target,
+        "content_type": progress.content_type,
+        "tenant": progress.tenant,
+        "part_bytes": progress.part_bytes,
+        "copied": progress.copied,
+        "steps": progress.steps,
+        "uploads": progress.uploads,
+        "run": progress.run,
+        "updated_at": stamp,
+        "ttl": ttl,
+    }
+    for name in ("upload_id", "ended"):
+        if (value := getattr(progress, name)) is not None:
+            item[name] = value
+    return item
+
+
+def copy_progress(item: Mapping[str, Any]) -> CopyProgress:
+    from dfd.ingest.ports import CopyProgress
+
+    return CopyProgress(
+        event_key=str(item["event_key"]).removeprefix(COPY_PREFIX),
+        bucket=str(item["bucket"]),
+        key=str(item["key"]),
+        etag=str(item["etag"]),
+        size=int(item["size"]),
+        target=str(item["target"]),
+        content_type=str(item["content_type"]),
+        tenant=str(item["tenant"]),
+        part_bytes=int(item["part_bytes"]),
+        upload_id=optional(item.get("upload_id")),
+        copied=int(item.get("copied", 0)),
+        steps=int(item.get("steps", 0)),
+        uploads=int(item.get("uploads", 0)),
+        ended=optional(item.get("ended")),
+        run=int(item.get("run", 0)),
+        updated_at=optional(item.get("updated_at")),
     )

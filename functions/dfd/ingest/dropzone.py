@@ -17,6 +17,9 @@ s3/ key: each object version is moved to the upload key the rest of the system s
      bucket policy wants every write there; skipped when the copy is there already), with the tenant hint. That
      copy's own ObjectCreated event drives the ingest's exactly-once
      commit (dfd.ingest.service: stored, or duplicate and its bytes deleted), counters, usage and events included.
+     Above the copy workflow's threshold (:class:`dfd.ingest.dropcopy.CopyHandoff`) the copy runs across
+     invocations instead: its copy item begun and ONE execution started per version (outcome `copying`); the
+     workflow's last step deletes the s3/ object (docs/design/dropzone-copies.md).
   4. Delete the s3/ object (IfMatch its ETag) — once its bytes are at the upload key (pending there: the
      reconcile re-drives it; processed: the decision committed), or its upload ended without them (rejected —
      a copy S3 refuses for the object's storage class rejects a pending one —, deleted, expired, failed).
@@ -38,6 +41,7 @@ from dfd.core.errors import ObjectArchived, ObjectChanged, ObjectNotFound, Servi
 from dfd.core.ids import (
     MAX_FILENAME,
     clean_filename,
+    event_key,
     object_key,
     stored_content_type,
     tenant_metadata,
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 
     from dfd.core.config import Settings
     from dfd.core.objects import ObjectInfo, ObjectStore
+    from dfd.ingest.dropcopy import CopyHandoff
     from dfd.ingest.ports import DropStore
 
 # why a drop-zone object is rejected (the upload's `failure`, shown as its `reason`)
@@ -67,6 +72,9 @@ ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 # a drop-zone upload stays pending this long without its copy before the reconcile may expire it: its event's
 # redeliveries and the daily sweep (which re-drives every object under s3/) copy it well within
 PENDING_SECONDS = 24 * 3600
+# one the copy workflow copies: as long as its s3/ object lives (the bucket's ExpireDropZone rule), past which its
+# copy can never finish
+COPY_PENDING_SECONDS = 7 * 24 * 3600
 ATTEMPTS = 3  # reads of the upload record: a concurrent delivery registering the same upload costs one more
 
 
@@ -110,6 +118,7 @@ class DropZone:
         *,
         now: Callable[[], datetime] = clock.now,
         writers: Callable[[str, str], bool] | None = None,
+        copies: CopyHandoff | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -117,11 +126,13 @@ class DropZone:
         self._now = now
         # (tenant, owner) -> whether a still-valid session may have written the object (dfd.identity.s3sessions)
         self._writers = writers
+        self._copies = copies
 
     def ingest(self, bucket: str, key: str) -> tuple[str, dict[str, object]]:
         """One event of an object under s3/: (outcome, details) — `ignored` (not a caller's key), `gone`,
         `superseded` (overwritten meanwhile: its own event follows), `moved` (at its upload key, pending its
-        ingest), `rejected` (refused: deleted), `settled` (its upload ended before: the leftover deleted)."""
+        ingest), `copying` (handed to the copy workflow), `rejected` (refused: deleted), `settled` (its upload
+        ended before: the leftover deleted)."""
         parsed = drop_key(key)
         if parsed is None:
             return "ignored", {"reason": "not under a caller's prefix"}
@@ -136,8 +147,11 @@ class DropZone:
         upload = self._upload(info, upload_id, tenant, owner, rest)
         if upload.status == UploadStatus.PENDING:
             detail["upload_status"] = upload.status.value
+            target = object_key(self._s.upload_prefix, upload_id)
+            if self._copies is not None and info.size > self._copies.threshold:
+                return self._hand_off(self._copies, info, target, tenant, detail)
             try:
-                self._copy(info, object_key(self._s.upload_prefix, upload_id), tenant)
+                self._copy(info, target, tenant)
             except ObjectChanged:
                 return "superseded", detail
             except ObjectNotFound:
@@ -156,6 +170,30 @@ class DropZone:
         # failed: what it held released, this object never to become its bytes): nothing needs these bytes
         detail["deleted"] = self._objects.delete(bucket, key, info.etag)
         return ("rejected" if upload.status == UploadStatus.REJECTED else "settled"), detail
+
+    def _hand_off(
+        self, handoff: CopyHandoff, info: ObjectInfo, target: str, tenant: str, detail: dict[str, object]
+    ) -> tuple[str, dict[str, object]]:
+        """Begin the version's copy item and start its execution (named by its event key: a replayed or re-driven
+        event starts none other); restart it when it died. A copy that is at the target already is `moved`."""
+        from dfd.ingest.dropcopy import execution_name
+
+        if self._objects.exists(info.bucket, target, None):  # copied: its s3/ object's delete was lost
+            detail["deleted"] = self._objects.delete(info.bucket, info.key, info.etag)
+            return "moved", detail
+        key = event_key(info.bucket, info.key, version_token(info.version_id, info.etag))
+        progress = handoff.copies.begin(key, info, target, stored_content_type(info.content_type), tenant)
+        if progress.ended is not None and progress.ended != "done":
+            return progress.ended, detail  # superseded or gone while it was copied
+        name = execution_name(key, progress.run)
+        started = handoff.starter.start_hashing(name, key)
+        if not started and handoff.starter.died(name) and handoff.copies.restart(progress, self._now()):
+            # its execution died (every retry of a step failed): the next run goes on from the parts S3 holds
+            name = execution_name(key, progress.run + 1)
+            started = handoff.starter.start_hashing(name, key)
+            detail["restarted"] = True
+        detail.update(execution=name, started=started, copied=progress.copied)
+        return "copying", detail
 
     def _copy(self, info: ObjectInfo, target: str, tenant: str) -> None:
         """Copy the identified object version to `target` (IfNoneMatch "*") unless a copy is there already.
@@ -194,7 +232,7 @@ class DropZone:
                 None,
                 object_key(self._s.upload_prefix, upload_id),
                 info.bucket,
-                clock.plus(now, seconds=PENDING_SECONDS),
+                clock.plus(now, seconds=self._pending_seconds(info)),
                 owner=owner,
                 tenant=tenant,
                 via=UploadVia.S3,
@@ -218,6 +256,12 @@ class DropZone:
             if found is not None:
                 return found
         raise ServiceUnavailable(f"the upload of {info.key} could not be registered")
+
+    def _pending_seconds(self, info: ObjectInfo) -> int:
+        """How long the upload stays pending without its copy before the reconcile may expire it."""
+        if self._copies is not None and info.size > self._copies.threshold:
+            return COPY_PENDING_SECONDS
+        return PENDING_SECONDS
 
     def _refused(self, info: ObjectInfo, rest: str) -> str | None:
         """Why this object can never become an upload (the rejected upload's reason), or None."""

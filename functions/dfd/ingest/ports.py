@@ -103,11 +103,20 @@ class HashProgress:
     content_type: str | None = None
     tenant_hint: str | None = None
     run: int = 0  # the workflow execution hashing it (dfd.ingest.segments.execution_name): one more per restart
+    # S3's FULL_OBJECT CRC64NVME of the version as its first segment read it (None: it has none), and while there
+    # is one, the CRC64NVME of the bytes hashed (of every byte once the digest is known)
+    stored_crc64nvme: int | None = None
+    crc64nvme: int | None = None
 
     @property
     def hashed(self) -> int:
         """Bytes hashed so far: the size once the digest is known."""
         return self.size if self.digest is not None else self.state.length
+
+    @property
+    def crc64nvme_mismatch(self) -> bool:
+        """Every byte hashed, and their CRC64NVME is not the one S3 stored: never committed."""
+        return self.digest is not None and self.stored_crc64nvme is not None and self.crc64nvme != self.stored_crc64nvme
 
 
 class HashingStore(Protocol):
@@ -265,3 +274,78 @@ class IngestStore(FileReads, DropStore, Protocol):
         deleted). Raises FileChanged (the record moved on: item is the record now), UploadTaken (the upload was
         deleted meanwhile: item is the upload now) or CommitRefused."""
         ...
+
+
+@dataclass(frozen=True)
+class CopyProgress:
+    """A drop-zone object version copied to its upload key across invocations (dfd.ingest.dropcopy): which version
+    (its event key; what pins the copy: ETag, size), where to (`target`, with the content type and the tenant
+    hint the copy carries), the part size, S3's multipart UploadId once created, and how it ended (`ended`:
+    done, superseded or gone)."""
+
+    event_key: str
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    target: str
+    content_type: str
+    tenant: str
+    part_bytes: int
+    upload_id: str | None = None
+    copied: int = 0  # bytes in the parts the last step found or copied (display only)
+    steps: int = 0  # invocations that copied parts
+    uploads: int = 0  # multipart uploads created: more than one when S3's lifecycle rule aborted one
+    ended: str | None = None
+    run: int = 0  # the workflow execution copying it (dfd.ingest.dropcopy.execution_name): one more per restart
+    updated_at: str | None = None
+
+
+class CopyStore(Protocol):
+    """What dfd.ingest.dropcopy reads and writes: one copy item per drop-zone object version, written only by it."""
+
+    def get_copy(self, event_key: str) -> CopyProgress | None:
+        """The version's copy as last written (a consistent read), or None."""
+        ...
+
+    def start_copy(self, progress: CopyProgress, now: datetime) -> CopyProgress:
+        """Put the copy where the version has none; the copy there (this one, or an earlier start's)."""
+        ...
+
+    def update_copy(self, progress: CopyProgress, upload_id: str | None, now: datetime) -> bool:
+        """Write the copy's upload id, progress and end, conditioned on the stored one naming `upload_id` (None: no
+        upload yet) and not having ended; False when it does not (another writer moved it on, or it is gone)."""
+        ...
+
+    def next_copy_run(self, progress: CopyProgress, now: datetime) -> bool:
+        """Count one more workflow execution (`run` + 1), conditioned on its `run` being the one read and no end;
+        False when it is not (another restart counted it first)."""
+        ...
+
+
+class PartCopies(Protocol):
+    """The S3 calls of a copy across invocations (dfd.adapters.s3.copies)."""
+
+    def create_copy(self, bucket: str, target_key: str, *, content_type: str, metadata: dict[str, str]) -> str: ...
+
+    def copied_parts(self, bucket: str, target_key: str, upload_id: str) -> dict[int, tuple[str, int]]: ...
+
+    def copy_part(
+        self,
+        bucket: str,
+        source_key: str,
+        etag: str,
+        target_key: str,
+        upload_id: str,
+        number: int,
+        first: int,
+        last: int,
+    ) -> str: ...
+
+    def complete_copy(self, bucket: str, target_key: str, upload_id: str, parts: dict[int, str]) -> None: ...
+
+    def abort_copy(self, bucket: str, target_key: str, upload_id: str) -> None: ...
+
+    def exists(self, bucket: str, key: str, etag: str | None) -> bool: ...
+
+    def delete(self, bucket: str, key: str, etag: str | None) -> bool: ...

@@ -3,9 +3,11 @@
 A segment reads the version's state item (dfd.ingest.ports.HashingStore), resumes the SHA-256 from it, and reads
 the next bytes through ranged GETs of exactly that version (IfMatch its ETag, its VersionId), in windows that are
 multiples of 64 bytes, while the time left allows one more window at the rate measured so far and the segment's
-byte budget lasts. It then writes the new state, conditioned on the offset it started from, in one write. A failed
-segment wrote nothing: retried, it starts from the same state. An overwrite (412) or a delete ends the hashing:
-nothing is written, the version's own events say what follows.
+byte budget lasts. When S3 stores a full-object CRC64NVME of the version (read once, by the first segment), the
+same pass carries the CRC64NVME of the bytes beside the SHA-256; every byte hashed, a CRC that differs marks the
+version rejected, never committed. It then writes the new state, conditioned on the offset it started from, in one
+write. A failed segment wrote nothing: retried, it starts from the same state. An overwrite (412) or a delete ends
+the hashing: nothing is written, the version's own events say what follows.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ SEGMENT_BYTES = 180 * GIB
 # objects above it are hashed in segments: ten of them (an SQS batch, one vCPU) still hash inline within 60 % of the
 # ingest's 840 s at 400 MB/s (docs/design/segments.md, "The threshold")
 HANDOFF_THRESHOLD = 16 * GIB
-WINDOW_BYTES = 64 * MIB  # one budget check's worth of reading: a fraction of a second at the measured rate
+# one budget check's worth of reading, ~1.3 s at 400 MB/s: each window is one ObjectStore.stream_range, whose
+# ranged GETs start anew (the first part's latency hashes nothing), so a window is long beside that latency; and
+# short beside RESERVE_SECONDS, so that one started at the measured rate ends within the budget
+WINDOW_BYTES = 512 * MIB
 RESERVE_SECONDS = 30.0  # kept back at a segment's end for the state write and the answer
 
 
@@ -58,9 +63,11 @@ def version_info(progress: HashProgress) -> ObjectInfo:
 
 
 class SegmentReads(Protocol):
-    """The read a segment makes (dfd.core.objects.ObjectStore.stream_range)."""
+    """The reads a segment makes (dfd.core.objects.ObjectStore.stream_range, stored_crc64nvme)."""
 
     def stream_range(self, info: ObjectInfo, start: int, end: int, sink: Sink) -> int: ...
+
+    def stored_crc64nvme(self, info: ObjectInfo) -> int | None: ...
 
 
 class HashingUnknown(NotFound):
@@ -84,6 +91,40 @@ class SegmentResult:
     digest: str | None = None
     read: int = 0  # bytes this segment read
     version: ObjectInfo | None = None  # done: the version hashed, as its commit takes it
+    # done: the CRC64NVME of every byte is not the one S3 stored (the version is rejected, never committed)
+    crc64nvme_mismatch: bool = False
+
+
+def finished(progress: HashProgress, read: int = 0) -> SegmentResult:
+    """The answer for a version every byte of which is hashed (its digest in the state)."""
+    assert progress.digest is not None
+    return SegmentResult(
+        SegmentOutcome.DONE,
+        progress.size,
+        progress.size,
+        progress.digest,
+        read,
+        version_info(progress),
+        progress.crc64nvme_mismatch,
+    )
+
+
+class _Feed:
+    """What a segment's reads feed, in order: the SHA-256, and beside it the CRC64NVME when the version has one
+    stored to compare (`crc`: the CRC of the bytes fed so far)."""
+
+    def __init__(self, digest: Sha256, crc: int | None) -> None:
+        self.digest = digest
+        self.crc = crc
+        if crc is not None:
+            from dfd.ingest.crc64nvme import update
+
+            self._update = update
+
+    def __call__(self, chunk: memoryview) -> None:
+        self.digest.update(chunk)
+        if self.crc is not None:
+            self.crc = self._update(chunk, self.crc)
 
 
 class Segments:
@@ -137,12 +178,20 @@ class Segments:
         if progress is None:
             raise HashingUnknown(f"no hashing state for {event_key}")
         if progress.digest is not None:  # a retry of the last segment, whose write landed
-            return SegmentResult(
-                SegmentOutcome.DONE, progress.size, progress.size, progress.digest, version=version_info(progress)
-            )
+            return finished(progress)
         info = ObjectInfo(progress.bucket, progress.key, progress.etag, progress.version_id, progress.size, None, None)
         digest = Sha256(progress.state)
         start = offset = progress.state.length
+        stored, crc = progress.stored_crc64nvme, progress.crc64nvme
+        if start == 0:  # the first segment reads S3's checksum of the version, once
+            try:
+                stored = self._objects.stored_crc64nvme(info)
+            except ObjectChanged:
+                return SegmentResult(SegmentOutcome.SUPERSEDED, 0, progress.size)
+            except ObjectNotFound:
+                return SegmentResult(SegmentOutcome.GONE, 0, progress.size)
+            crc = None if stored is None else 0  # the CRC of no bytes
+        feed = _Feed(digest, crc)
         began = self._monotonic()
         while offset < progress.size:
             # a multiple of 64 unless it reaches the end: every cut is at a block boundary
@@ -154,7 +203,7 @@ class Segments:
                 if remaining_seconds() - self._reserve < step / rate:
                     break
             try:
-                fed = self._objects.stream_range(info, offset, offset + step, digest.update)
+                fed = self._objects.stream_range(info, offset, offset + step, feed)
             except ObjectChanged:
                 return SegmentResult(SegmentOutcome.SUPERSEDED, offset, progress.size, read=offset - start)
             except ObjectNotFound:
@@ -162,10 +211,11 @@ class Segments:
             if fed != step:  # a range shorter than asked: the version is not the one identified
                 return SegmentResult(SegmentOutcome.SUPERSEDED, offset, progress.size, read=offset - start)
             offset += step
+        carried = replace(progress, segments=progress.segments + 1, stored_crc64nvme=stored, crc64nvme=feed.crc)
         if offset == progress.size:
-            advanced = replace(progress, segments=progress.segments + 1, digest=digest.hexdigest())
+            advanced = replace(carried, digest=digest.hexdigest())
         else:
-            advanced = replace(progress, segments=progress.segments + 1, state=digest.state())
+            advanced = replace(carried, state=digest.state())
         if not self._store.advance_hashing(advanced, start, self._now()):
             # another run of this segment wrote first (a retry overlapping its attempt): follow what it wrote
             current = self._store.get_hashing(event_key)
@@ -173,6 +223,5 @@ class Segments:
                 raise HashingUnknown(f"the hashing state of {event_key} went while it was hashed")
             advanced = current
         if advanced.digest is not None:
-            read, done = offset - start, version_info(advanced)
-            return SegmentResult(SegmentOutcome.DONE, advanced.size, advanced.size, advanced.digest, read, done)
+            return finished(advanced, offset - start)
         return SegmentResult(SegmentOutcome.MORE, advanced.hashed, advanced.size, read=offset - start)

@@ -60,10 +60,13 @@ from dfd.ingest.ports import ObjectVersion, TenantShare
 if TYPE_CHECKING:
     from dfd.core.config import Settings
     from dfd.core.notifications import ObjectRef
+    from dfd.ingest.dropcopy import CopyHandoff
     from dfd.ingest.ports import HashingStarter, IngestStore
     from dfd.ingest.segments import Segments
 
 MAX_ATTEMPTS = INGEST_ATTEMPTS
+# a version hashed in segments whose bytes' CRC64NVME is not the one S3 stored (dfd.ingest.segments): rejected
+CRC64NVME_MISMATCH = "crc64nvme_mismatch"
 
 
 class Outcome(StrEnum):
@@ -74,10 +77,13 @@ class Outcome(StrEnum):
     IGNORED = "ignored"  # not ours: other bucket, outside the prefix
     GONE = "gone"  # the object no longer exists (deleted duplicate, never uploaded)
     SUPERSEDED = "superseded"  # the object changed while read: the newer version's event follows
-    REJECTED = "rejected"  # a second PUT at an upload key already processed: deleted, not counted
+    # a second PUT at an upload key already processed, or a version whose bytes read are not the ones S3 checksummed
+    # (`crc64nvme_mismatch`): deleted, not counted
+    REJECTED = "rejected"
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
     # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
     HASHING = "hashing"  # above the segment threshold: handed to the segment workflow, which commits it (segments.py)
+    COPYING = "copying"  # above the copy threshold: handed to the copy workflow, which moves it (dropcopy.py)
     MOVED = "moved"  # copied to its upload key (whose own event is ingested as any upload's), then deleted
     SETTLED = "settled"  # its upload ended before (processed, deleted, expired, failed): the leftover object deleted
 
@@ -137,6 +143,7 @@ class Ingestor:
         after_commit: Callable[[IngestResult], None] | None = None,
         writers: Callable[[str, str], bool] | None = None,
         handoff: Handoff | None = None,
+        copies: CopyHandoff | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -146,7 +153,7 @@ class Ingestor:
         self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
-        self._drops = DropZone(settings, repo, objects, now=now, writers=writers)
+        self._drops = DropZone(settings, repo, objects, now=now, writers=writers, copies=copies)
         self._handoff = handoff
 
     # ------------------------------------------------------------------ entry point
@@ -185,10 +192,11 @@ class Ingestor:
         self._decide_and_commit(info, result, checksum=stored)
         return result
 
-    def commit_hashed(self, info: ObjectInfo, digest: str) -> IngestResult:
+    def commit_hashed(self, info: ObjectInfo, digest: str, *, crc64nvme_mismatch: bool = False) -> IngestResult:
         """The decision and commit of a version hashed across invocations (dfd.ingest.segments: every byte of the
         version `info` identifies hashed to `digest`): the same decision and commit as an inline hash's, from the
-        same first read on."""
+        same first read on. `crc64nvme_mismatch`: the CRC64NVME of the bytes read is not the one S3 stored — the
+        version is rejected as a second PUT at a processed upload key is (`crc64nvme_mismatch`), never committed."""
         result = IngestResult(Outcome.IGNORED, info.bucket, info.key)
         if info.bucket != self._s.bucket or not info.key.startswith(self._s.upload_prefix) or info.key.endswith("/"):
             result.detail["reason"] = "outside the upload prefix"
@@ -196,6 +204,14 @@ class Ingestor:
         result.upload_id = upload_id_from_key(self._s.upload_prefix, info.key)
         self._identified(info, result)
         result.hash, result.hashed_bytes = digest, info.size
+        if crc64nvme_mismatch:
+            assert result.event_key is not None
+            result.detail["reason"] = CRC64NVME_MISMATCH
+            version = ObjectVersion(
+                result.event_key, info.bucket, info.key, info.etag, info.size, digest, result.upload_id
+            )
+            self._rejected(version, result)
+            return result
         self._decide_and_commit(info, result)
         return result
 
@@ -208,7 +224,9 @@ class Ingestor:
         assert result.event_key is not None
         progress = handoff.segments.begin(result.event_key, info)
         if progress.digest is not None:
-            return self.commit_hashed(version_info(progress), progress.digest)
+            return self.commit_hashed(
+                version_info(progress), progress.digest, crc64nvme_mismatch=progress.crc64nvme_mismatch
+            )
         name = execution_name(result.event_key, progress.run)
         started = handoff.starter.start_hashing(name, result.event_key)
         if not started and handoff.starter.died(name) and handoff.segments.restart(progress, self._now()):

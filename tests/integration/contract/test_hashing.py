@@ -121,3 +121,17 @@ def test_a_restart_counts_one_run_at_a_time(store: Store) -> None:
     done = dataclasses.replace(found, digest="d" * 64)
     assert store.advance_hashing(done, 64, _now())
     assert not store.next_run(done, _now())  # nothing restarts once every byte is hashed
+
+
+def test_the_crc64nvme_beside_the_state_is_kept_exactly(store: Store) -> None:
+    store.start_hashing(_first(), _now())
+    # 64-bit values: past a double's 53 bits, and the largest (DynamoDB keeps them as the item's strings)
+    for stored, running, at in ((0xFFFFFFFFFFFFFFFF, 0x8000000000000001, 0), (0xAE8B14860A799888, 0, 64)):
+        moved = dataclasses.replace(_after(b"x" * (at + 64)), stored_crc64nvme=stored, crc64nvme=running)
+        assert store.advance_hashing(moved, at, _now())
+        found = store.get_hashing(EVENT)
+        assert found is not None and (found.stored_crc64nvme, found.crc64nvme) == (stored, running)
+    done = dataclasses.replace(found, digest="d" * 64, crc64nvme=0xAE8B14860A799889)
+    assert store.advance_hashing(done, 128, _now())
+    finished = store.get_hashing(EVENT)
+    assert finished is not None and finished.crc64nvme_mismatch  # the digest kept with what it was compared to

@@ -24,6 +24,7 @@ class FakeObject:
     metadata: dict[str, str] = field(default_factory=dict)
     storage_class: str | None = None  # None: STANDARD
     last_modified: str | None = None  # S3's Last-Modified: here, one per put
+    crc64nvme: int | None = None  # S3's FULL_OBJECT CRC64NVME, as the put gave it
 
 
 @dataclass
@@ -36,6 +37,7 @@ class FakeObjectStore:
     before_stream: Callable[[ObjectInfo], None] | None = None  # runs once, between the open and the read
     streams: int = 0  # bodies read through stream()
     heads: list[tuple[str, str]] = field(default_factory=list)  # exists() calls (HeadObject IfMatch)
+    checksum_heads: list[str] = field(default_factory=list)  # stored_crc64nvme() calls, by key
     ranges: list[tuple[str, int, int]] = field(default_factory=list)  # stream_range() calls: key, start, end
     before_range: Callable[[ObjectInfo, int, int], None] | None = None  # runs before each stream_range() read
     _puts: int = 0
@@ -51,14 +53,16 @@ class FakeObjectStore:
         metadata: dict[str, str] | None = None,
         etag: str | None = None,
         storage_class: str | None = None,
+        crc64nvme: int | None = None,
     ) -> FakeObject:
-        """Put an object; its ETag is unique to this put unless given (S3's ETag of the same bytes: `etag`)."""
+        """Put an object; its ETag is unique to this put unless given (S3's ETag of the same bytes: `etag`);
+        `crc64nvme`: the full-object CRC64NVME S3 stores with it (any number: a test may store a wrong one)."""
         self._puts += 1
         etag = etag or '"' + hashlib.md5(data + str(self._puts).encode(), usedforsecurity=False).hexdigest() + '"'
         digest = hashlib.sha256(data).hexdigest() if checksum else None
         written = f"2026-01-01T00:00:00.{self._puts:06d}Z"
         self.objects[(bucket, key)] = FakeObject(
-            data, etag, None, content_type, digest, dict(metadata or {}), storage_class, written
+            data, etag, None, content_type, digest, dict(metadata or {}), storage_class, written, crc64nvme
         )
         return self.objects[(bucket, key)]
 
@@ -117,6 +121,16 @@ class FakeObjectStore:
         for at in range(0, len(data), 1 << 16):
             sink(memoryview(data[at : at + (1 << 16)]))
         return len(data)
+
+    def stored_crc64nvme(self, info: ObjectInfo) -> int | None:
+        """HeadObject IfMatch the version's ETag, ChecksumMode ENABLED: its stored CRC64NVME."""
+        self.checksum_heads.append(info.key)
+        found = self.objects.get((info.bucket, info.key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {info.key} does not exist")
+        if found.etag != info.etag:
+            raise ObjectChanged(f"s3 object {info.key} changed while it was read")
+        return found.crc64nvme
 
     def delete(self, bucket: str, key: str, etag: str | None) -> bool:
         found = self.objects.get((bucket, key))
@@ -265,6 +279,61 @@ class FakeObjectStore:
     def abort_multipart(self, bucket: str, key: str, s3_upload_id: str) -> None:
         if self.multiparts.pop(s3_upload_id, None) is not None:
             self.aborted.append(s3_upload_id)
+
+    # ---------------------------------------------------------------- a copy across invocations (dfd.ingest.dropcopy)
+    part_copies: list[tuple[str, int]] = field(default_factory=list)  # copy_part() calls: S3 upload id, part number
+    before_part_copy: Callable[[int], None] | None = None  # runs before each copy_part() (its part number)
+
+    def create_copy(self, bucket: str, target_key: str, *, content_type: str, metadata: dict[str, str]) -> str:
+        s3_upload_id = self.create_multipart(bucket, target_key, content_type=content_type, checksum=False)
+        self.multiparts[s3_upload_id].update(metadata=dict(metadata), content_type=content_type)
+        return s3_upload_id
+
+    def copied_parts(self, bucket: str, target_key: str, upload_id: str) -> dict[int, tuple[str, int]]:
+        return {part.part_number: (part.etag, part.size) for part in self.list_parts(bucket, target_key, upload_id)}
+
+    def copy_part(
+        self,
+        bucket: str,
+        source_key: str,
+        etag: str,
+        target_key: str,
+        upload_id: str,
+        number: int,
+        first: int,
+        last: int,
+    ) -> str:
+        """UploadPartCopy: CopySourceIfMatch `etag` (ObjectChanged), the source gone (ObjectNotFound), the upload
+        gone (MultipartGone)."""
+        hook = self.before_part_copy
+        if hook is not None:
+            hook(number)
+        self.part_copies.append((upload_id, number))
+        if upload_id not in self.multiparts:
+            raise MultipartGone(f"no multipart upload {upload_id}")
+        found = self.objects.get((bucket, source_key))
+        if found is None:
+            raise ObjectNotFound(f"s3 object {source_key} does not exist")
+        if found.etag != etag:
+            raise ObjectChanged(f"s3 object {source_key} changed")
+        return self.upload_part(upload_id, number, found.data[first : last + 1])
+
+    def complete_copy(self, bucket: str, target_key: str, upload_id: str, parts: dict[int, str]) -> None:
+        upload = self.multiparts.get(upload_id)
+        if upload is None:
+            raise MultipartGone(f"no multipart upload {upload_id}")
+        if (bucket, target_key) in self.objects:  # IfNoneMatch "*"
+            raise ObjectChanged(f"s3 object {target_key} exists")
+        held = upload["parts"]
+        if sorted(parts) != sorted(held) or any(held[n].etag != etag for n, etag in parts.items()):
+            raise PartsRejected("the parts named are not the upload's", details={"s3_code": "InvalidPart"})
+        listed = [held[n] for n in sorted(parts)]
+        size = sum(part.size for part in listed)
+        self.complete_multipart(bucket, target_key, upload_id, listed, size=size)
+        self.objects[(bucket, target_key)].content_type = upload.get("content_type")
+
+    def abort_copy(self, bucket: str, target_key: str, upload_id: str) -> None:
+        self.abort_multipart(bucket, target_key, upload_id)
 
     def head(self, bucket: str, key: str) -> ObjectInfo:
         with self.open(bucket, key, expect_checksum=True) as opened:

@@ -1,5 +1,6 @@
-"""What every aggregate module of the DynamoDB adapter shares: attribute values, ClientError -> domain errors,
-and the transaction plan.
+"""What every aggregate module of the DynamoDB adapter and the stores of the other tables share: attribute values,
+ClientError -> domain errors, one GetItem (:func:`get_item`), one conditional write (:func:`conditional_write`) and
+the transaction plan.
 
 A write builds its items and, for a transaction, a :class:`Plan` that names the role of every item. DynamoDB
 reports cancellation reasons by position; :meth:`Plan.refusal` turns them into the typed conflict of the role
@@ -122,6 +123,28 @@ def request_token() -> str:
     return secrets.token_hex(16)
 
 
+def conditional_write(call: Callable[[], object], action: str) -> bool:
+    """Make the conditional write `call` (a PutItem, UpdateItem or DeleteItem, named by `action`): False when its
+    condition refused it; any other failure is :func:`translate`'s domain error."""
+    try:
+        call()
+    except (ClientError, BotoCoreError) as error:
+        if condition_failed(error):
+            return False
+        raise translate(error, action) from error
+    return True
+
+
+def get_item(client: Any, table: str, key: Item, *, consistent: bool = True) -> Item | None:
+    """One GetItem of `key` in `table` (strongly consistent unless `consistent` is False): the item, or None."""
+    try:
+        response = client.get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
+    except (ClientError, BotoCoreError) as error:
+        raise translate(error, "GetItem") from error
+    raw = response.get("Item")
+    return from_item(raw) if raw else None
+
+
 def transact(client: Any, items: list[Request]) -> None:
     """One TransactWriteItems with a ClientRequestToken of its own (:func:`request_token`); a
     cancellation by failed conditions raises :class:`CancelledTransaction` (:func:`translate`)."""
@@ -230,12 +253,7 @@ class Store:
 
     # ---------------------------------------------------------------- reads
     def _get(self, table: str, key: Item, *, consistent: bool = False) -> Item | None:
-        try:
-            response = self._db.get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return from_item(raw) if raw else None
+        return get_item(self._db, table, key, consistent=consistent)
 
     def _batch_get(self, request: dict[str, Any]) -> dict[str, list[Item]]:
         """BatchGetItem with UnprocessedKeys retried (PARTIAL_ATTEMPTS calls at most, with dfd.core.retry's backoff)."""

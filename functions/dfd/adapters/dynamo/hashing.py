@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo.base import condition_failed, from_item, to_item, translate
+from dfd.adapters.dynamo.base import condition_failed, conditional_write, get_item, to_item, translate
 from dfd.core import clock
 from dfd.ingest import codec as ingest_codec
 
@@ -29,14 +29,8 @@ class DynamoHashingStore:
         self._ttl = timedelta(days=ttl_days)
 
     def get_hashing(self, event_key: str) -> HashProgress | None:
-        try:
-            response = self._db.get_item(
-                TableName=self._table, Key=to_item(ingest_codec.hashing_key(event_key)), ConsistentRead=True
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return ingest_codec.hash_progress(from_item(raw)) if raw else None
+        item = get_item(self._db, self._table, ingest_codec.hashing_key(event_key))
+        return ingest_codec.hash_progress(item) if item is not None else None
 
     def start_hashing(self, progress: HashProgress, now: datetime) -> HashProgress:
         try:
@@ -58,25 +52,23 @@ class DynamoHashingStore:
         return self.get_hashing(progress.event_key) or progress
 
     def advance_hashing(self, progress: HashProgress, from_length: int, now: datetime) -> bool:
-        try:
-            self._db.put_item(
+        put = conditional_write(
+            lambda: self._db.put_item(
                 TableName=self._table,
                 Item=to_item(self._item(progress, now)),
                 ConditionExpression="hashed = :from AND attribute_not_exists(digest)",
                 ExpressionAttributeValues=to_item({":from": from_length}),
-            )
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "PutItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "PutItem") from error
+            ),
+            "PutItem",
+        )
+        if not put:
+            return False
         self._show(progress, now)
         return True
 
     def next_run(self, progress: HashProgress, now: datetime) -> bool:
-        try:
-            self._db.update_item(
+        return conditional_write(
+            lambda: self._db.update_item(
                 TableName=self._table,
                 Key=to_item(ingest_codec.hashing_key(progress.event_key)),
                 UpdateExpression="SET #r = :next, updated_at = :t",
@@ -85,22 +77,13 @@ class DynamoHashingStore:
                 ExpressionAttributeValues=to_item(
                     {":run": progress.run, ":next": progress.run + 1, ":t": clock.iso(now)}
                 ),
-            )
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "UpdateItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "UpdateItem") from error
-        return True
+            ),
+            "UpdateItem",
+        )
 
     def hashing_of_key(self, bucket: str, key: str) -> HashingShown | None:
-        try:
-            response = self._db.get_item(TableName=self._table, Key=to_item(ingest_codec.progress_key(bucket, key)))
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return ingest_codec.hashing_shown(from_item(raw)) if raw else None
+        item = get_item(self._db, self._table, ingest_codec.progress_key(bucket, key), consistent=False)
+        return ingest_codec.hashing_shown(item) if item is not None else None
 
     def _show(self, progress: HashProgress, now: datetime) -> None:
         item = ingest_codec.progress_item(progress, clock.iso(now), int((now + self._ttl).timestamp()))

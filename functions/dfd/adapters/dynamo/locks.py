@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.dynamo import from_item, to_item, translate
-from dfd.adapters.dynamo.base import condition_failed
+from dfd.adapters.dynamo.base import condition_failed, conditional_write, get_item
 from dfd.core import clock
 from dfd.lfs import codec as lfs_codec
 from dfd.lfs.ports import Lock, LockExists
@@ -37,14 +37,8 @@ class DynamoLockStore:
             raise translate(error, "PutItem") from error
 
     def get(self, repo_key: str, lock_id: str) -> Lock | None:
-        try:
-            response = self._db.get_item(
-                TableName=self._table, Key=to_item(lfs_codec.lock_key(repo_key, lock_id)), ConsistentRead=True
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return lfs_codec.lock(from_item(raw)) if raw else None
+        item = get_item(self._db, self._table, lfs_codec.lock_key(repo_key, lock_id))
+        return lfs_codec.lock(item) if item is not None else None
 
     def page(self, repo_key: str, limit: int, after: str | None) -> tuple[list[Lock], str | None]:
         request: dict[str, Any] = {
@@ -66,18 +60,13 @@ class DynamoLockStore:
         return locks, None
 
     def delete(self, lock: Lock) -> bool:
-        try:
-            self._db.delete_item(
+        return conditional_write(
+            lambda: self._db.delete_item(
                 TableName=self._table,
                 Key=to_item(lfs_codec.lock_key(lock.repo_key, lock.lock_id)),
                 ConditionExpression="#o = :o AND locked_at = :t",
                 ExpressionAttributeNames={"#o": "owner"},
                 ExpressionAttributeValues=to_item({":o": lock.owner, ":t": clock.iso(lock.locked_at)}),
-            )
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "DeleteItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "DeleteItem") from error
-        return True
+            ),
+            "DeleteItem",
+        )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dfd.adapters.dynamo import from_item, to_item, translate
-from dfd.adapters.dynamo.base import CancelledTransaction, Plan, condition_failed, transact
+from dfd.adapters.dynamo.base import CancelledTransaction, Plan, conditional_write, get_item, transact
 from dfd.core.errors import ServiceUnavailable
 from dfd.identity import codec as identity_codec
 
@@ -91,13 +91,7 @@ class DynamoTokenStore:
     def _make_room(self, owner: str, limit: int, now: datetime) -> bool:
         """After a refused add: seed the count or take stale ids out of it; False when the owner holds `limit`
         live tokens (nothing to take out)."""
-        try:
-            response = self._db.get_item(
-                TableName=self._table, Key=to_item(identity_codec.count_key(owner)), ConsistentRead=True
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        seeded, held = identity_codec.count(from_item(response["Item"]) if response.get("Item") else None)
+        seeded, held = identity_codec.count(get_item(self._db, self._table, identity_codec.count_key(owner)))
         if not seeded:
             self._seed(owner, now)
             return True
@@ -140,15 +134,7 @@ class DynamoTokenStore:
         }
         if condition is not None:
             request["ConditionExpression"] = condition
-        try:
-            self._db.update_item(**request)
-        except ClientError as error:
-            if condition is not None and condition_failed(error):
-                return False
-            raise translate(error, "UpdateItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "UpdateItem") from error
-        return True
+        return conditional_write(lambda: self._db.update_item(**request), "UpdateItem")
 
     def _live(self, token_ids: set[str], now: datetime) -> set[str]:
         """Those of `token_ids` whose record exists unexpired at `now` (consistent BatchGetItems of 100 keys: one
@@ -168,14 +154,8 @@ class DynamoTokenStore:
         return live
 
     def get(self, token_id: str) -> PersonalToken | None:
-        try:
-            response = self._db.get_item(
-                TableName=self._table, Key=to_item({"token_id": token_id}), ConsistentRead=True
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return identity_codec.token(from_item(raw)) if raw else None
+        item = get_item(self._db, self._table, {"token_id": token_id})
+        return identity_codec.token(item) if item is not None else None
 
     def list_for(self, owner: str) -> list[PersonalToken]:
         tokens: list[PersonalToken] = []

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from dfd.adapters.dynamo import from_item, to_item, translate
-from dfd.adapters.dynamo.base import condition_failed
+from dfd.adapters.dynamo import to_item
+from dfd.adapters.dynamo.base import conditional_write, get_item
 from dfd.core import clock
 from dfd.identity import codec as identity_codec
 from dfd.identity.s3sessions import KEEP_SECONDS
@@ -24,14 +22,7 @@ class DynamoS3SessionStore:
         self._table = table
 
     def sessions(self, owner: str) -> tuple[list[S3Session], int]:
-        try:
-            response = self._db.get_item(
-                TableName=self._table, Key=to_item(identity_codec.sessions_key(owner)), ConsistentRead=True
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "GetItem") from error
-        raw = response.get("Item")
-        return identity_codec.sessions(from_item(raw) if raw else None)
+        return identity_codec.sessions(get_item(self._db, self._table, identity_codec.sessions_key(owner)))
 
     def replace(self, owner: str, sessions: list[S3Session], version: int) -> bool:
         last = max((session.expires_at for session in sessions), default=clock.now())
@@ -45,12 +36,4 @@ class DynamoS3SessionStore:
         }
         if version:
             request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
-        try:
-            self._db.put_item(**request)
-        except ClientError as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "PutItem") from error
-        except BotoCoreError as error:
-            raise translate(error, "PutItem") from error
-        return True
+        return conditional_write(lambda: self._db.put_item(**request), "PutItem")

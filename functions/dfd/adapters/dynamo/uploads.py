@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, refused_item, to_attr, to_item, translate
+from dfd.adapters.dynamo.base import (
+    Plan,
+    Request,
+    Store,
+    condition_failed,
+    conditional_write,
+    refused_item,
+    to_attr,
+    to_item,
+    translate,
+)
 from dfd.core import clock, usage
 from dfd.core import codec as core_codec
 from dfd.core.conflicts import CommitRefused, MultipartAttached, QuotaRefused
@@ -320,10 +330,4 @@ class Uploads(Store):
             except CommitRefused:
                 return False
             return True
-        try:
-            self._db.update_item(**request)
-        except (ClientError, BotoCoreError) as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, "UpdateItem") from error
-        return True
+        return conditional_write(lambda: self._db.update_item(**request), "UpdateItem")

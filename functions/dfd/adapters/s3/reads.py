@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dfd.adapters.s3.base import Store, release, translate
 from dfd.core import clock
 from dfd.core.errors import ObjectChanged
-from dfd.core.hashing import b64_to_hex
+from dfd.core.hashing import b64_to_crc64, b64_to_hex
 from dfd.core.ids import tenant_from_metadata
 from dfd.core.objects import ObjectInfo, OpenedObject, Sink
 
@@ -106,6 +106,23 @@ class Reads(Store):
         except (ClientError, BotoCoreError) as error:
             raise translate(error, "HeadObject", key) from error
         return _info(bucket, key, response)
+
+    def stored_crc64nvme(self, info: ObjectInfo) -> int | None:
+        """S3's FULL_OBJECT CRC64NVME of exactly the identified version (HeadObject IfMatch its ETag); None when
+        it has none or a COMPOSITE one."""
+        kwargs: dict[str, Any] = {"Bucket": info.bucket, "Key": info.key, "IfMatch": info.etag}
+        if info.version_id and info.version_id != "null":
+            kwargs["VersionId"] = info.version_id
+        try:
+            response = self._s3.head_object(**kwargs, ChecksumMode="ENABLED")
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "HeadObject", info.key) from error
+        checksum = response.get("ChecksumCRC64NVME")
+        checksum_type = response.get("ChecksumType")
+        # as for the SHA-256 (_info): a type not given (some emulators) is whole unless the ETag is a multipart's
+        multipart = "-" in str(response.get("ETag", "")).strip('"')
+        whole = checksum_type == "FULL_OBJECT" or (checksum_type is None and not multipart)
+        return b64_to_crc64(checksum) if isinstance(checksum, str) and whole else None
 
     def open(self, bucket: str, key: str, *, expect_checksum: bool = False) -> OpenedObject:
         """Identify the current version of an object (see the module docstring for the two strategies)."""
