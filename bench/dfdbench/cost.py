@@ -254,6 +254,19 @@ class Meter:
                         out.append((table, request["DeleteRequest"]["Key"], "Delete"))
         return out
 
+    def _keyed(self, operation: str, table: Table, params: dict[str, Any], parsed: Any) -> list[dict[str, Any]]:
+        """The items a Query or Scan returned, with the table's keys: a projection without them (billed on the
+        full items all the same) is asked again for them alongside."""
+        items: list[dict[str, Any]] = parsed.get("Items", []) if isinstance(parsed, dict) else []
+        if not items or all(name in item for item in items for name in table.keys):
+            return items
+        names = {f"#meter{i}": name for i, name in enumerate(table.keys)}
+        again = dict(params)
+        again["ProjectionExpression"] = ", ".join([params["ProjectionExpression"], *names])
+        again["ExpressionAttributeNames"] = {**params.get("ExpressionAttributeNames", {}), **names}
+        found: list[dict[str, Any]] = getattr(self.ddb, operation.lower())(**again).get("Items", [])
+        return found
+
     def _get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self.ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         return found
@@ -294,7 +307,7 @@ class Meter:
             table = self.tables[params["TableName"]]
             index = table.index(params["IndexName"]) if params.get("IndexName") else None
             size = 0
-            for returned in (parsed or {}).get("Items", []) if isinstance(parsed, dict) else []:
+            for returned in self._keyed(operation, table, params, parsed):
                 full = self._get(table.name, table.key_of(returned))
                 size += item_size(table.projected(index, full) if index else full)
             consistent = params.get("ConsistentRead") and index is None

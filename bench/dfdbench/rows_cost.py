@@ -714,11 +714,11 @@ BUDGETS: dict[str, dict[str, float]] = {
     LFS_HELD: {"dollars": 2.1, "write_units": 0, "read_units": 3},
     "LFS: one object pulled (batch, GET)": {"dollars": 2.35, "write_units": 0, "read_units": 2},
     "new 1 GiB multipart upload": {"dollars": 784, "write_units": 24, "read_units": 5, "events": 2},
-    # one eventually consistent BatchGetItem of the 100 shards, one BatchWriteItem of three items (the 5-minute
-    # point carries the shards read, 4 units once the counters have grown): $0.08 a month at 8,640 runs
-    SNAPSHOT: {"dollars": 9.35, "write_units": 4, "read_units": 50},
-    # one Query of 289 points, the totals projected
-    HISTORY_DAY: {"dollars": 7.5, "write_units": 0, "read_units": 48.5},
+    # one eventually consistent BatchGetItem of the 100 shards, one BatchWriteItem of four items (a point of each
+    # series, 1 unit each, and the latest snapshot with the shards read, 2 units): $0.09 a month at 8,640 runs
+    SNAPSHOT: {"dollars": 10, "write_units": 5, "read_units": 50},
+    # one Query of 289 points of about 75 bytes (their totals one string, no shard values)
+    HISTORY_DAY: {"dollars": 2, "write_units": 0, "read_units": 3.5},
     # its counts only: its Lambda and Step Functions shares follow moto's wall time (the invocations a time budget
     # allows), so its dollars are a target (TARGETS), not a budget; no HeadObject per content (the report lists them)
     SWEEP: {"read_units": 1.1, "write_units": 0.01, "s3_reads": 0.001},

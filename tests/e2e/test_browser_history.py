@@ -56,6 +56,10 @@ def past_snapshots() -> list[Snapshot]:
         totals["total_bytes_stored"] += 1000 * (uploads - duplicates)
         totals["total_s3_size_saved"] += 1000 * duplicates
         totals["deleted_uploads"] += hour % 2
+        totals["reaped_contents"] += hour % 3 == 0  # the reconcile's: a content reaped, an upload expired or failed
+        totals["reaped_bytes"] += 1000 * (hour % 3 == 0)
+        totals["expired_uploads"] += hour % 4 == 0
+        totals["failed_uploads"] += hour % 5 == 0
         snaps.append(Snapshot(taken_at=PAST + hour * 3600 + 60, totals=dict(totals), read={}))
     return snaps
 
@@ -200,6 +204,12 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
         expect(page.get_by_test_id("history-chart").locator("canvas")).to_have_count(1)
         uploads = sum(v for v in past["series"]["uploads"] if v is not None)
         expect(page.get_by_test_id("history-sum-uploads")).to_have_attribute("data-value", str(uploads))
+
+        page.get_by_label("Series", exact=True).select_option("contents")  # what the reconcile ended, and new contents
+        for key in ("new_contents", "contents_reaped", "expired_uploads", "failed_uploads"):
+            total = sum(v for v in past["series"][key] if v is not None)
+            assert total > 0 and key in past["carried"], key
+            expect(page.get_by_test_id(f"history-sum-{key}")).to_have_attribute("data-value", str(total))
 
         page.get_by_label("Series", exact=True).select_option("bytes")
         expect(page.get_by_test_id("history-sum-bytes_saved")).to_be_visible()

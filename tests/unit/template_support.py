@@ -237,7 +237,7 @@ PERMISSIONS: dict[str, set[tuple[str, str]]] = {
         ("s3:ListBucket", "FilesBucket.Arn"),
         ("s3:GetObject", "${FilesBucket.Arn}/inventory/*"),  # the newest inventory report (dfd.reconcile.inventory)
         ("sqs:SendMessage", "IngestQueue.Arn"),
-        ("dynamodb:Query", "StatsHistoryTable.Arn"),  # the audit's check of the latest snapshot
+        ("dynamodb:GetItem", "StatsHistoryTable.Arn"),  # the audit's check of the latest snapshot
         ("dynamodb:GetItem", "EventsTable.Arn"),  # a pending large upload's hashing progress (hashing-key#*)
     },
 }

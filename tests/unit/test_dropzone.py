@@ -178,7 +178,7 @@ def test_a_cancelled_or_expired_drop_zone_upload_releases_its_bytes_only() -> No
     expired, _ = settle(world, drop(world, b"expire me", "e.txt"))
     assert world.deletes().delete(ALICE.caller, cancelled).outcome == "cancelled"
     upload = world.repo.get_upload(expired)
-    assert upload is not None and world.repo.give_up_upload(upload, UploadStatus.EXPIRED, NOW)
+    assert upload is not None and world.repo.give_up_upload(upload, UploadStatus.EXPIRED, NOW, counter_shard=0)
     usage = world.repo.tenant_usage(ALICE.caller.tenant)
     assert (usage.pending_count, usage.pending_bytes, usage.used_bytes) == (0, 0, len(b"posted"))
 
@@ -268,7 +268,7 @@ def test_the_leftover_of_an_expired_drop_zone_upload_is_deleted() -> None:
     world.objects.copy = real_copy  # type: ignore[method-assign]
     upload_id = next(iter(world.repo.uploads))
     upload = world.repo.get_upload(upload_id)
-    assert upload is not None and world.repo.give_up_upload(upload, UploadStatus.EXPIRED, NOW)
+    assert upload is not None and world.repo.give_up_upload(upload, UploadStatus.EXPIRED, NOW, counter_shard=0)
     result = world.ingest(key)
     expect(result, Outcome.SETTLED)
     assert result.deleted and (BUCKET, key) not in world.objects.objects

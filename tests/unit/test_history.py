@@ -49,15 +49,32 @@ def test_a_snapshot_is_one_read_and_one_write_of_every_series_at_its_interval() 
     assert snapshot.totals["total_uploads"] == 5 and snapshot.totals["total_files"] == 4
     assert snapshot.totals["duplicates_avoided"] == 1
     assert repo.snapshot_writes == 1
-    assert sorted(repo.snapshot_items) == [("step#300", START + 300), ("step#3600", START), ("step#86400", START)]
-    for item in repo.snapshot_items.values():
-        assert item["taken_at"] == START + 423
-        assert item["ttl"] - item["taken_at"] >= 400 * 86400  # kept at least 400 days
-    # the 5-minute point keeps what was read, shard by shard; the roll-ups only the totals
-    fine = repo.snapshot_items[("step#300", START + 300)]
-    assert fine["read"] == {"shard#000": [0, 0, 3, 1, 0, 0, 0, 0, 0], "shard#001": [4, 0, 2, 0, 0, 0, 0, 0, 0]}
-    assert "read" not in repo.snapshot_items[("step#3600", START)]
+    points = [("step#300", START + 300), ("step#3600", START), ("step#86400", START)]
+    assert sorted(repo.snapshot_items) == [("latest", 0), *points]
+    packed = ",".join(str(value) for value in (START + 423, 4, 0, 5, 1, *[0] * (len(SNAPSHOT_FIELDS) - 4)))
+    for key in points:
+        item = repo.snapshot_items[key]
+        assert set(item) == {"series", "at", "ttl", "t"} and item["t"] == packed  # taken_at, then the totals
+        assert item["ttl"] - (START + 423) >= 400 * 86400  # kept at least 400 days
+    # the latest snapshot keeps what was read, shard by shard, and is replaced by the next one (no ttl)
+    latest = repo.snapshot_items[("latest", 0)]
+    zeros = [0] * (len(SNAPSHOT_FIELDS) - 4)
+    assert latest["read"] == {"shard#000": [0, 0, 3, 1, *zeros], "shard#001": [4, 0, 2, 0, *zeros]}
+    assert latest["taken_at"] == START + 423 and latest["total_uploads"] == 5 and "ttl" not in latest
     assert list(SNAPSHOT_FIELDS[:3]) == ["total_files", "total_bytes_stored", "total_uploads"]
+
+
+def test_a_snapshot_read_before_the_counters_had_a_field_reads_it_as_0() -> None:
+    snapshot = history_codec.snapshot({"at": 0, "taken_at": 5, "total_uploads": 2, "read": {"shard#000": [1, 2]}})
+    assert snapshot.read == {"shard#000": (1, 2, *[0] * (len(SNAPSHOT_FIELDS) - 2))}
+    assert snapshot.totals["failed_uploads"] == 0 and snapshot.totals["total_uploads"] == 2
+    point = history_codec.history_point({"t": "3605,1,10,4"}, 3600)
+    assert (point.at, point.snapshot.taken_at) == (3600, 3605)
+    assert point.snapshot.totals == {**dict.fromkeys(SNAPSHOT_FIELDS, 0), "total_files": 1, "total_bytes_stored": 10,
+                                     "total_uploads": 4}  # fmt: skip
+    # a point written with a total per attribute, before `t`
+    old = history_codec.history_point({"at": 300, "taken_at": 301, "total_uploads": 7, "ttl": 9}, 300)
+    assert (old.at, old.snapshot.taken_at, old.snapshot.totals["total_uploads"]) == (300, 301, 7)
 
 
 def test_the_last_snapshot_of_an_interval_is_its_roll_up() -> None:
@@ -94,6 +111,11 @@ def test_intervals_are_differences_of_snapshots_and_a_gap_is_covered_by_the_next
         "deletes": 0,
         "files_change": 0,
         "bytes_stored_change": 0,
+        "contents_reaped": 0,
+        "bytes_reaped": 0,
+        "expired_uploads": 0,
+        "failed_uploads": 0,
+        "new_contents": 0,
         "dedup_ratio": 0.25,
         "since": START + 30,
     }
@@ -101,6 +123,24 @@ def test_intervals_are_differences_of_snapshots_and_a_gap_is_covered_by_the_next
     assert last["interval"]["uploads"] == 8 and last["interval"]["duplicates"] == 3
     assert last["interval"]["since"] == START + 330 and last["interval"]["bytes_saved"] == 300
     assert last["taken_at"] == START + 930
+
+
+def test_an_interval_s_new_contents_count_those_the_reaper_removed_in_it() -> None:
+    repo = repo_with(a={"total_files": 5, "total_bytes_stored": 500, "total_uploads": 5})
+    take_snapshot(repo, DAY)
+    # 3 contents recorded, 2 reaped (their bytes 150), an upload expired and one failed
+    count(repo, 0, total_files=3 - 2, total_uploads=3, total_bytes_stored=300 - 150)
+    count(repo, 1, reaped_contents=2, reaped_bytes=150, expired_uploads=1, failed_uploads=1)
+    take_snapshot(repo, DAY + timedelta(minutes=5))
+    body = History(repo).series(ADMIN, str(START + 300), str(START + 600), "300", DAY + timedelta(hours=1))
+    (point,) = body["points"]
+    interval = point["interval"]
+    assert (interval["new_contents"], interval["files_change"], interval["contents_reaped"]) == (3, 1, 2)
+    assert (interval["bytes_reaped"], interval["bytes_stored_change"]) == (150, 150)
+    assert (interval["expired_uploads"], interval["failed_uploads"]) == (1, 1)
+    assert point["totals"]["reaped_contents"] == 2 and point["totals"]["total_files"] == 6
+    rows = list(csv.DictReader(io.StringIO(history_csv(body))))
+    assert rows[0]["interval_new_contents"] == "3" and rows[0]["reaped_bytes"] == "150"
 
 
 def test_the_first_point_without_a_point_before_it_has_no_interval_and_an_empty_history_has_no_points() -> None:
@@ -179,12 +219,22 @@ def test_the_latest_snapshot_checks_against_the_counters_it_was_taken_from() -> 
     count(repo, 1, deleted_uploads=-1)
     assert snapshot_mismatches(snapshot, repo.counter_shards()) == ["shard#001.deleted_uploads: read 1, now 0"]
     # a total that is not the sum of what was read
-    item = history_codec.snapshot_items(snapshot)[0] | {"total_uploads": 6}
-    tampered = history_codec.history_point(item).snapshot
+    item = history_codec.snapshot_items(snapshot)[-1] | {"total_uploads": 6}
+    tampered = history_codec.snapshot(item)
     count(repo, 1, deleted_uploads=1)
     assert snapshot_mismatches(tampered, repo.counter_shards()) == [
         "total_uploads: the total is not the sum of the shards read"
     ]
+
+
+@pytest.mark.parametrize("name", ["reaped_contents", "reaped_bytes", "expired_uploads", "failed_uploads"])
+def test_the_reaper_s_and_the_reconcile_s_counts_only_grow_after_a_snapshot(name: str) -> None:
+    repo = repo_with(a={name: 3, "total_files": 1})
+    snapshot = take_snapshot(repo, DAY)
+    count(repo, 0, **{name: 1})
+    assert snapshot_mismatches(snapshot, repo.counter_shards()) == []
+    count(repo, 0, **{name: -2})
+    assert snapshot_mismatches(snapshot, repo.counter_shards()) == [f"shard#000.{name}: read 3, now 2"]
 
 
 def sweep(repo: FakeRepository, **overrides: object) -> tuple[dict[str, object], list[tuple[str, float]]]:
@@ -205,7 +255,7 @@ def test_the_audit_checks_the_latest_snapshot() -> None:
     summary, emitted = sweep(repo)
     assert summary["snapshot"] == [] and not [name for name, _ in emitted if name == "SnapshotMismatch"]
     # a snapshot that is not what its shards said
-    item = repo.snapshot_items[("step#300", START)]
+    item = repo.snapshot_items[("latest", 0)]
     item["read"]["shard#000"][2] = 5
     summary, emitted = sweep(repo)
     assert summary["snapshot"] == [

@@ -72,6 +72,13 @@ def test_a_lost_notification_is_redriven_then_the_upload_fails_after_the_limit(w
     upload = world.repo.uploads[answer["upload_id"]]
     assert upload["status"] == "failed" and "pending_shard" not in upload and "quota_bytes" not in upload
     assert world.repo.tenant_usage("acme").pending_count == 0  # its quota bytes released with it
+    assert (_counted(world, "failed_uploads"), _counted(world, "expired_uploads")) == (1, 0)
+    assert world.run(now=HOURS_LATER)["failed"] == 0 and _counted(world, "failed_uploads") == 1  # counted once
+
+
+def _counted(world: World, name: str) -> int:
+    """A counter's total over the shards."""
+    return sum(shard.get(name, 0) for shard in world.repo.counters.values())
 
 
 def test_an_abandoned_upload_expires_once_its_url_expired_and_not_before(world: World) -> None:
@@ -82,6 +89,7 @@ def test_an_abandoned_upload_expires_once_its_url_expired_and_not_before(world: 
     upload = world.repo.uploads[answer["upload_id"]]
     assert upload["status"] == "expired" and upload["expired_at"] == HOURS_LATER
     assert world.queue.bodies == []
+    assert (_counted(world, "expired_uploads"), _counted(world, "failed_uploads")) == (1, 0)
 
 
 def test_keys_are_redriven_url_encoded_as_s3_sends_them(world: World) -> None:
@@ -145,6 +153,7 @@ def test_the_reaper_frees_a_tombstoned_content_and_moves_its_history(world: Worl
             totals[name] = totals.get(name, 0) + value
     assert (totals["total_files"], totals["reaped_uploads"], totals["reaped_duplicates"]) == (0, 2, 1)
     assert totals["reaped_saved"] == len(b"gone")  # derived: its duplicates x its size
+    assert (totals["reaped_contents"], totals["reaped_bytes"]) == (1, len(b"gone"))
 
 
 def test_an_object_changed_at_its_key_is_left_to_the_next_run(world: World) -> None:

@@ -55,6 +55,18 @@
       series: [
         { key: "bytes_saved", label: "Bytes saved", color: "#a8460b", dark: "#f9ab7a" },
         { key: "bytes_stored_change", label: "Change in bytes stored", color: "#0b57d0", dark: "#8ab4f8" },
+        { key: "bytes_reaped", label: "Bytes reaped", color: "#5f6368", dark: "#bdc1c6" },
+      ],
+    },
+    contents: {
+      label: "New contents, contents reaped, expired and failed uploads per interval",
+      format: D.formatNumber,
+      axis: D.formatNumber,
+      series: [
+        { key: "new_contents", label: "New contents", color: "#0b57d0", dark: "#8ab4f8" },
+        { key: "contents_reaped", label: "Contents reaped", color: "#5f6368", dark: "#bdc1c6" },
+        { key: "expired_uploads", label: "Expired uploads", color: "#a8460b", dark: "#f9ab7a" },
+        { key: "failed_uploads", label: "Failed uploads", color: "#b3261e", dark: "#f2b8b5" },
       ],
     },
     ratio: {

@@ -254,7 +254,8 @@ class Lease:
 @dataclass(frozen=True, slots=True)
 class CounterShard:
     """One shard of the global counters (docs/design.md, "Counters"): summed by StatsReads.counter_totals
-    (dfd.core.reads)."""
+    (dfd.core.reads). The history stores its values in this field order (dfd.history.codec): a new field goes
+    last."""
 
     total_files: int = 0
     total_bytes_stored: int = 0
@@ -266,6 +267,11 @@ class CounterShard:
     reaped_uploads: int = 0
     reaped_duplicates: int = 0
     reaped_saved: int = 0
+    reaped_contents: int = 0  # contents the reaper removed (total_files + reaped_contents: contents ever recorded)
+    reaped_bytes: int = 0  # their bytes
+    # pending uploads the reconcile gave up on: no object came before its URL expired, or it was never ingested
+    expired_uploads: int = 0
+    failed_uploads: int = 0
 
 
 COUNTER_FIELDS = (  # what GET /admin/stats shows

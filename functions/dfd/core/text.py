@@ -51,3 +51,15 @@ def refuse_unknown(body: Mapping[str, Any], fields: Collection[str]) -> None:
         f"{len(unknown)} unknown field(s): {', '.join(shown)}{more}",
         details={"fields": shown, "count": len(unknown)},
     )
+
+
+def binary_size(size: int) -> str:
+    """`size` bytes in the largest binary unit it reaches, to 3 significant digits: 180 GiB, 48.8 TiB, 5 MiB."""
+    if size < 1024:
+        return "1 byte" if size == 1 else f"{size} bytes"
+    value, unit = float(size), "bytes"
+    for name in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, name
+    return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"

@@ -4,9 +4,15 @@ item is).
 A snapshot is written once per series (dfd.history.ports.STEPS) under the start of the interval its time falls
 in: `series` is `step#<seconds>`, `at` that start. A later snapshot in the same interval replaces the item, so each
 point holds the last snapshot of its interval: hourly and daily roll-ups are the 5-minute snapshots at their
-boundaries, and an interval's figures are the difference of two points. Each counter total is an attribute of its
-own name; the 5-minute points also keep `read` (shard id -> its values in SNAPSHOT_FIELDS order), what the audit
-checks. Every item expires (`ttl`) RETENTION_DAYS after its snapshot.
+boundaries, and an interval's figures are the difference of two points. A point is one string, `t`: its
+snapshot's `taken_at`, then the SNAPSHOT_FIELDS totals in that order, comma-separated — the one attribute a
+series' Query projects (for DynamoDB to send and botocore to parse: one value a point, not 15); its `at` is the
+start of the interval `taken_at` falls in. An item without `t` (written before it) holds `taken_at` and each total
+as an attribute of its own name: a range that has one is read again whole (dfd.adapters.dynamo.history). Every
+point expires (`ttl`) RETENTION_DAYS after its snapshot. One more item, LATEST_KEY, holds the latest snapshot
+whole: its totals and `read` (shard id -> its values in SNAPSHOT_FIELDS order), what the audit checks; the points
+carry no shard values, so a series' read costs what its totals weigh. A `t` or a shard's values shorter than
+SNAPSHOT_FIELDS (taken before the counters had the fields at its end) read those as 0.
 """
 
 from __future__ import annotations
@@ -33,34 +39,58 @@ def interval_start(moment: int, step: int) -> int:
     return moment - moment % step
 
 
+# the latest snapshot with the shard values it read: one item, replaced by each snapshot (no ttl)
+LATEST_KEY: Item = {"series": "latest", "at": 0}
+
+
 def point_key(step: int, at: int) -> Item:
     return {"series": series(step), "at": at}
 
 
 def snapshot_items(snapshot: Snapshot) -> list[Item]:
-    """The items of a snapshot: one per series, the finest with the shard values it read."""
+    """The items of a snapshot: one point per series (its totals), and LATEST_KEY's (its totals and `read`)."""
     expires = snapshot.taken_at + RETENTION_DAYS * 86400
     totals = {name: int(snapshot.totals.get(name, 0)) for name in SNAPSHOT_FIELDS}
-    items: list[Item] = []
-    for step in STEPS:
-        item: Item = point_key(step, interval_start(snapshot.taken_at, step))
-        item |= {"taken_at": snapshot.taken_at, "ttl": expires, **totals}
-        if step == STEPS[0]:
-            item["read"] = {shard: list(values) for shard, values in snapshot.read.items()}
-        items.append(item)
+    packed = ",".join(str(value) for value in (snapshot.taken_at, *(totals[name] for name in SNAPSHOT_FIELDS)))
+    items: list[Item] = [
+        point_key(step, interval_start(snapshot.taken_at, step)) | {"ttl": expires, PACKED: packed} for step in STEPS
+    ]
+    read = {shard: list(values) for shard, values in snapshot.read.items()}
+    items.append(LATEST_KEY | {"taken_at": snapshot.taken_at, **totals, "read": read})
     return items
 
 
-def history_point(item: Mapping[str, Any]) -> HistoryPoint:
-    """The point an item of the history table is (any attribute absent reads as 0, `read` as empty)."""
-    step = int(str(item["series"]).removeprefix(SERIES_PREFIX))
+# the attribute of a point that a series' Query projects
+PACKED = "t"
+
+
+def snapshot(item: Mapping[str, Any]) -> Snapshot:
+    """The snapshot an item holds (any total absent reads as 0, `read` absent as empty, a shard's value beyond
+    those it holds as 0)."""
     read = item.get("read") or {}
-    snapshot = Snapshot(
-        taken_at=int(item.get("taken_at", item["at"])),
+    width = len(SNAPSHOT_FIELDS)
+    return Snapshot(
+        taken_at=int(item["taken_at"]),
         totals={name: int(item.get(name, 0)) for name in SNAPSHOT_FIELDS},
-        read={str(shard): tuple(int(value) for value in values) for shard, values in read.items()},
+        read={
+            str(shard): tuple(int(value) for value in values[:width]) + (0,) * (width - len(values))
+            for shard, values in read.items()
+        },
     )
-    return HistoryPoint(step=step, at=int(item["at"]), snapshot=snapshot)
+
+
+def history_point(item: Mapping[str, Any], step: int) -> HistoryPoint:
+    """The point an item of the series of `step` is (`t` only, as a series' Query projects it, or, written before
+    `t`, whole)."""
+    packed = item.get(PACKED)
+    if packed is None:
+        found = snapshot(item)
+    else:
+        taken_at, *values = map(int, str(packed).split(","))
+        if len(values) < len(SNAPSHOT_FIELDS):
+            values += [0] * (len(SNAPSHOT_FIELDS) - len(values))
+        found = Snapshot(taken_at=taken_at, totals=dict(zip(SNAPSHOT_FIELDS, values, strict=False)), read={})
+    return HistoryPoint(step=step, at=interval_start(found.taken_at, step), snapshot=found)
 
 
 # what GET /admin/tenants reads of each item of the tenant view (references and usage shards)

@@ -42,6 +42,10 @@ GROWING = (
     "reaped_uploads",
     "reaped_duplicates",
     "reaped_saved",
+    "reaped_contents",
+    "reaped_bytes",
+    "expired_uploads",
+    "failed_uploads",
 )
 # what an interval reports: name -> the total whose difference it is
 INTERVAL_FIELDS = {
@@ -51,7 +55,14 @@ INTERVAL_FIELDS = {
     "deletes": "deleted_uploads",
     "files_change": "total_files",
     "bytes_stored_change": "total_bytes_stored",
+    "contents_reaped": "reaped_contents",
+    "bytes_reaped": "reaped_bytes",
+    "expired_uploads": "expired_uploads",
+    "failed_uploads": "failed_uploads",
 }
+# an interval's figures derived from those: new contents are the contents recorded (a content whose record the
+# reaper has not removed yet, uploaded again after its delete, is not new)
+DERIVED_FIELDS = ("new_contents", "dedup_ratio", "since")
 TOTAL_FIELDS = (
     "total_files",
     "total_bytes_stored",
@@ -59,7 +70,16 @@ TOTAL_FIELDS = (
     "duplicates_avoided",
     "total_s3_size_saved",
     "deleted_uploads",
+    "reaped_contents",
+    "reaped_bytes",
+    "expired_uploads",
+    "failed_uploads",
 )
+
+
+# the totals series_view reads of each point (TOTAL_FIELDS first), and where each interval figure's total is in it
+_READ = (*TOTAL_FIELDS, *(name for name in INTERVAL_FIELDS.values() if name not in TOTAL_FIELDS))
+_INTERVAL_AT = tuple((key, _READ.index(name)) for key, name in INTERVAL_FIELDS.items())
 
 
 def ratio(duplicates: int, uploads: int) -> float:
@@ -136,21 +156,21 @@ def series_view(points: list[HistoryPoint], start: int) -> list[dict[str, Any]]:
     none before it)."""
     shown: list[dict[str, Any]] = []
     before: Snapshot | None = None
+    previous: tuple[int, ...] = ()
     for point in points:
         snapshot = point.snapshot
+        values = tuple(snapshot.totals.get(name, 0) for name in _READ)
         if point.at >= start:
-            totals: dict[str, Any] = {name: snapshot.totals.get(name, 0) for name in TOTAL_FIELDS}
+            totals: dict[str, Any] = dict(zip(TOTAL_FIELDS, values, strict=False))
             totals["dedup_ratio"] = ratio(totals["duplicates_avoided"], totals["total_uploads"])
             interval: dict[str, Any] | None = None
             if before is not None:
-                interval = {
-                    key: snapshot.totals.get(name, 0) - before.totals.get(name, 0)
-                    for key, name in INTERVAL_FIELDS.items()
-                }
+                interval = {key: values[i] - previous[i] for key, i in _INTERVAL_AT}
+                interval["new_contents"] = interval["files_change"] + interval["contents_reaped"]
                 interval["dedup_ratio"] = ratio(interval["duplicates"], interval["uploads"])
                 interval["since"] = before.taken_at
             shown.append({"at": point.at, "taken_at": snapshot.taken_at, "totals": totals, "interval": interval})
-        before = snapshot
+        before, previous = snapshot, values
     return shown
 
 
@@ -159,7 +179,7 @@ CSV_COLUMNS = (
     "taken_at",
     *TOTAL_FIELDS,
     "dedup_ratio",
-    *(f"interval_{key}" for key in (*INTERVAL_FIELDS, "dedup_ratio", "since")),
+    *(f"interval_{key}" for key in (*INTERVAL_FIELDS, *DERIVED_FIELDS)),
 )
 
 
@@ -176,7 +196,7 @@ def history_csv(body: Mapping[str, Any]) -> str:
                 point["at"],
                 point["taken_at"],
                 *(point["totals"][name] for name in (*TOTAL_FIELDS, "dedup_ratio")),
-                *(interval.get(key, "") for key in (*INTERVAL_FIELDS, "dedup_ratio", "since")),
+                *(interval.get(key, "") for key in (*INTERVAL_FIELDS, *DERIVED_FIELDS)),
             ]
         )
     return out.getvalue()

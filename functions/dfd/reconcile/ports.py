@@ -71,10 +71,18 @@ class ReconcileStore(StatsReads, SnapshotReads, LeaseStore, Protocol):
         ...
 
     def give_up_upload(
-        self, upload: UploadRecord, status: UploadStatus, now: datetime, *, failure: str | None = None
+        self,
+        upload: UploadRecord,
+        status: UploadStatus,
+        now: datetime,
+        *,
+        counter_shard: int,
+        failure: str | None = None,
     ) -> bool:
         """A pending upload (as read) becomes `status` (expired or failed, with `failure`), out of the pending
-        index, its quota bytes released; False when it is no longer pending or no longer holds those bytes."""
+        index, its quota bytes released and its end counted on counter shard `counter_shard` (`expired_uploads` or
+        `failed_uploads` +1), all in one transaction; False when it is no longer pending or no longer holds those
+        bytes."""
         ...
 
     def due_contents(

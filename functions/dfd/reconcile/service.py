@@ -272,14 +272,18 @@ class Reconciler:
             limit = self._s.reconcile_max_redrives
             if count > limit:
                 why = f"the object was re-driven {limit} times and never ingested: see the ingest DLQ and logs"
-                return "failed" if self._repo.give_up_upload(upload, UploadStatus.FAILED, now, failure=why) else None
+                gave_up = self._repo.give_up_upload(
+                    upload, UploadStatus.FAILED, now, counter_shard=self._counter_shard(), failure=why
+                )
+                return "failed" if gave_up else None
             self._queue.send(notification_body(bucket, key, clock.iso(now)))
             return "redriven"
         if upload.expires_at is None or upload.expires_at >= clock.iso(now):
             return None
         if upload.s3_upload_id:
             self._store.abort_multipart(bucket, key, upload.s3_upload_id)
-        return "expired" if self._repo.give_up_upload(upload, UploadStatus.EXPIRED, now) else None
+        expired = self._repo.give_up_upload(upload, UploadStatus.EXPIRED, now, counter_shard=self._counter_shard())
+        return "expired" if expired else None
 
     def _being_hashed(self, upload: UploadRecord, key: str, now: datetime) -> bool:
         """Whether the upload's object is hashed across invocations and its last state landed within
@@ -311,8 +315,11 @@ class Reconciler:
             return False
         if file.s3_key and not self._store.delete(bucket, file.s3_key, file.etag):
             return False
-        shard = self._rng.randrange(self._s.counter_shards)
-        return self._repo.reap_content(file, counter_shard=shard)
+        return self._repo.reap_content(file, counter_shard=self._counter_shard())
+
+    def _counter_shard(self) -> int:
+        """The counter shard a count of this run goes to (spread as every writer spreads them)."""
+        return self._rng.randrange(self._s.counter_shards)
 
     def _references(self, state: State, now: datetime, emit: Emit) -> None:
         cursor = state.pos.table_cursor

@@ -16,7 +16,7 @@ from dfd.core.hashing import hex_to_b64
 from dfd.core.ids import clean_filename, is_hash, new_upload_id, object_key, tenant_metadata, valid_content_type
 from dfd.core.records import TenantUsage, UploadVia, holds
 from dfd.core.retry import PRECHECK_READS, Backoff
-from dfd.core.text import refuse_unknown
+from dfd.core.text import binary_size, refuse_unknown
 from dfd.queries.views import tenant_file_view
 from dfd.uploads.multipart import MultipartService, checked_part_size
 from dfd.uploads.ports import NewUpload, PrecheckBound, PrecheckDuplicate
@@ -59,8 +59,7 @@ def parse_request(body: Any, max_bytes: int) -> UploadRequest:
         raise ValidationFailed("size must be at least 1 byte", details={"field": "size"})
     if size > max_bytes:
         raise TooLarge(
-            f"size {size} exceeds the largest accepted upload, {max_bytes} bytes ({max_bytes / 2**30:.4g} GiB: "
-            "what the ingest can read and hash within one invocation)",
+            f"size {size} exceeds the largest accepted upload, {max_bytes} bytes ({binary_size(max_bytes)})",
             details={"limit": max_bytes},
         )
     content_type = body.get("content_type", DEFAULT_CONTENT_TYPE)

@@ -49,6 +49,8 @@ def test_the_reaper_s_writes(repo: Repository) -> None:
     assert repo.get_file(DIGEST, consistent=True) is None and repo.get_claim(BUCKET, v1.key) is None
     totals = repo.counter_totals(consistent=True)
     assert (totals["total_files"], totals["total_bytes_stored"]) == (0, 0)
+    reaped = repo.counter_shards(consistent=True)["shard#001"]
+    assert (reaped.reaped_contents, reaped.reaped_bytes, reaped.reaped_uploads) == (1, 100, 2)
     assert repo.reap_reference(ref)
     assert repo.tenant_file("acme", DIGEST) == (None, None) and repo.tenant_usage("acme") == TenantUsage()
     assert due(repo.due_contents, repo, grace_over) == [] and due(repo.due_references, repo, _now()) == []

@@ -84,6 +84,12 @@ def test_an_upload_ends_or_is_cancelled_once_releasing_its_quota_bytes(repo: Rep
     assert repo.tenant_usage("acme") == TenantUsage()
 
 
+def _ended(repo: Repository) -> tuple[int, int]:
+    """The counters' expired and failed uploads, summed over the shards."""
+    shards = repo.counter_shards(consistent=True).values()
+    return sum(s.expired_uploads for s in shards), sum(s.failed_uploads for s in shards)
+
+
 def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Repository) -> None:
     first, _ = registered(repo, 1, size=100)
     second, _ = registered(repo, 2, size=200)
@@ -92,8 +98,9 @@ def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Reposit
     later = _now() + timedelta(seconds=grace)
     assert sorted(u.upload_id for u in due(repo.due_uploads, repo, later)) == [first.upload_id, second.upload_id]
     assert (repo.count_redrive(first.upload_id, later), repo.count_redrive(first.upload_id, later)) == (1, 2)
-    assert repo.give_up_upload(first, UploadStatus.FAILED, later, failure="never ingested")
-    assert not repo.give_up_upload(first, UploadStatus.FAILED, later, failure="never ingested")  # once
+    assert repo.give_up_upload(first, UploadStatus.FAILED, later, counter_shard=1, failure="never ingested")
+    once = repo.give_up_upload(first, UploadStatus.FAILED, later, counter_shard=2, failure="never ingested")
+    assert not once and _ended(repo) == (0, 1)  # once, and counted once
     assert repo.count_redrive(first.upload_id, later) is None  # no longer pending
     failed = repo.get_upload(first.upload_id)
     assert failed is not None and (failed.status, failed.failure, failed.failed_at) == (
@@ -102,7 +109,8 @@ def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Reposit
         clock.iso(later),
     )
     assert failed.redrives == 2 and failed.quota_bytes == 0
-    assert repo.give_up_upload(second, UploadStatus.EXPIRED, later)
+    assert repo.give_up_upload(second, UploadStatus.EXPIRED, later, counter_shard=0)
+    assert _ended(repo) == (1, 1)
     expired = repo.get_upload(second.upload_id)
     assert expired is not None and expired.status == UploadStatus.EXPIRED and expired.expired_at == clock.iso(later)
     assert due(repo.due_uploads, repo, later) == []  # out of the index
@@ -159,7 +167,7 @@ def test_a_drop_zone_registration_is_neither_held_to_the_pending_limit_nor_count
     # what ends one releases its bytes only
     first, second = repo.get_upload(new_upload(91).upload_id), repo.get_upload(new_upload(92).upload_id)
     assert first is not None and second is not None
-    assert repo.give_up_upload(first, UploadStatus.EXPIRED, _now())
+    assert repo.give_up_upload(first, UploadStatus.EXPIRED, _now(), counter_shard=0)
     assert repo.cancel_upload(
         second.upload_id, UploadStatus.PENDING, _now(), tenant="acme", quota_bytes=10, counted=False
     )

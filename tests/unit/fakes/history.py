@@ -10,7 +10,7 @@ from dfd.core.config import counter_id
 from dfd.core.records import CounterShard
 from dfd.core.usage import gate
 from dfd.history import codec as history_codec
-from dfd.history.ports import STEPS, HistoryPoint, Snapshot, TenantTotals
+from dfd.history.ports import HistoryPoint, Snapshot, TenantTotals
 from tests.unit.fakes.base import FakeTables
 
 
@@ -26,12 +26,11 @@ class FakeSnapshots(FakeTables):
     def history(self, step: int, start: int, end: int) -> list[HistoryPoint]:
         name = history_codec.series(step)
         found = {at: item for (series, at), item in self.snapshot_items.items() if series == name and start <= at < end}
-        return [history_codec.history_point({**found[at], "read": {}}) for at in sorted(found)]
+        return [history_codec.history_point({**found[at], "read": {}}, step) for at in sorted(found)]
 
     def latest_snapshot(self) -> Snapshot | None:
-        name = history_codec.series(STEPS[0])
-        found = {at: item for (series, at), item in self.snapshot_items.items() if series == name}
-        return history_codec.history_point(found[max(found)]).snapshot if found else None
+        found = self.snapshot_items.get((str(history_codec.LATEST_KEY["series"]), int(history_codec.LATEST_KEY["at"])))
+        return history_codec.snapshot(found) if found else None
 
     def tenant_totals(self) -> list[TenantTotals]:
         refs = [{**item, "tenant": tenant, "hash": digest} for (tenant, digest), item in self.tenant_refs.items()]

@@ -85,8 +85,15 @@ class FakeReaper(FakeTables):
         return int(upload["redrives"])
 
     def give_up_upload(
-        self, upload: UploadRecord, status: UploadStatus, now: datetime, *, failure: str | None = None
+        self,
+        upload: UploadRecord,
+        status: UploadStatus,
+        now: datetime,
+        *,
+        counter_shard: int,
+        failure: str | None = None,
     ) -> bool:
+        assert 0 <= counter_shard < self.settings.counter_shards, counter_shard
         record = self.uploads.get(upload.upload_id)
         if record is None or record.get("status") != UploadStatus.PENDING:
             return False
@@ -96,6 +103,7 @@ class FakeReaper(FakeTables):
         if failure:
             record["failure"] = failure
         record.pop("pending_shard", None)
+        self._count(counter_shard, **{f"{status.value}_uploads": 1})
         return True
 
     def due_contents(
@@ -148,6 +156,8 @@ class FakeReaper(FakeTables):
             reaped_uploads=reaped.upload_count,
             reaped_duplicates=reaped.duplicates,
             reaped_saved=reaped.saved_bytes,
+            reaped_contents=1,
+            reaped_bytes=reaped.size,
         )
         return True
 

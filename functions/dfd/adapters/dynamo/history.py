@@ -13,13 +13,10 @@ from dfd.core.config import ConfigError
 from dfd.core.errors import ServiceUnavailable
 from dfd.core.retry import PARTIAL_ATTEMPTS
 from dfd.history import codec as history_codec
-from dfd.history.ports import SNAPSHOT_FIELDS, STEPS, HistoryPoint, Snapshot, TenantTotals
 
 if TYPE_CHECKING:
     from dfd.core.records import CounterShard
-
-# what a series' read returns: the totals, not the shard values (`read`) of the 5-minute points
-_POINT_ATTRS = ("series", "at", "taken_at", *SNAPSHOT_FIELDS)
+    from dfd.history.ports import HistoryPoint, Snapshot, TenantTotals
 
 
 class Snapshots(Store):
@@ -65,28 +62,31 @@ class Snapshots(Store):
             request["ExclusiveStartKey"] = last
 
     def history(self, step: int, start: int, end: int) -> list[HistoryPoint]:
-        names = {f"#a{index}": name for index, name in enumerate(_POINT_ATTRS)}
-        items = self._query(
-            KeyConditionExpression="#a0 = :series AND #a1 BETWEEN :start AND :last",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues={
+        query: dict[str, Any] = {
+            "KeyConditionExpression": "series = :series AND #at BETWEEN :start AND :last",
+            "ExpressionAttributeValues": {
                 ":series": to_attr(history_codec.series(step)),
                 ":start": to_attr(start),
                 ":last": to_attr(end - 1),
             },
-            ProjectionExpression=", ".join(names),
+        }
+        items = self._query(
+            **query,
+            ExpressionAttributeNames={"#at": "at", "#t": history_codec.PACKED},
+            ProjectionExpression="#t",
         )
-        return [history_codec.history_point(item) for item in items]
+        if any(history_codec.PACKED not in item for item in items):  # points written before `t`: read them whole
+            items = self._query(**query, ExpressionAttributeNames={"#at": "at"})
+        return [history_codec.history_point(item, step) for item in items]
 
     def latest_snapshot(self) -> Snapshot | None:
-        items = self._query(
-            KeyConditionExpression="series = :series",
-            ExpressionAttributeValues={":series": to_attr(history_codec.series(STEPS[0]))},
-            ScanIndexForward=False,
-            Limit=1,
-            ConsistentRead=True,
-        )
-        return history_codec.history_point(items[0]).snapshot if items else None
+        try:
+            response = self._db.get_item(
+                TableName=self._history_table(), Key=to_item(history_codec.LATEST_KEY), ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "GetItem") from error
+        return history_codec.snapshot(from_item(response["Item"])) if "Item" in response else None
 
     def tenant_totals(self) -> list[TenantTotals]:
         names = {f"#a{index}": name for index, name in enumerate(history_codec.TENANT_VIEW_ATTRS)}

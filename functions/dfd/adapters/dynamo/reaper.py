@@ -105,6 +105,8 @@ class Reaper(Store):
             "reaped_uploads": file.upload_count,
             "reaped_duplicates": file.duplicates,
             "reaped_saved": file.saved_bytes,
+            "reaped_contents": 1,
+            "reaped_bytes": file.size,
         }
         plan.add("counters", self._add_counters_item(counter_shard, deltas))
         return self._applied(plan)

@@ -26,6 +26,8 @@ from dfd.core.records import TenantUsage, UploadRecord, UploadStatus
 from dfd.uploads import codec as uploads_codec
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from dfd.reconcile.ports import Cursor
     from dfd.uploads.ports import NewMultipart, NewUpload
 
@@ -174,11 +176,18 @@ class Uploads(Store):
         return int(answer["Attributes"]["redrives"]["N"])
 
     def give_up_upload(
-        self, upload: UploadRecord, status: UploadStatus, now: datetime, *, failure: str | None = None
+        self,
+        upload: UploadRecord,
+        status: UploadStatus,
+        now: datetime,
+        *,
+        counter_shard: int,
+        failure: str | None = None,
     ) -> bool:
         """A pending upload the reconcile gives up on becomes `status` (expired: no object came; failed: its ingest
         never completed) with when (`expired_at`/`failed_at`) and why (`failure`), releasing its quota bytes as
-        read; False when it is no longer pending (an ingest won) or no longer holds those bytes."""
+        read, and counted (`expired_uploads`/`failed_uploads` +1 on one counter shard) in the same transaction;
+        False when it is no longer pending (an ingest won) or no longer holds those bytes."""
         update = f"SET #status = :status, {status.value}_at = :now" + (", failure = :why" if failure else "")
         request_values = {":why": to_attr(failure)} if failure else {}
         return self._end_upload(
@@ -191,6 +200,7 @@ class Uploads(Store):
             upload.quota_bytes,
             values=request_values,
             counted=not upload.pending_uncounted,
+            counters=(counter_shard, {f"{status.value}_uploads": 1}),
         )
 
     def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
@@ -282,12 +292,14 @@ class Uploads(Store):
         *,
         values: dict[str, Any] | None = None,
         counted: bool = True,
+        counters: tuple[int, Mapping[str, int]] | None = None,
     ) -> bool:
         """An upload that holds no reference ends (`update`, conditioned on its status still `read`, out of the
         pending index). One still counted against its tenant's quota (`tenant`, `quota_bytes` > 0: as read from its
         record) releases those bytes in the same transaction (and, `counted`, one of its pending uploads: not when
         its record is `pending_uncounted`), conditioned on the record still holding them (as the reconcile's expire
-        does); False when a condition fails (the caller reads again)."""
+        does), and `counters` (a counter shard, its deltas) in it too; False when a condition fails (the caller
+        reads again)."""
         request: dict[str, Any] = {
             "TableName": self._s.uploads_table,
             "Key": to_item(uploads_codec.upload_key(upload_id)),
@@ -301,13 +313,18 @@ class Uploads(Store):
                 **(values or {}),
             },
         }
-        if tenant is not None and quota_bytes > 0:
+        releases = tenant is not None and quota_bytes > 0
+        if releases:
             request["UpdateExpression"] += ", quota_bytes"
             request["ConditionExpression"] += " AND quota_bytes = :quota"
             request["ExpressionAttributeValues"][":quota"] = to_attr(quota_bytes)
+        if releases or counters is not None:
             plan = Plan()
             plan.add("upload", {"Update": request})
-            plan.add("usage", self._release_pending_item(tenant, quota_bytes, counted))
+            if tenant is not None and releases:
+                plan.add("usage", self._release_pending_item(tenant, quota_bytes, counted))
+            if counters is not None:
+                plan.add("counters", self._add_counters_item(*counters))
             try:
                 self._run(plan)
             except CommitRefused:
