@@ -7,9 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from dfd.adapters.dynamo.base import Plan, Request, Store, condition_failed, to_attr, to_item, translate
+from dfd.adapters.dynamo.base import Plan, Request, Store, conditional_write, to_attr, to_item
 from dfd.core import clock
 from dfd.core import codec as core_codec
 from dfd.core.conflicts import CommitRefused
@@ -132,7 +130,7 @@ class Reaper(Store):
             }
         }
         if not ref.size:  # nothing counted in the tenant's stored bytes
-            return self._update_or_refused(lambda: self._db.delete_item(**delete["Delete"]), "DeleteItem")
+            return conditional_write(lambda: self._db.delete_item(**delete["Delete"]), "DeleteItem")
         plan = Plan()
         plan.add("tenant", delete)
         plan.add("usage", self._add_usage_item(ref.tenant, {"stored_bytes": -ref.size, "used_bytes": -ref.size}))
@@ -177,13 +175,4 @@ class Reaper(Store):
             del request["ExpressionAttributeValues"][":zero"]
         if names:
             request["ExpressionAttributeNames"] = names
-        return self._update_or_refused(lambda: self._db.update_item(**request), "UpdateItem")
-
-    def _update_or_refused(self, call: Any, action: str) -> bool:
-        try:
-            call()
-        except (ClientError, BotoCoreError) as error:
-            if condition_failed(error):
-                return False
-            raise translate(error, action) from error
-        return True
+        return conditional_write(lambda: self._db.update_item(**request), "UpdateItem")
