@@ -132,15 +132,22 @@ def test_a_second_sync_of_the_same_files_sends_each_again_as_a_duplicate(stack: 
     command = ["aws", "s3", "sync", str(folder), f"s3://{stack.bucket}/{prefix}{run}/"]
     s3 = stack.client("s3")
 
+    seen: list[dict[str, Any]] = []  # the last listing of this run's uploads: printed when a wait fails
+
     def mine(statuses: tuple[str, ...]) -> list[dict[str, Any]] | None:
         found = [item for item in my_uploads(stack, "alice") if item.get("filename", "").startswith(f"{run}/")]
+        seen[:] = found
         return found if sorted(item["status"] for item in found) == sorted(statuses) else None
 
     for round_statuses in (("stored",) * count, ("stored",) * count + ("duplicate",) * count):
         result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         assert result.returncode == 0, result.stderr
         assert result.stdout.count("upload:") == count  # the prefix is empty: every file is sent
-        wait_until(lambda statuses=round_statuses: mine(statuses), timeout=120, interval=1.0)
+        try:
+            wait_until(lambda statuses=round_statuses: mine(statuses), timeout=120, interval=1.0)
+        except BaseException:
+            print("uploads of this run:", json.dumps(seen, indent=1))
+            raise
         wait_until(lambda: not s3.list_objects_v2(Bucket=stack.bucket, Prefix=prefix).get("Contents"), timeout=60)
     wait_until(lambda: settled(stack), timeout=120)
     audit_run = run_audit(stack)
