@@ -56,10 +56,11 @@ def past_snapshots() -> list[Snapshot]:
         totals["total_bytes_stored"] += 1000 * (uploads - duplicates)
         totals["total_s3_size_saved"] += 1000 * duplicates
         totals["deleted_uploads"] += hour % 2
-        totals["reaped_contents"] += hour % 3 == 0  # the reconcile's: a content reaped, an upload expired or failed
+        totals["reaped_contents"] += hour % 3 == 0  # the reaper's and the reconcile's, and rejections
         totals["reaped_bytes"] += 1000 * (hour % 3 == 0)
         totals["expired_uploads"] += hour % 4 == 0
         totals["failed_uploads"] += hour % 5 == 0
+        totals["rejected_uploads"] += hour % 6 == 0
         snaps.append(Snapshot(taken_at=PAST + hour * 3600 + 60, totals=dict(totals), read={}))
     return snaps
 
@@ -206,7 +207,7 @@ def test_the_chart_draws_the_api_s_points_for_each_range(
         expect(page.get_by_test_id("history-sum-uploads")).to_have_attribute("data-value", str(uploads))
 
         page.get_by_label("Series", exact=True).select_option("contents")  # what the reconcile ended, and new contents
-        for key in ("new_contents", "contents_reaped", "expired_uploads", "failed_uploads"):
+        for key in ("new_contents", "contents_reaped", "expired_uploads", "failed_uploads", "rejected_uploads"):
             total = sum(v for v in past["series"][key] if v is not None)
             assert total > 0 and key in past["carried"], key
             expect(page.get_by_test_id(f"history-sum-{key}")).to_have_attribute("data-value", str(total))

@@ -82,6 +82,10 @@ class World:
     def totals(self) -> dict[str, int]:
         return self.repo.counter_totals()
 
+    def counted(self, name: str) -> int:
+        """One counter summed over the shards (any CounterShard field, not only GET /admin/stats's)."""
+        return sum(shard.get(name, 0) for shard in self.repo.counters.values())
+
     def assert_invariants(self) -> None:
         """What audit checks on the real tables: one stored copy per file record, counters match the records."""
         totals = self.totals()

@@ -129,7 +129,23 @@ def test_too_large_and_over_quota_are_rejected_with_their_reason() -> None:
     assert listed["over.bin"]["reason"] == "quota_exceeded"
     assert world.repo.tenant_usage(ALICE.caller.tenant).used_bytes == 0
     assert world.totals()["total_uploads"] == 0 and world.objects.copies == 0
+    assert world.counted("rejected_uploads") == 2
     world.assert_invariants()
+
+
+def test_a_refusal_replayed_before_its_delete_is_counted_once() -> None:
+    world = World()
+    world.settings = replace(world.settings, max_upload_bytes=10)
+    world.repo.settings = world.settings
+    big = drop(world, b"x" * 11, "big.bin")
+    delete = world.objects.delete
+    world.objects.delete = lambda *args: False  # type: ignore[method-assign,assignment]  # lost before its delete
+    expect(world.ingest(big), Outcome.REJECTED)
+    assert (BUCKET, big) in world.objects.objects and world.counted("rejected_uploads") == 1
+    world.objects.delete = delete  # type: ignore[method-assign]
+    replay = world.ingest(big)  # the redelivery finds its record
+    expect(replay, Outcome.REJECTED)
+    assert replay.deleted and world.counted("rejected_uploads") == 1
 
 
 def test_keys_outside_a_callers_prefix_are_ignored() -> None:
@@ -194,6 +210,7 @@ def test_a_folder_key_and_the_prefix_itself_are_rejected_and_deleted() -> None:
         assert upload is not None and upload.status == "rejected" and upload.failure == "not_a_file"
         assert upload.tenant == ALICE.caller.tenant and upload.owner == ALICE.caller.owner
     assert world.repo.tenant_usage(ALICE.caller.tenant).used_bytes == 0 and world.objects.copies == 0
+    assert world.counted("rejected_uploads") == 2
     # the sweep re-drives such keys (nothing under s3/ is left to stay)
     prefix = prefix_for(ALICE.caller.tenant, ALICE.caller.owner)
     listed = [ListedObject(prefix + "folder-y/", '"e"'), ListedObject(prefix, '"e"'), ListedObject("s3/x", '"e"')]
@@ -209,6 +226,7 @@ def test_an_archived_object_is_rejected_before_or_after_its_registration() -> No
     assert result.deleted and (BUCKET, key) not in world.objects.objects
     upload = world.repo.get_upload(str(result.upload_id))
     assert upload is not None and upload.failure == "archived_storage_class"
+    assert world.counted("rejected_uploads") == 1
     # an archive tier the HeadObject did not show: the copy is refused after the registration
     world.objects.put(BUCKET, key, b"archived tier")
 
@@ -222,6 +240,12 @@ def test_an_archived_object_is_rejected_before_or_after_its_registration() -> No
     upload = world.repo.get_upload(str(result.upload_id))
     assert upload is not None and upload.status == "rejected" and upload.failure == "archived_storage_class"
     assert upload.quota_bytes == 0 and world.repo.tenant_usage(ALICE.caller.tenant).used_bytes == 0
+    assert world.counted("rejected_uploads") == 2
+    # a redelivery rejects nothing again: the upload is no longer pending
+    assert upload is not None and not world.repo.reject_pending_upload(
+        upload, "archived_storage_class", NOW, counter_shard=0
+    )
+    assert world.counted("rejected_uploads") == 2
     world.assert_invariants()
 
 

@@ -115,6 +115,7 @@ def test_intervals_are_differences_of_snapshots_and_a_gap_is_covered_by_the_next
         "bytes_reaped": 0,
         "expired_uploads": 0,
         "failed_uploads": 0,
+        "rejected_uploads": 0,
         "new_contents": 0,
         "dedup_ratio": 0.25,
         "since": START + 30,
@@ -130,14 +131,14 @@ def test_an_interval_s_new_contents_count_those_the_reaper_removed_in_it() -> No
     take_snapshot(repo, DAY)
     # 3 contents recorded, 2 reaped (their bytes 150), an upload expired and one failed
     count(repo, 0, total_files=3 - 2, total_uploads=3, total_bytes_stored=300 - 150)
-    count(repo, 1, reaped_contents=2, reaped_bytes=150, expired_uploads=1, failed_uploads=1)
+    count(repo, 1, reaped_contents=2, reaped_bytes=150, expired_uploads=1, failed_uploads=1, rejected_uploads=3)
     take_snapshot(repo, DAY + timedelta(minutes=5))
     body = History(repo).series(ADMIN, str(START + 300), str(START + 600), "300", DAY + timedelta(hours=1))
     (point,) = body["points"]
     interval = point["interval"]
     assert (interval["new_contents"], interval["files_change"], interval["contents_reaped"]) == (3, 1, 2)
     assert (interval["bytes_reaped"], interval["bytes_stored_change"]) == (150, 150)
-    assert (interval["expired_uploads"], interval["failed_uploads"]) == (1, 1)
+    assert (interval["expired_uploads"], interval["failed_uploads"], interval["rejected_uploads"]) == (1, 1, 3)
     assert point["totals"]["reaped_contents"] == 2 and point["totals"]["total_files"] == 6
     rows = list(csv.DictReader(io.StringIO(history_csv(body))))
     assert rows[0]["interval_new_contents"] == "3" and rows[0]["reaped_bytes"] == "150"
@@ -227,7 +228,9 @@ def test_the_latest_snapshot_checks_against_the_counters_it_was_taken_from() -> 
     ]
 
 
-@pytest.mark.parametrize("name", ["reaped_contents", "reaped_bytes", "expired_uploads", "failed_uploads"])
+@pytest.mark.parametrize(
+    "name", ["reaped_contents", "reaped_bytes", "expired_uploads", "failed_uploads", "rejected_uploads"]
+)
 def test_the_reaper_s_and_the_reconcile_s_counts_only_grow_after_a_snapshot(name: str) -> None:
     repo = repo_with(a={name: 3, "total_files": 1})
     snapshot = take_snapshot(repo, DAY)

@@ -167,7 +167,7 @@ def test_a_short_read_is_superseded(world: World) -> None:
 
 
 def test_a_second_put_at_a_processed_upload_key_is_rejected(world: World) -> None:
-    """The presigned URL used again after the duplicate's bytes were deleted: deleted, counted nowhere."""
+    """The presigned URL used again after the duplicate's bytes were deleted: deleted, counted rejected only."""
     data = b"dup" * 10
     world.ingest(world.upload(data))
     second = world.upload(data)
@@ -177,10 +177,27 @@ def test_a_second_put_at_a_processed_upload_key_is_rejected(world: World) -> Non
     result = world.ingest(second)
     assert result.outcome == Outcome.REJECTED and result.deleted
     assert (BUCKET, second) not in world.objects.objects and world.totals() == counted
+    assert world.counted("rejected_uploads") == 1
     assert (world.repo.get_event(result.event_key or "") or EventRecord("")).outcome == "rejected"
     assert world.repo.uploads[result.upload_id or ""]["status"] == "duplicate"
     replay = world.ingest(second)  # gone now
     assert replay.outcome == Outcome.GONE
+    world.assert_invariants()
+
+
+def test_a_rejected_version_replayed_before_its_delete_is_counted_once(world: World) -> None:
+    data = b"dup" * 10
+    world.ingest(world.upload(data))
+    second = world.upload(data)
+    assert world.ingest(second).outcome == Outcome.DUPLICATE
+    world.objects.put(BUCKET, second, b"something else entirely")
+    delete = world.objects.delete
+    world.objects.delete = lambda *args: False  # type: ignore[method-assign,assignment]  # lost before its delete
+    assert world.ingest(second).outcome == Outcome.REJECTED and (BUCKET, second) in world.objects.objects
+    world.objects.delete = delete  # type: ignore[method-assign]
+    replay = world.ingest(second)  # the redelivery finds the record and deletes the version
+    assert (BUCKET, second) not in world.objects.objects and replay.outcome in (Outcome.REJECTED, Outcome.REPLAY)
+    assert world.counted("rejected_uploads") == 1
     world.assert_invariants()
 
 
@@ -593,7 +610,9 @@ def test_an_expired_upload_ingested_late_is_held_to_its_tenant_s_quota() -> None
     assert result.outcome == Outcome.REJECTED and result.detail["reason"] == "quota_exceeded" and result.deleted
     assert not world.objects.exists(BUCKET, late, None) and sha(b"l" * 60) not in world.repo.files
     assert world.repo.uploads[late_id]["status"] == "expired" and usage(ALICE.caller.tenant).used_bytes == 60
+    assert world.counted("rejected_uploads") == 1
     assert world.ingest(late).outcome == Outcome.GONE  # a redelivery finds nothing left
+    assert world.counted("rejected_uploads") == 1
     assert world.ingest(other).outcome == Outcome.STORED and usage(ALICE.caller.tenant).used_bytes == 60
     # an expired upload whose bytes fit is stored and counted
     fits = world.upload(b"f" * 30, "fits.txt")

@@ -88,6 +88,7 @@ def test_credentials_issued_with_a_revoked_token_write_nothing_that_is_kept() ->
     expect(result, Outcome.REJECTED)
     assert result.deleted and (BUCKET, key) not in stack.world.objects.objects
     assert stack.reason("after.txt") == ("rejected", "writer_revoked")
+    assert stack.world.counted("rejected_uploads") == 1
 
 
 def test_a_moved_users_old_credentials_never_write_the_old_tenants_content() -> None:

@@ -103,11 +103,12 @@ def test_a_crc64nvme_mismatch_ends_rejected_never_committed(world: tuple[World, 
     deps.segments().begin(event, info)
     answers = _workflow({"event_key": event})
     assert len(answers) >= 8 and answers[-1]["outcome"] == "done" and answers[-1]["ingest"] == "rejected"
-    assert not w.repo.files and w.totals()["total_uploads"] == 0  # nothing committed, nothing counted
+    assert not w.repo.files and w.totals()["total_uploads"] == 0  # nothing committed, counted rejected only
+    assert w.counted("rejected_uploads") == 1
     assert (BUCKET, key) not in w.objects.objects  # deleted as any rejected version
-    # the workflow re-run (its answer lost): still no commit
+    # the workflow re-run (its answer lost): still no commit, not counted again
     assert _workflow({"event_key": event})[-1]["ingest"] == Outcome.REPLAY
-    assert not w.repo.files
+    assert not w.repo.files and w.counted("rejected_uploads") == 1
     # its upload stays pending, its quota share held, until the reconcile ends it as any upload whose object went
     assert w.repo.uploads[key.rsplit("/", 1)[1]]["status"] == "pending"
     w.assert_invariants()

@@ -59,7 +59,7 @@
       ],
     },
     contents: {
-      label: "New contents, contents reaped, expired and failed uploads per interval",
+      label: "New contents, contents reaped, expired, failed and rejected uploads per interval",
       format: D.formatNumber,
       axis: D.formatNumber,
       series: [
@@ -67,6 +67,7 @@
         { key: "contents_reaped", label: "Contents reaped", color: "#5f6368", dark: "#bdc1c6" },
         { key: "expired_uploads", label: "Expired uploads", color: "#a8460b", dark: "#f9ab7a" },
         { key: "failed_uploads", label: "Failed uploads", color: "#b3261e", dark: "#f2b8b5" },
+        { key: "rejected_uploads", label: "Rejected uploads", color: "#7d5700", dark: "#f0bf48" },
       ],
     },
     ratio: {

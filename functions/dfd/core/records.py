@@ -272,6 +272,9 @@ class CounterShard:
     # pending uploads the reconcile gave up on: no object came before its URL expired, or it was never ingested
     expired_uploads: int = 0
     failed_uploads: int = 0
+    # uploads and object versions refused: by the drop zone, or by the ingest (a second PUT at a processed upload's
+    # key, a CRC64NVME mismatch, bytes over the quota)
+    rejected_uploads: int = 0
 
 
 COUNTER_FIELDS = (  # what GET /admin/stats shows

@@ -14,7 +14,7 @@
 * An upload holding no reference (`pending`, `expired`, `failed`) is cancelled: status `deleted`, nothing
   counted; a pending one's `quota_bytes` are released from its tenant's usage in the same transaction; a
   pending multipart upload is aborted in S3 first (MultipartService.abort). An object that still arrives for it
-  is deleted by the ingest and counted nowhere.
+  is rejected by the ingest (deleted, counted only in `rejected_uploads`).
 * Repeating a delete answers the same and changes nothing (the upload is `deleted` already).
 * Who: the upload's owner or an admin; another tenant's (or an unknown) id → 404; another user of the same
   tenant → 403 `not_owner`.

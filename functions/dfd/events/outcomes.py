@@ -34,7 +34,7 @@ class DetailType(StrEnum):
     UPLOAD_DELETED = "Upload Deleted"
     UPLOAD_EXPIRED = "Upload Expired"
     UPLOAD_FAILED = "Upload Failed"
-    UPLOAD_REJECTED = "Upload Rejected"  # an object under s3/ refused (too large, over quota): deleted, not counted
+    UPLOAD_REJECTED = "Upload Rejected"  # an object under s3/ refused (too large, over quota): deleted, counted
     FILE_STORED = "File Stored"  # a content's copy kept: its first, or the first after it was tombstoned
     FILE_REMOVED = "File Removed"  # its bytes reaped: the record is gone
 

@@ -46,6 +46,7 @@ GROWING = (
     "reaped_bytes",
     "expired_uploads",
     "failed_uploads",
+    "rejected_uploads",
 )
 # what an interval reports: name -> the total whose difference it is
 INTERVAL_FIELDS = {
@@ -59,6 +60,7 @@ INTERVAL_FIELDS = {
     "bytes_reaped": "reaped_bytes",
     "expired_uploads": "expired_uploads",
     "failed_uploads": "failed_uploads",
+    "rejected_uploads": "rejected_uploads",
 }
 # an interval's figures derived from those: new contents are the contents recorded (a content whose record the
 # reaper has not removed yet, uploaded again after its delete, is not new)
@@ -74,6 +76,7 @@ TOTAL_FIELDS = (
     "reaped_bytes",
     "expired_uploads",
     "failed_uploads",
+    "rejected_uploads",
 )
 
 

@@ -11,7 +11,7 @@ when :meth:`S3Writers.admits` finds a recorded session of that owner for that te
 * it is live, or expired less than ``KEEP_SECONDS`` ago (the window in which a late event or the daily sweep
   brings its last object).
 
-An object no such session admits is rejected by the drop zone (deleted, Upload Rejected, counted nowhere): never
+An object no such session admits is rejected by the drop zone (deleted, Upload Rejected, counted rejected): never
 content of a tenant its writer has left. The check holds on AWS as locally: it needs the key (its owner and
 tenant) and the record, not the writer's principal.
 

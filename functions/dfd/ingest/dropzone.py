@@ -12,7 +12,7 @@ s3/ key: each object version is moved to the upload key the rest of the system s
      valid_content_type allows one, else application/octet-stream); a key that names no file (ending in ``/``),
      an archived storage class, an empty object, one over MaxUploadBytes, one no still-valid credentials of its
      owner may have written (dfd.identity.s3sessions) or one the quota refuses is recorded `rejected` (`failure`:
-     the reason) instead, counted nowhere.
+     the reason) instead, counted `rejected_uploads` on a counter shard in the same transaction.
   3. Pending: copy it server-side to ``uploads/<upload_id>`` (CopySourceIfMatch its ETag, IfNoneMatch "*" as the
      bucket policy wants every write there; skipped when the copy is there already), with the tenant hint. That
      copy's own ObjectCreated event drives the ingest's exactly-once
@@ -30,6 +30,7 @@ which re-drives every object left under s3/ (docs/design/dropzone.md).
 from __future__ import annotations
 
 import hashlib
+import random
 import secrets
 import unicodedata
 from collections.abc import Callable
@@ -119,6 +120,7 @@ class DropZone:
         now: Callable[[], datetime] = clock.now,
         writers: Callable[[str, str], bool] | None = None,
         copies: CopyHandoff | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._s = settings
         self._repo = repo
@@ -127,6 +129,7 @@ class DropZone:
         # (tenant, owner) -> whether a still-valid session may have written the object (dfd.identity.s3sessions)
         self._writers = writers
         self._copies = copies
+        self._rng = rng or random.Random()  # the counter shard a rejection is counted on
 
     def ingest(self, bucket: str, key: str) -> tuple[str, dict[str, object]]:
         """One event of an object under s3/: (outcome, details) — `ignored` (not a caller's key), `gone`,
@@ -158,7 +161,7 @@ class DropZone:
                 return "gone", detail
             except ObjectArchived:
                 # S3 will never copy it as it is: rejected (its quota bytes released), then deleted below
-                self._repo.reject_pending_upload(upload, ARCHIVED, self._now())
+                self._repo.reject_pending_upload(upload, ARCHIVED, self._now(), counter_shard=self._shard())
                 upload = self._repo.get_upload(upload_id) or upload
             else:
                 detail["deleted"] = self._objects.delete(bucket, key, info.etag)
@@ -241,21 +244,24 @@ class DropZone:
             )
             refused = self._refused(info, rest)
             if refused is not None:
-                return self._repo.record_rejected_upload(upload, refused, now)
+                return self._repo.record_rejected_upload(upload, refused, now, counter_shard=self._shard())
             if self._writers is not None and not self._writers(tenant, owner):
-                return self._repo.record_rejected_upload(upload, WRITER_REVOKED, now)
+                return self._repo.record_rejected_upload(upload, WRITER_REVOKED, now, counter_shard=self._shard())
             try:
                 # the pending-uploads limit bounds URLs issued and never used, a limit the tenant's members share:
                 # these bytes are here already, and are moved at once — neither limited by it nor counted in it
                 self._repo.register_upload(upload, now, pending_limit=False)
             except QuotaRefused:
-                return self._repo.record_rejected_upload(upload, QUOTA_EXCEEDED, now)
+                return self._repo.record_rejected_upload(upload, QUOTA_EXCEEDED, now, counter_shard=self._shard())
             except CommitRefused:
                 continue  # registered meanwhile by another delivery: read it
             found = self._repo.get_upload(upload_id)
             if found is not None:
                 return found
         raise ServiceUnavailable(f"the upload of {info.key} could not be registered")
+
+    def _shard(self) -> int:
+        return self._rng.randrange(self._s.counter_shards)
 
     def _pending_seconds(self, info: ObjectInfo) -> int:
         """How long the upload stays pending without its copy before the reconcile may expire it."""

@@ -182,14 +182,18 @@ class DropStore(UploadReads, Protocol):
         record is `pending_uncounted`): only its bytes are."""
         ...
 
-    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
-        """The pending upload becomes `rejected` for `reason`, its quota bytes (as read) released in the same
-        write; False when it is no longer pending or no longer holds them."""
+    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime, *, counter_shard: int) -> bool:
+        """The pending upload becomes `rejected` for `reason`, its quota bytes (as read) released and
+        `rejected_uploads` +1 on the counter shard in the same transaction; False when it is no longer pending or no
+        longer holds them (nothing counted)."""
         ...
 
-    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
-        """Put the upload `rejected` for `reason` where no upload has its id; the record there (ours or an
-        earlier delivery's)."""
+    def record_rejected_upload(
+        self, upload: NewUpload, reason: str, now: datetime, *, counter_shard: int
+    ) -> UploadRecord:
+        """Put the upload `rejected` for `reason` where no upload has its id, with `rejected_uploads` +1 on the
+        counter shard in the same transaction; the record there (ours or an earlier delivery's, then nothing
+        counted)."""
         ...
 
 
@@ -211,6 +215,11 @@ class IngestStore(FileReads, DropStore, Protocol):
 
     def record_event(self, version: ObjectVersion, outcome: str, now: datetime) -> bool:
         """Record the version's outcome on its own (nothing else changes); False when already recorded."""
+        ...
+
+    def record_rejected_event(self, version: ObjectVersion, now: datetime, *, counter_shard: int) -> bool:
+        """Record the version `rejected`, with `rejected_uploads` +1 on the counter shard in the same transaction;
+        False when already recorded (nothing counted)."""
         ...
 
     def commit_stored(

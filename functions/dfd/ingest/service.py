@@ -78,7 +78,7 @@ class Outcome(StrEnum):
     GONE = "gone"  # the object no longer exists (deleted duplicate, never uploaded)
     SUPERSEDED = "superseded"  # the object changed while read: the newer version's event follows
     # a second PUT at an upload key already processed, or a version whose bytes read are not the ones S3 checksummed
-    # (`crc64nvme_mismatch`): deleted, not counted
+    # (`crc64nvme_mismatch`): deleted, counted only in `rejected_uploads`
     REJECTED = "rejected"
     CONFLICT = "conflict"  # a stored object was overwritten in place by a direct put: nothing deleted, alarmed
     # an object under s3/ (dfd.ingest.dropzone); `rejected`, `ignored`, `gone`, `superseded` as above
@@ -153,7 +153,7 @@ class Ingestor:
         self._backoff = Backoff(sleep, self._rng)
         # test seam: runs between the commit and the delete (crash injection)
         self._after_commit = after_commit
-        self._drops = DropZone(settings, repo, objects, now=now, writers=writers, copies=copies)
+        self._drops = DropZone(settings, repo, objects, now=now, writers=writers, copies=copies, rng=self._rng)
         self._handoff = handoff
 
     # ------------------------------------------------------------------ entry point
@@ -484,13 +484,14 @@ class Ingestor:
 
     def _rejected(self, version: ObjectVersion, result: IngestResult) -> None:
         """A second object version at an upload key whose upload was already processed (the presigned URL was
-        used again after a duplicate's bytes were deleted): not an upload of its own — delete it, count nothing.
+        used again after a duplicate's bytes were deleted): not an upload of its own — delete it, count it rejected.
         A stored object is never deleted: its key is claimed."""
         if self._repo.get_claim(version.bucket, version.key) is not None:
             self._conflict(version, result, None)
             return
         result.outcome = Outcome.REJECTED
-        if self._repo.record_event(version, Outcome.REJECTED, self._now()):
+        shard = self._rng.randrange(self._s.counter_shards)
+        if self._repo.record_rejected_event(version, self._now(), counter_shard=shard):
             result.deleted = self._objects.delete(version.bucket, version.key, version.etag)
         else:  # recorded before (a replay, or a concurrent delivery first): follow what it recorded
             self._recorded(version, result)

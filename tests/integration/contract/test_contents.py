@@ -158,6 +158,21 @@ def test_record_event_once(repo: Repository) -> None:
     assert event is not None and event.outcome == "conflict" and event.key == v.key
 
 
+def _rejected(repo: Repository) -> int:
+    return sum(s.rejected_uploads for s in repo.counter_shards(consistent=True).values())
+
+
+def test_a_rejected_version_is_recorded_and_counted_once(repo: Repository) -> None:
+    v = version(1)
+    assert repo.record_rejected_event(v, _now(), counter_shard=1)
+    event = repo.get_event(v.event_key)
+    assert event is not None and event.outcome == "rejected" and _rejected(repo) == 1
+    # a replay (another delivery: a record of another second) finds it and counts nothing
+    assert not repo.record_rejected_event(v, _now() + timedelta(seconds=1), counter_shard=2)
+    assert _rejected(repo) == 1 and repo.counter_totals()["total_uploads"] == 0
+    assert not repo.record_event(v, "conflict", _now() + timedelta(seconds=2))  # one record per version
+
+
 def test_precheck_duplicate(repo: Repository) -> None:
     _, v = registered(repo, 1)
     commit(repo, "stored", v, TenantShare("acme", False, False, 100))
@@ -204,7 +219,7 @@ def test_an_upload_carries_the_event_of_the_version_that_processed_it(repo: Repo
     record, v = registered(repo, 1)
     commit(repo, "stored", v, TenantShare("acme", held=False, counted=False, pending_bytes=100))
     second = dataclasses.replace(v, event_key=event_key(BUCKET, v.key, "second"), etag='"second"')
-    assert repo.record_event(second, "rejected", _now())
+    assert repo.record_rejected_event(second, _now(), counter_shard=1)
     never = event_key(BUCKET, v.key, "never")
     events = repo.get_events([v.event_key, second.event_key, never])
     assert sorted(events) == sorted([v.event_key, second.event_key])
@@ -215,7 +230,8 @@ def test_an_upload_carries_the_event_of_the_version_that_processed_it(repo: Repo
     assert repo.ingest_state(v.event_key, DIGEST, record.upload_id).event == carried
     # the ingest's first read of another version at the key reads the upload item only (record_event finds it)
     assert repo.ingest_state(second.event_key, DIGEST, record.upload_id).event is None
-    assert not repo.record_event(second, "rejected", _now() + timedelta(seconds=1))
+    assert not repo.record_rejected_event(second, _now() + timedelta(seconds=1), counter_shard=2)
+    assert _rejected(repo) == 1  # counted once
     assert repo.get_event(never) is None and repo.ingest_state(never, DIGEST, record.upload_id).event is None
     # the upload item says which version processed it: a commit of this one again is a replay
     replay = refused(EventRecorded, lambda: commit(repo, "stored", v, None))

@@ -18,8 +18,8 @@ def test_shards_snapshots_and_series(repo: Repository) -> None:
     assert sum(shard.total_uploads for shard in shards.values()) == 1
     assert sum(shard.total_files for shard in shards.values()) == 1
     read = {
-        "shard#000": (1, 100, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0),
-        "shard#003": (0, 0, 2, 2, 200, 1, 0, 0, 0, 1, 50, 0, 2),
+        "shard#000": (1, 100, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0),
+        "shard#003": (0, 0, 2, 2, 200, 1, 0, 0, 0, 1, 50, 0, 2, 4),
     }
     assert len(SNAPSHOT_FIELDS) == len(read["shard#000"])
     totals = {name: sum(values[i] for values in read.values()) for i, name in enumerate(SNAPSHOT_FIELDS)}
@@ -36,6 +36,7 @@ def test_shards_snapshots_and_series(repo: Repository) -> None:
     assert all(p.snapshot.read == {} for p in hourly)  # a series' read carries the totals only
     assert all(p.snapshot.read == {} for p in repo.history(300, T0, T0 + 3601))
     assert hourly[-1].snapshot.totals["failed_uploads"] == 2 and hourly[-1].snapshot.totals["reaped_bytes"] == 50
+    assert hourly[-1].snapshot.totals["rejected_uploads"] == 4
     daily = repo.history(86400, T0 - 86400, T0 + 86400)
     assert [p.snapshot.taken_at for p in daily] == [T0 + 3600] and daily[0].snapshot.totals["total_bytes_stored"] == 100
     assert repo.history(300, T0 + 1, T0 + 300) == []  # start <= at < end

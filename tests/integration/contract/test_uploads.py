@@ -90,6 +90,11 @@ def _ended(repo: Repository) -> tuple[int, int]:
     return sum(s.expired_uploads for s in shards), sum(s.failed_uploads for s in shards)
 
 
+def _rejected(repo: Repository) -> int:
+    """The counters' rejected uploads, summed over the shards."""
+    return sum(s.rejected_uploads for s in repo.counter_shards(consistent=True).values())
+
+
 def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Repository) -> None:
     first, _ = registered(repo, 1, size=100)
     second, _ = registered(repo, 2, size=200)
@@ -117,25 +122,25 @@ def test_pending_uploads_are_due_after_their_grace_and_settle_once(repo: Reposit
     assert repo.tenant_usage("acme") == TenantUsage()  # their quota bytes released
 
 
-def test_a_rejected_upload_is_recorded_once_and_counted_nowhere(repo: Repository) -> None:
+def test_a_rejected_upload_is_recorded_and_counted_once(repo: Repository) -> None:
     upload = new_upload(1, size=700)
-    record = repo.record_rejected_upload(upload, "too_large", _now())
+    record = repo.record_rejected_upload(upload, "too_large", _now(), counter_shard=1)
     assert (record.status, record.failure, record.size, record.tenant) == (
         UploadStatus.REJECTED,
         "too_large",
         700,
         "acme",
     )
-    assert repo.get_upload(upload.upload_id) == record
-    again = repo.record_rejected_upload(upload, "quota_exceeded", _now() + timedelta(minutes=1))
-    assert again == record  # the first record stands
+    assert repo.get_upload(upload.upload_id) == record and _rejected(repo) == 1
+    again = repo.record_rejected_upload(upload, "quota_exceeded", _now() + timedelta(minutes=1), counter_shard=2)
+    assert again == record and _rejected(repo) == 1  # the first record stands, counted once
     assert repo.tenant_usage("acme") == TenantUsage()
     registered(repo, 2, size=10)
-    pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now())
-    assert pending.status == UploadStatus.PENDING  # an upload registered first is not rejected
+    pending = repo.record_rejected_upload(new_upload(2, size=10), "too_large", _now(), counter_shard=0)
+    assert pending.status == UploadStatus.PENDING and _rejected(repo) == 1  # registered first: not rejected
     marked = dataclasses.replace(new_upload(3, size=700), incarnation="drop-3")
-    assert repo.record_rejected_upload(marked, "too_large", _now()).incarnation == "drop-3"
-    assert record.incarnation is None  # none given: none written
+    assert repo.record_rejected_upload(marked, "too_large", _now(), counter_shard=0).incarnation == "drop-3"
+    assert record.incarnation is None and _rejected(repo) == 2  # none given: none written
 
 
 def test_an_upload_id_registered_again_is_refused_and_counts_nothing(repo: Repository) -> None:
@@ -180,8 +185,10 @@ def test_a_pending_drop_zone_upload_is_rejected_once_its_bytes_released(repo: Re
     repo.register_upload(new_upload(1, size=40), _now(), pending_limit=False)
     record = repo.get_upload(new_upload(1).upload_id)
     assert record is not None
-    assert repo.reject_pending_upload(record, "archived_storage_class", _now())
-    assert not repo.reject_pending_upload(record, "archived_storage_class", _now())  # once
+    assert repo.reject_pending_upload(record, "archived_storage_class", _now(), counter_shard=1)
+    assert _rejected(repo) == 1
+    assert not repo.reject_pending_upload(record, "archived_storage_class", _now(), counter_shard=2)  # once
+    assert _rejected(repo) == 1  # counted once
     rejected = repo.get_upload(record.upload_id)
     assert rejected is not None and rejected.status == UploadStatus.REJECTED and rejected.quota_bytes == 0
     assert (rejected.failure, rejected.failed_at) == ("archived_storage_class", clock.iso(_now()))
@@ -199,7 +206,9 @@ def test_how_each_upload_came_in_is_kept_and_read_by_every_reader(repo: Reposito
         NewMultipart("alice", "beta", 5 * 2**20, 2),
         _now(),
     )
-    rejected = repo.record_rejected_upload(dataclasses.replace(new_upload(5), via=UploadVia.S3), "too_large", _now())
+    rejected = repo.record_rejected_upload(
+        dataclasses.replace(new_upload(5), via=UploadVia.S3), "too_large", _now(), counter_shard=0
+    )
     assert rejected.via == UploadVia.S3 and rejected.status == UploadStatus.REJECTED
     want = {
         new_upload(1).upload_id: UploadVia.PRESIGNED,

@@ -207,7 +207,12 @@ class FakeTables:
             upload.pop(name, None)
 
     def _count(self, shard: int, **deltas: int) -> None:
+        self._add_counters(shard, **deltas)
+        self.committed += 1
+
+    def _add_counters(self, shard: int, **deltas: int) -> None:
+        """ADD the deltas to one counter shard (a rejection's count: no commit of its own)."""
+        assert 0 <= shard < self.settings.counter_shards, shard
         totals = self.counters.setdefault(shard, {})
         for name, delta in deltas.items():
             totals[name] = totals.get(name, 0) + delta
-        self.committed += 1

@@ -37,6 +37,12 @@ class FakeContents(FakeTables):
         self.events[version.event_key] = self._event(version, outcome, now)
         return True
 
+    def record_rejected_event(self, version: ObjectVersion, now: datetime, *, counter_shard: int) -> bool:
+        if not self.record_event(version, UploadStatus.REJECTED.value, now):
+            return False
+        self._add_counters(counter_shard, rejected_uploads=1)
+        return True
+
     def commit_stored(
         self,
         version: ObjectVersion,

@@ -46,7 +46,7 @@ class FakeUploads(FakeTables):
         if not pending_limit:
             self.uploads[upload.upload_id]["pending_uncounted"] = True
 
-    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
+    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime, *, counter_shard: int) -> bool:
         record = self.uploads.get(upload.upload_id)
         if record is None or record.get("status") != UploadStatus.PENDING:
             return False
@@ -54,12 +54,16 @@ class FakeUploads(FakeTables):
             return False
         record.update(status=UploadStatus.REJECTED.value, failed_at=clock.iso(now), failure=reason)
         record.pop("pending_shard", None)
+        self._add_counters(counter_shard, rejected_uploads=1)
         return True
 
-    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
+    def record_rejected_upload(
+        self, upload: NewUpload, reason: str, now: datetime, *, counter_shard: int
+    ) -> UploadRecord:
         if upload.upload_id not in self.uploads:
             ttl = clock.epoch(clock.plus(now, days=self.settings.upload_ttl_days))
             self.uploads[upload.upload_id] = uploads_codec.rejected_upload_item(upload, reason, now, ttl=ttl)
+            self._add_counters(counter_shard, rejected_uploads=1)
         return uploads_codec.upload_record(self.uploads[upload.upload_id])
 
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:

@@ -85,6 +85,19 @@ class Contents(References):
             raise translate(error, "PutItem") from error
         return True
 
+    def record_rejected_event(self, version: ObjectVersion, now: datetime, *, counter_shard: int) -> bool:
+        """One TransactWriteItems: the event record `rejected` where none is, and `rejected_uploads` +1 on the
+        counter shard (the condition keeps a replay from counting again)."""
+        plan = Plan(identity="event")
+        event = self._event_item(version, UploadStatus.REJECTED.value, now)
+        plan.add("event", self._put_new(self._s.events_table, event, "event_key"), EventRecorded)
+        plan.add("counters", self._add_counters_item(counter_shard, {"rejected_uploads": 1}))
+        try:
+            self._run(plan)
+        except EventRecorded:
+            return False
+        return True
+
     # ---------------------------------------------------------------- the ingest's commits
     def commit_stored(
         self,

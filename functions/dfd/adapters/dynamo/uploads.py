@@ -35,6 +35,12 @@ _PENDING = UploadStatus.PENDING.value
 _DELETED = UploadStatus.DELETED.value
 
 
+class _Recorded(CommitRefused):
+    """An upload with this id is recorded already (item: its record)."""
+
+    item: UploadRecord | None
+
+
 class Uploads(Store):
     def register_upload(
         self, upload: NewUpload, now: datetime, *, multipart: NewMultipart | None = None, pending_limit: bool = True
@@ -74,23 +80,23 @@ class Uploads(Store):
         except QuotaRefused as refused:  # the gate as it was, with what the other shards hold: the tenant's usage
             raise QuotaRefused(usage.total([refused.item or TenantUsage(), others])) from None
 
-    def record_rejected_upload(self, upload: NewUpload, reason: str, now: datetime) -> UploadRecord:
-        """One PutItem where no upload has the id: the upload `rejected` for `reason`, counted nowhere. Returns the
+    def record_rejected_upload(
+        self, upload: NewUpload, reason: str, now: datetime, *, counter_shard: int
+    ) -> UploadRecord:
+        """One TransactWriteItems: the upload `rejected` for `reason` where no upload has the id, and
+        `rejected_uploads` +1 on the counter shard (the condition keeps a replay from counting again). Returns the
         record there: the one written, or the one a previous delivery wrote (any status)."""
         ttl = clock.epoch(clock.plus(now, days=self._s.upload_ttl_days))
         item = uploads_codec.rejected_upload_item(upload, reason, now, ttl=ttl)
+        plan = Plan(identity="upload")
+        plan.add("upload", self._put_new(self._s.uploads_table, item, "upload_id"), _Recorded)
+        plan.add("counters", self._add_counters_item(counter_shard, {"rejected_uploads": 1}))
         try:
-            self._db.put_item(
-                TableName=self._s.uploads_table,
-                Item=to_item(item),
-                ConditionExpression="attribute_not_exists(upload_id)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except (ClientError, BotoCoreError) as error:
-            found = refused_item(error) if condition_failed(error) else None
-            if found is None:
-                raise translate(error, "PutItem") from error
-            return uploads_codec.upload_record(found)
+            self._run(plan)
+        except _Recorded as refused:
+            if isinstance(refused.item, UploadRecord):
+                return refused.item
+            raise
         return uploads_codec.upload_record(item)
 
     def register_multipart_upload(self, upload: NewUpload, multipart: NewMultipart, now: datetime) -> None:
@@ -203,10 +209,11 @@ class Uploads(Store):
             counters=(counter_shard, {f"{status.value}_uploads": 1}),
         )
 
-    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime) -> bool:
+    def reject_pending_upload(self, upload: UploadRecord, reason: str, now: datetime, *, counter_shard: int) -> bool:
         """A pending drop-zone upload whose object cannot be copied becomes `rejected` for `reason` (`failed_at`,
-        `failure`, as record_rejected_upload writes one), releasing its quota bytes as read; False when it is no
-        longer pending or no longer holds those bytes."""
+        `failure`, as record_rejected_upload writes one), releasing its quota bytes as read, and counted
+        (`rejected_uploads` +1 on the counter shard) in the same transaction; False when it is no longer pending or
+        no longer holds those bytes."""
         return self._end_upload(
             upload.upload_id,
             "SET #status = :status, failed_at = :now, failure = :why",
@@ -217,6 +224,7 @@ class Uploads(Store):
             upload.quota_bytes,
             values={":why": to_attr(reason)},
             counted=not upload.pending_uncounted,
+            counters=(counter_shard, {"rejected_uploads": 1}),
         )
 
     # ---------------------------------------------------------------- multipart (dfd.uploads.multipart)
