@@ -189,10 +189,7 @@ def test_open_seed_3302949462_settles_with_every_upload_key_ingested() -> None:
     assert Episode(3302949462).run() is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: seed 1140330726 (make sim SEED=1140330726) has a multipart operation raise KeyError(1), which is no "
-    "DfdError (a 500); not yet diagnosed. Strict: the test fails once the cause is fixed, to be made a regression.",
-)
-def test_open_seed_1140330726_raises_no_500() -> None:
+def test_regression_a_completion_naming_a_part_s3_lacks_is_refused_not_a_500() -> None:
+    """Seed 1140330726: a multipart completion named a part the fake S3 did not hold, and the fake raised KeyError
+    where S3 answers InvalidPart (the adapter's PartsRejected)."""
     assert Episode(1140330726).run() is None

@@ -271,6 +271,9 @@ class FakeObjectStore:
         small = [part.part_number for part in parts[:-1] if part.size < self.min_part]
         if small:  # S3's EntityTooSmall, as the adapter translates it
             raise PartsRejected(f"parts {small} are below {self.min_part} bytes", details={"s3_code": "EntityTooSmall"})
+        missing = [part.part_number for part in parts if part.part_number not in upload["data"]]
+        if missing:  # S3's InvalidPart (a part not uploaded to this upload), as the adapter translates it
+            raise PartsRejected(f"parts {missing} were not uploaded", details={"s3_code": "InvalidPart"})
         data = b"".join(upload["data"][part.part_number] for part in parts)
         assert len(data) == size
         self.put(bucket, key, data, metadata=upload["metadata"])
