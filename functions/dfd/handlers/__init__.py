@@ -17,9 +17,13 @@ than a function uses (their submodules are imported as needed).
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import dfd.lazyinit  # noqa: F401 (deferring Powertools' package inits, before any handler imports them)
+
+if TYPE_CHECKING:
+    from dfd.core.errors import BadRequest
 
 gc.disable()
 
@@ -33,3 +37,12 @@ def init_done(*build: Callable[[], object]) -> None:
     finally:
         gc.freeze()
         gc.enable()
+
+
+def workflow_event_key(event: object, refused: type[BadRequest]) -> str:
+    """The event key a workflow's payload names (`{"event_key": ...}`, 1 to 2,048 characters); `refused` (raised)
+    when it names none: the payload is not the workflow's."""
+    key = event.get("event_key") if isinstance(event, Mapping) else None
+    if not isinstance(key, str) or not key or len(key) > 2048:
+        raise refused("the payload names no event key")
+    return key

@@ -10,7 +10,7 @@ retries the step (it lists the parts S3 holds again).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -20,7 +20,7 @@ from dfd.adapters import aws
 from dfd.core.config import settings
 from dfd.core.errors import BadRequest
 from dfd.core.observability import logger, metrics, tracer
-from dfd.handlers import init_done
+from dfd.handlers import init_done, workflow_event_key
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -34,9 +34,7 @@ class CopyInputError(BadRequest):
 
 def run_copy(event: Any, remaining_seconds: Callable[[], float]) -> dict[str, Any]:
     """One step of the copy of the version `event["event_key"]` names."""
-    key = event.get("event_key") if isinstance(event, Mapping) else None
-    if not isinstance(key, str) or not key or len(key) > 2048:
-        raise CopyInputError("the payload names no event key")
+    key = workflow_event_key(event, CopyInputError)
     result = deps.drop_copies().copy_step(key, remaining_seconds)
     answer: dict[str, Any] = {
         "event_key": key,

@@ -11,7 +11,6 @@ retries the segment from the state it started at.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -21,7 +20,7 @@ from dfd.adapters import aws
 from dfd.core.config import settings
 from dfd.core.errors import BadRequest
 from dfd.core.observability import logger, metrics, tracer
-from dfd.handlers import init_done
+from dfd.handlers import init_done, workflow_event_key
 from dfd.ingest.crc64nvme import self_test as crc64nvme_self_test
 from dfd.ingest.segments import SegmentOutcome
 from dfd.ingest.sha256state import self_test
@@ -38,9 +37,7 @@ class SegmentInputError(BadRequest):
 
 def run_segment(event: Any, remaining_seconds: Any) -> dict[str, Any]:
     """One segment of the version `event["event_key"]` names, then its commit when it was the last."""
-    key = event.get("event_key") if isinstance(event, Mapping) else None
-    if not isinstance(key, str) or not key or len(key) > 2048:
-        raise SegmentInputError("the payload names no event key")
+    key = workflow_event_key(event, SegmentInputError)
     result = deps.segments().hash_segment(key, remaining_seconds)
     answer: dict[str, Any] = {
         "event_key": key,
